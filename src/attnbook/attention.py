@@ -1,0 +1,106 @@
+"""Attention from scratch: a stable softmax and scaled dot-product attention that also returns its weights."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ._validate import require_broadcastable, require_dim, require_tensor
+
+__all__ = ["softmax", "scaled_dot_product_attention"]
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """Softmax along `dim`, shifted by the maximum so that logits of +-1000 neither overflow nor underflow.
+
+    A slice that is entirely -inf (nothing allowed) gives zeros instead of NaN.
+    """
+    require_tensor(x, "x", floating=True)
+    dim = require_dim(dim, x.dim())
+    x_max = x.amax(dim=dim, keepdim=True)
+    x_max = torch.where(torch.isfinite(x_max), x_max, torch.zeros_like(x_max))  # all -inf slice: shift by 0
+    e = torch.exp(x - x_max)  # every exponent <= 0, so every term is in [0, 1]
+    total = e.sum(dim=dim, keepdim=True)  # >= 1 unless the whole slice is -inf
+    return e / total.clamp_min(torch.finfo(x.dtype).tiny)
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T * scale + mask) V, with the arguments of `torch.nn.functional.scaled_dot_product_attention`.
+
+    Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev) -> output (..., L, Ev), weights (..., L, S).
+    `attn_mask` broadcasts to (..., L, S): boolean with True = may attend, or floating point and added to
+    the scores. A query row with no key allowed gets zero weights and a zero output, never NaN.
+    """
+    _check_qkv(query, key, value)
+    L, S = query.size(-2), key.size(-2)
+    if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool) or not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be a float in [0, 1), got {dropout_p!r}")
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
+    if is_causal and attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both")
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.size(-1))
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+
+    scores = query @ key.transpose(-2, -1) * scale  # (..., L, S)
+    if is_causal:
+        attn_mask = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()  # (L, S), top-left aligned
+    if attn_mask is not None:
+        _check_mask(attn_mask, scores)
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, dim=-1)  # (..., L, S); rows sum to 1, fully masked rows are 0
+    if dropout_p > 0.0:
+        weights = torch.nn.functional.dropout(weights, p=dropout_p)
+    return weights @ value, weights  # (..., L, Ev), (..., L, S)
+
+
+def _check_qkv(query, key, value) -> None:
+    """Validate types, dtypes and the sizes that must agree between query, key and value."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        require_tensor(t, name, min_dim=2, floating=True)
+    if not query.dtype == key.dtype == value.dtype:
+        raise TypeError(
+            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype} and {value.dtype}"
+        )
+    if query.size(-1) != key.size(-1):
+        raise ValueError(
+            f"query and key must have the same last dimension (E), got query {tuple(query.shape)} "
+            f"and key {tuple(key.shape)}"
+        )
+    if key.size(-2) != value.size(-2):
+        raise ValueError(
+            f"key and value must have the same number of positions (dim -2), got key {tuple(key.shape)} "
+            f"and value {tuple(value.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the batch dimensions of query {tuple(query.shape)}, key {tuple(key.shape)} and "
+            f"value {tuple(value.shape)} do not broadcast"
+        ) from None
+
+
+def _check_mask(attn_mask, scores: Tensor) -> None:
+    """Validate attn_mask's type, dtype and shape against the score matrix it is applied to."""
+    require_tensor(attn_mask, "attn_mask")
+    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+        raise TypeError(
+            f"attn_mask must be boolean (True = may attend) or floating point (added to the scores), "
+            f"got dtype {attn_mask.dtype}"
+        )
+    require_broadcastable(attn_mask.shape, scores.shape, "attn_mask", "the attention scores (..., L, S)")

@@ -1,0 +1,136 @@
+"""Generate the exercise version of each chapter: solutions replaced by stubs, outputs cleared.
+
+    python -m attnbook.student            # write book/exercises/NN_name.ipynb for every book/NN_name.ipynb
+    python -m attnbook.student --check    # exit 1 if a committed exercise version is out of date
+
+In a cell tagged `solution`, each block between `# BEGIN SOLUTION` and `# END SOLUTION` is replaced:
+inside a function (indented) by `raise NotImplementedError(...)`; at the top level by `name = None` for
+every name the block assigns, so `check(...)` reports "not attempted yet" and later cells still run.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
+SOLUTION_TAG = "solution"
+CHAPTER_GLOB = "[0-9][0-9]_*.ipynb"
+NOTICE = (
+    "**Exercise version.** The solutions in this notebook are replaced by stubs. Fill them in and run the "
+    "check cell under each one; `summary({chapter})` at the end shows your progress."
+)
+
+
+def stub_source(source: str) -> str:
+    """Replace every BEGIN/END SOLUTION block in `source` by its stub."""
+    lines = source.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != BEGIN:
+            out.append(lines[i])
+            i += 1
+            continue
+        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        try:
+            j = next(k for k in range(i + 1, len(lines)) if lines[k].strip() == END)
+        except StopIteration:
+            raise ValueError(f"'{BEGIN}' on line {i + 1} has no matching '{END}'") from None
+        out.extend(_stub(lines[i + 1 : j], indent))
+        i = j + 1
+    return "\n".join(out)
+
+
+def _stub(block: list[str], indent: str) -> list[str]:
+    """The stub lines for one solution block at `indent`."""
+    if indent:
+        return [f"{indent}# YOUR CODE HERE", f'{indent}raise NotImplementedError("replace this line with your code")']
+    names = _assigned_names("\n".join(block))
+    if not names:
+        raise ValueError("a top-level solution block must assign at least one name, e.g. `answer = ...`")
+    return [f"{name} = None  # YOUR ANSWER HERE" for name in names]
+
+
+def _assigned_names(code: str) -> list[str]:
+    """Names assigned at the top level of `code`, in order of first assignment."""
+    names: list[str] = []
+    for node in ast.parse(code).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id not in names:
+                names.append(t.id)
+    return names
+
+
+def exercise_version(nb: nbformat.NotebookNode, chapter: str) -> nbformat.NotebookNode:
+    """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared and a notice on top."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs, cell.execution_count = [], None
+        tags = cell.metadata.get("tags", [])
+        if SOLUTION_TAG in tags:
+            cell.source = stub_source(cell.source)
+            cell.metadata["tags"] = [t for t in tags if t != "hide-input"]  # learners must see their cell
+            cell.metadata.pop("mystnb", None)
+        elif BEGIN in cell.source:
+            raise ValueError(f"a cell holds '{BEGIN}' but is not tagged {SOLUTION_TAG!r}: {cell.source[:60]!r}")
+    notice = nbformat.v4.new_markdown_cell(NOTICE.format(chapter=chapter))
+    notice.id = "exercise-version-notice"
+    nb.cells.insert(1, notice)
+    return nb
+
+
+def chapter_number(path: Path) -> str:
+    """'02_scaled_attention.ipynb' -> '2'."""
+    m = re.match(r"(\d+)_", path.name)
+    if not m:
+        raise ValueError(f"{path.name} does not start with a chapter number like '02_'")
+    return str(int(m.group(1)))
+
+
+def render(nb: nbformat.NotebookNode) -> str:
+    """The notebook as the exact text we commit."""
+    return nbformat.writes(nb) + "\n"
+
+
+def generate(book_dir: Path) -> dict[Path, str]:
+    """Map each exercise-version path to its freshly generated text."""
+    out = {}
+    for path in sorted(book_dir.glob(CHAPTER_GLOB)):
+        nb = nbformat.read(path, as_version=4)
+        out[book_dir / "exercises" / path.name] = render(exercise_version(nb, chapter_number(path)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnbook.student", description=__doc__.split("\n")[0])
+    parser.add_argument("--book", type=Path, default=Path("book"), help="folder of chapter notebooks")
+    parser.add_argument("--check", action="store_true", help="exit 1 if an exercise version is stale")
+    args = parser.parse_args(argv)
+    if not args.book.is_dir():
+        parser.error(f"--book {args.book} is not a folder")
+    stale = []
+    for path, text in generate(args.book).items():
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path)
+        else:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if stale:
+        print("out of date (run `python -m attnbook.student`):", *map(str, stale), sep="\n  ")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
