@@ -83,12 +83,14 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Exercise:
-    """A registered exercise: id like "2.3", a title, its points, and its checker."""
+    """A registered exercise: id like "2.3", a title, its points, its checker, and whether the answer is a
+    function or a value (a matrix, a number)."""
 
     exercise_id: str
     title: str
     points: float
     checker: Callable[[object], str]
+    answer_kind: str = "function"
 
     @property
     def chapter(self) -> str:
@@ -99,13 +101,15 @@ REGISTRY: dict[str, Exercise] = {}
 _SESSION: dict[str, CheckResult] = {}
 
 
-def exercise(exercise_id: str, title: str, points: float = 1.0):
-    """Decorator that registers `checker` for `exercise_id` (e.g. "2.3")."""
+def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str = "function"):
+    """Decorator that registers `checker` for `exercise_id` (e.g. "2.3"); answer_kind is "function" or "value"."""
+    if answer_kind not in ("function", "value"):
+        raise ValueError(f"answer_kind must be 'function' or 'value', got {answer_kind!r}")
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in REGISTRY:
             raise ValueError(f"exercise {exercise_id} is registered twice")
-        REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker)
+        REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind)
         return checker
 
     return register
