@@ -103,4 +103,6 @@ def _check_mask(attn_mask, scores: Tensor) -> None:
             f"attn_mask must be boolean (True = may attend) or floating point (added to the scores), "
             f"got dtype {attn_mask.dtype}"
         )
+    if attn_mask.is_floating_point() and attn_mask.dtype != scores.dtype:
+        raise TypeError(f"a floating-point attn_mask must have the dtype of query ({scores.dtype}), got {attn_mask.dtype}")
     require_broadcastable(attn_mask.shape, scores.shape, "attn_mask", "the attention scores (..., L, S)")

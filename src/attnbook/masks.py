@@ -53,11 +53,12 @@ def padding_mask(lengths, max_len: int | None = None) -> Tensor:
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:
     """AND together boolean allow-masks (broadcasting them); None entries are skipped, all None gives None."""
+    for i, m in enumerate(masks):
+        if m is not None:
+            require_tensor(m, f"masks[{i}]")
+            if m.dtype != torch.bool:
+                raise TypeError(f"masks[{i}] must be boolean (True = may attend), got dtype {m.dtype}")
     present = [m for m in masks if m is not None]
-    for i, m in enumerate(present):
-        require_tensor(m, f"masks[{i}]")
-        if m.dtype != torch.bool:
-            raise TypeError(f"masks[{i}] must be boolean (True = may attend), got dtype {m.dtype}")
     if not present:
         return None
     try:
@@ -74,7 +75,8 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
 def convert_mask(mask: Tensor, src: str, dst: str, *, dtype: torch.dtype = torch.float32) -> Tensor:
     """Translate a mask between the "allow", "block" and "additive" conventions (see the module docstring).
 
-    An additive mask is read as blocked wherever its entry is -inf or below -1e4 (code often uses -1e9);
+    An additive mask is read as blocked wherever its entry is at or below -1e4 (-inf, BERT's -10000, the -1e9
+    many codes use);
     `dtype` is the floating dtype of an additive result.
     """
     for name, conv in (("src", src), ("dst", dst)):
@@ -85,7 +87,7 @@ def convert_mask(mask: Tensor, src: str, dst: str, *, dtype: torch.dtype = torch
         raise TypeError(f"a {src!r} mask must be boolean, got dtype {mask.dtype}")
     if src == "additive" and not mask.is_floating_point():
         raise TypeError(f"an 'additive' mask must be floating point, got dtype {mask.dtype}")
-    if not dtype.is_floating_point:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point dtype, got {dtype}")
 
     allow = {"allow": lambda: mask, "block": lambda: ~mask, "additive": lambda: mask > -1e4}[src]()

@@ -43,10 +43,11 @@ GLUE_PREFIX = "application/papermill.record/"
 
 
 def glue(name: str, value, display: bool = False) -> None:
-    """Store `value` under `name` for the book's prose ({glue:text}`name:.2f`), as `myst_nb.glue` does.
+    """Store `value` under `name` for the book's prose ({glue:text}`name:.2f`), in myst_nb.glue's format.
 
     Written here so that chapters run where myst-nb is not installed (Colab); a test checks the output
-    matches myst_nb's own.
+    matches myst_nb's own. Unlike myst_nb.glue, it does not also display the value unless `display=True`:
+    the chapters print what they want shown.
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"name must be a non-empty str, got {name!r}")

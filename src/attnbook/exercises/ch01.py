@@ -15,6 +15,7 @@ def check_stable_softmax(stable_softmax) -> str:
         ("random logits of shape (2, 5)", torch.randn(2, 5, generator=g), -1),
         ("logits [[1000, 999, -1000]]", torch.tensor([[1000.0, 999.0, -1000.0]]), -1),
         ("logits [[-1000, -1000, -1000]]", torch.tensor([[-1000.0, -1000.0, -1000.0]]), -1),
+        ("logits [[1000, 999], [-1000, -1001]]", torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]), -1),
         ("random logits of shape (3, 4, 6) with dim=1", 5 * torch.randn(3, 4, 6, generator=g), 1),
         ("a single logit [[7.]]", torch.tensor([[7.0]]), -1),
     ]
@@ -31,4 +32,4 @@ def check_stable_softmax(stable_softmax) -> str:
                     torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(dim=dim, keepdim=True),
             },
         )
-    return "matches softmax on 5 inputs, including logits of +-1000"
+    return "matches softmax on 6 inputs, including logits of +-1000"
