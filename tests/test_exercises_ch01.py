@@ -1,0 +1,222 @@
+"""Chapter 1 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+import math
+
+import pytest
+import torch
+
+from attnbook import softmax
+from attnbook.exercises import check
+
+
+def assert_rejected(exercise_id, fn, hint):
+    result = check(exercise_id, fn)
+    assert result.status == "failed", (fn.__name__, result.message)
+    assert hint in result.message, (fn.__name__, result.message)
+
+
+def not_attempted(*args, **kwargs):
+    raise NotImplementedError("replace this line with your code")
+
+
+@pytest.mark.parametrize("exercise_id, name", [("1.1", "project_qkv"), ("1.2", "soft_lookup"),
+                                               ("1.3", "stable_softmax")])
+def test_reference_solution_passes(solutions, exercise_id, name):
+    result = check(exercise_id, solutions(1)[name])
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("exercise_id", ["1.1", "1.2", "1.3"])
+def test_stub_is_not_attempted(exercise_id):
+    result = check(exercise_id, not_attempted)
+    assert result.status == "not attempted", result.message
+    assert result.points == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1.1  project_qkv
+# ---------------------------------------------------------------------------------------------------------
+
+
+def transposed_weights(X, W_q, W_k, W_v):
+    return X @ W_q.T, X @ W_k.T, X @ W_v.T
+
+
+def weights_first(X, W_q, W_k, W_v):
+    return W_q @ X, W_k @ X, W_v @ X
+
+
+def transposed_result(X, W_q, W_k, W_v):
+    return (X @ W_q).transpose(-2, -1), (X @ W_k).transpose(-2, -1), (X @ W_v).transpose(-2, -1)
+
+
+def w_q_for_all(X, W_q, W_k, W_v):
+    return X @ W_q, X @ W_q, X @ W_q
+
+
+def k_q_v_order(X, W_q, W_k, W_v):
+    return X @ W_k, X @ W_q, X @ W_v
+
+
+def only_q(X, W_q, W_k, W_v):
+    return X @ W_q
+
+
+def mm_2d_only(X, W_q, W_k, W_v):
+    return X.mm(W_q), X.mm(W_k), X.mm(W_v)
+
+
+def modifies_x(X, W_q, W_k, W_v):
+    X *= 1.0
+    X += 0.5
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (transposed_weights, "you transposed the weight matrix"),
+    (weights_first, "not W_q @ X"),
+    (transposed_result, "your Q is transposed"),
+    (w_q_for_all, "your K looks like X @ W_q"),
+    (k_q_v_order, "returned (K, Q, V)"),
+    (only_q, "returned a single tensor"),
+    (mm_2d_only, "use the @ operator"),
+    (modifies_x, "in place"),
+])
+def test_1_1_wrong_answers_get_hints(fn, hint):
+    assert_rejected("1.1", fn, hint)
+
+
+def test_1_1_shape_error_is_explained():
+    def transposed_when_not_square(X, W_q, W_k, W_v):
+        out = X @ W_q, X @ W_k, X @ W_v
+        if W_q.shape[0] != W_q.shape[1]:
+            out = (X @ W_q.T, X @ W_k.T, X @ W_v.T)
+        return out
+
+    result = check("1.1", transposed_when_not_square)
+    assert not result.passed
+    assert "raised RuntimeError" in result.message and "X of shape (5, 6)" in result.message
+    assert "compute X @ W" in result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1.2  soft_lookup
+# ---------------------------------------------------------------------------------------------------------
+
+
+def raw_scores(q, K, V):
+    w = K @ q
+    return w @ V, w
+
+
+def hard_lookup(q, K, V):
+    w = torch.nn.functional.one_hot((K @ q).argmax(), K.shape[0]).to(q.dtype)
+    return w @ V, w
+
+
+def sum_of_keys(q, K, V):
+    w = softmax(K @ q, dim=-1)
+    return w @ K, w
+
+
+def swapped(q, K, V):
+    w = softmax(K @ q, dim=-1)
+    return w, w @ V
+
+
+def exp_not_normalised(q, K, V):
+    w = (K @ q).exp()
+    return w @ V, w
+
+
+def sigmoid_weights(q, K, V):
+    w = torch.sigmoid(K @ q)
+    return w @ V, w
+
+
+def scaled_scores(q, K, V):
+    w = softmax(K @ q / math.sqrt(K.shape[-1]), dim=-1)
+    return w @ V, w
+
+
+def weighted_not_summed(q, K, V):
+    w = softmax(K @ q, dim=-1)
+    return w[:, None] * V, w
+
+
+def query_times_keys(q, K, V):
+    w = softmax(q @ K, dim=-1)
+    return w @ V, w
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (raw_scores, "pass them through softmax"),
+    (hard_lookup, "hard lookup"),
+    (sum_of_keys, "weighted sum of the keys"),
+    (swapped, "returned (weights, output)"),
+    (exp_not_normalised, "did not divide by their sum"),
+    (sigmoid_weights, "not 1"),
+    (scaled_scores, "chapter 2"),
+    (weighted_not_summed, "did not add them up"),
+    (query_times_keys, "the scores are K @ q"),
+])
+def test_1_2_wrong_answers_get_hints(fn, hint):
+    assert_rejected("1.2", fn, hint)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1.3  stable_softmax
+# ---------------------------------------------------------------------------------------------------------
+
+
+def naive(x, dim=-1):
+    return x.exp() / x.exp().sum(dim=dim, keepdim=True)
+
+
+def over_dim0(x, dim=-1):
+    shifted = x - x.amax(dim=0, keepdim=True)
+    return shifted.exp() / shifted.exp().sum(dim=0, keepdim=True)
+
+
+def global_max(x, dim=-1):
+    e = (x - x.max()).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def in_place(x, dim=-1):
+    x -= x.amax(dim=dim, keepdim=True)
+    return x.exp() / x.exp().sum(dim=dim, keepdim=True)
+
+
+def max_without_keepdim(x, dim=-1):
+    e = (x - x.amax(dim=dim)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def max_returns_a_pair(x, dim=-1):
+    e = (x - x.max(dim=dim)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def always_last_dim(x, dim=-1):
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def always_float32(x, dim=-1):
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return (e / e.sum(dim=dim, keepdim=True)).float()
+
+
+def test_1_3_wrong_answers_get_hints():
+    cases = {
+        naive: "subtract the row maximum",
+        over_dim0: "normalised over dim=0",
+        global_max: "not the global maximum",
+        in_place: "in place",
+        max_without_keepdim: "x.amax(dim=dim, keepdim=True)",
+        max_returns_a_pair: "returns a pair (values, indices)",
+        always_last_dim: "normalise over the `dim` you were given",
+        always_float32: "return the dtype you were given",
+    }
+    for fn, hint in cases.items():
+        assert_rejected("1.3", fn, hint)
