@@ -19,10 +19,15 @@ _K = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
 _V = torch.tensor([[2.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 
 
-@exercise("2.1", "Attention by hand")
+@exercise("2.1", "Attention by hand", answer_kind="value")
 def check_by_hand(answer) -> str:
     """answer: the 2x2 matrix softmax(Q K^T / sqrt(2)) V, as a tensor, an array or a nested list; to 1e-3."""
-    if not isinstance(answer, (Tensor, list, tuple)) and hasattr(answer, "__array__"):  # a NumPy array
+    if isinstance(answer, numbers.Number):
+        answer = torch.tensor(answer)  # reported as a single number below
+    elif not isinstance(answer, (Tensor, list, tuple)):
+        if not hasattr(answer, "__array__"):  # not a NumPy array either
+            raise Wrong(f"your answer is {_describe(answer)}, expected a 2x2 matrix: a tensor or a nested list "
+                        "[[a, b], [c, d]]")
         answer = torch.as_tensor(answer)
     got = expect_tensor(answer, what="your answer", allow_sequences=True, finite=False)
     if got.dim() == 0 or got.numel() == 1:
@@ -60,7 +65,8 @@ def _randn(*shape: int, seed: int) -> Tensor:
 
 
 def _qkv(batch: tuple[int, ...], L: int, S: int, d_k: int, d_v: int, seed: int):
-    return _randn(*batch, L, d_k, seed=seed), _randn(*batch, S, d_k, seed=seed + 1), _randn(*batch, S, d_v, seed=seed + 2)
+    q = _randn(*batch, L, d_k, seed=seed)
+    return q, _randn(*batch, S, d_k, seed=seed + 1), _randn(*batch, S, d_v, seed=seed + 2)
 
 
 def _attention_cases() -> list[tuple[str, tuple[Tensor, Tensor, Tensor], Tensor | None]]:
@@ -152,10 +158,10 @@ def check_attention(attention) -> str:
                         f"{desc}, expected output {out_shape} then weights {w_shape}",
                         "you swapped them: return the output first, then the weights (`return output, weights`)")
         mistakes = _variants(q, k, mask)
-        expect_close(weights, ref_w, what="the weights (second item you return)", on=desc, atol=1e-5,
+        expect_close(weights, ref_w, what="the weights tensor (the second item you return)", on=desc, atol=1e-5,
                      mistakes={**mistakes, "you returned the output where the weights belong: "
                                "`return output, weights`": ref_out})
-        expect_close(out, ref_out, what="the output (first item you return)", on=desc, atol=1e-5,
+        expect_close(out, ref_out, what="the output tensor (the first item you return)", on=desc, atol=1e-5,
                      mistakes={"you returned the weights where the output belongs: `return output, weights`": ref_w})
     return f"output and weights match scaled_dot_product_attention on {len(cases)} inputs, with and without masks"
 

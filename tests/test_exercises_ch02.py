@@ -1,0 +1,300 @@
+"""Chapter 2 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnbook.exercises import check
+
+# ---------------------------------------------------------------------------------------------------------
+# 2.1 attention by hand
+# ---------------------------------------------------------------------------------------------------------
+
+Q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+K = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+V = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+
+
+def test_2_1_reference_passes(solutions):
+    result = check("2.1", solutions(2)["answer_2_1"])
+    assert result.passed, result.message
+
+
+def test_2_1_accepts_a_nested_list_a_tuple_and_an_array(solutions):
+    answer = solutions(2)["answer_2_1"]
+    rounded = [[round(x, 3) for x in row] for row in answer.tolist()]
+    for form in (rounded, tuple(tuple(row) for row in rounded), np.array(rounded)):
+        result = check("2.1", form)
+        assert result.passed, (type(form).__name__, result.message)
+
+
+def test_2_1_not_attempted():
+    result = check("2.1", None)
+    assert result.status == "not attempted"
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (torch.softmax(Q @ K.T, dim=-1) @ V, "left out the scale"),
+        (torch.softmax(Q @ K.T / 2, dim=-1) @ V, "divided the scores by d_k = 2"),
+        (torch.softmax(Q @ K.T / math.sqrt(2), dim=0) @ V, "normalised each column"),
+        (torch.softmax(Q @ K / math.sqrt(2), dim=-1) @ V, "the scores are Q @ K^T"),
+        (torch.softmax(Q @ K.T / math.sqrt(2), dim=-1), "multiply them by V"),
+        ((torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V).T.tolist(), "transposed"),
+    ],
+    ids=["no-scale", "scale-by-d_k", "softmax-dim0", "K-not-transposed", "weights", "transposed"],
+)
+def test_2_1_wrong_answers_get_hints(wrong, hint):
+    result = check("2.1", wrong)
+    assert not result.passed
+    assert hint in result.message, result.message
+
+
+def test_2_1_wrong_shape_and_garbage():
+    assert "shape (2, 3)" in check("2.1", [[1, 2, 3], [4, 5, 6]]).message
+    assert "single number" in check("2.1", 1.5875).message
+    assert not check("2.1", "1.59, 0.41").passed
+    result = check("2.1", [[1.6, 0.4], [1.4, 0.6]])  # rounded to one decimal: not within 1e-3
+    assert not result.passed and "at index" in result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2.2 attention with a mask
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_2_2_reference_passes(solutions):
+    result = check("2.2", solutions(2)["attention"])
+    assert result.passed, result.message
+
+
+def test_2_2_not_attempted():
+    def attention(q, k, v, mask=None):
+        raise NotImplementedError("replace this line with your code")
+
+    assert check("2.2", attention).status == "not attempted"
+
+
+def make_attention(*, dim=-1, scale="sqrt", fill=float("-inf"), invert=False, after=False, fix_empty=True,
+                   returns="both"):
+    """An attention function with one deliberate mistake (the defaults give a correct one)."""
+
+    def attention(q, k, v, mask=None):
+        d_k = q.size(-1)
+        divisor = {"sqrt": math.sqrt(d_k), "none": 1.0, "d_k": d_k, "dim0": math.sqrt(q.size(0))}[scale]
+        scores = q @ k.transpose(-2, -1) / divisor
+        if mask is not None and not after:
+            scores = scores.masked_fill(mask if invert else ~mask, fill)
+        weights = torch.softmax(scores, dim=dim)
+        if mask is not None and after:
+            weights = weights * mask
+        if mask is not None and fix_empty and not after:
+            weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        output = weights @ v
+        return {"both": (output, weights), "swapped": (weights, output), "output": output}[returns]
+
+    return attention
+
+
+def test_2_2_a_correct_variant_passes():
+    assert check("2.2", make_attention()).passed
+
+
+@pytest.mark.parametrize(
+    "kwargs, hint",
+    [
+        ({"dim": -2}, "normalises over the queries (dim=-2)"),
+        ({"scale": "none"}, "left out the scale"),
+        ({"scale": "d_k"}, "divided the scores by d_k"),
+        ({"scale": "dim0"}, "q.size(-1)"),
+        ({"invert": True}, "mask is inverted"),
+        ({"after": True}, "applied the mask after the softmax"),
+        ({"fix_empty": False}, "gives NaN"),
+        ({"fill": -1e9, "fix_empty": False}, "uniform weights"),
+        ({"returns": "swapped"}, "you swapped them"),
+        ({"returns": "output"}, "returned only the output"),
+    ],
+    ids=lambda x: str(x) if isinstance(x, dict) else "",
+)
+def test_2_2_wrong_answers_get_hints(kwargs, hint):
+    result = check("2.2", make_attention(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+
+
+def test_2_2_messages_name_the_input():
+    result = check("2.2", make_attention(dim=-2))
+    assert "2-D q (3, 4)" in result.message, result.message
+    result = check("2.2", make_attention(fix_empty=False))
+    assert "may attend to no key" in result.message, result.message
+
+
+def test_2_2_batched_failure_gets_a_transpose_hint():
+    def attention(q, k, v, mask=None):  # works for 2-D inputs only
+        weights = torch.softmax(q @ k.t() / math.sqrt(q.size(-1)), dim=-1)
+        return weights @ v, weights
+
+    result = check("2.2", attention)
+    assert not result.passed
+    assert "3-D" in result.message and "k.transpose(-2, -1)" in result.message, result.message
+
+
+def test_2_2_returning_only_the_weights_or_none():
+    def only_weights(q, k, v, mask=None):
+        return make_attention()(q, k, v, mask)[1]
+
+    def no_return(q, k, v, mask=None):
+        make_attention()(q, k, v, mask)
+
+    assert "returned only the weights" in check("2.2", only_weights).message
+    assert "expected a tuple" in check("2.2", no_return).message
+
+
+def test_2_2_in_place_mask_is_reported():
+    def attention(q, k, v, mask=None):
+        if mask is None:
+            return make_attention()(q, k, v)
+        mask.logical_not_()  # flips the caller's mask in place, then treats True as blocked
+        return make_attention(invert=True)(q, k, v, mask)
+
+    result = check("2.2", attention)
+    assert not result.passed and "in place" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2.3 padding mask
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_2_3_reference_passes(solutions):
+    result = check("2.3", solutions(2)["padding_mask"])
+    assert result.passed, result.message
+
+
+def test_2_3_not_attempted():
+    def padding_mask(lengths, max_len):
+        raise NotImplementedError
+
+    assert check("2.3", padding_mask).status == "not attempted"
+
+
+def inverted(lengths, max_len):
+    return torch.arange(max_len)[None, :] >= lengths[:, None]
+
+
+def less_equal(lengths, max_len):
+    return torch.arange(max_len)[None, :] <= lengths[:, None]
+
+
+def as_int(lengths, max_len):
+    return (torch.arange(max_len)[None, :] < lengths[:, None]).long()
+
+
+def as_float(lengths, max_len):
+    return (torch.arange(max_len)[None, :] < lengths[:, None]).float()
+
+
+def transposed(lengths, max_len):
+    return torch.arange(max_len)[:, None] < lengths[None, :]
+
+
+def mutates(lengths, max_len):
+    lengths.clamp_(max=max_len - 1)  # changes the caller's tensor where a length equals max_len
+    return torch.arange(max_len)[None, :] < lengths[:, None]
+
+
+def one_based(lengths, max_len):
+    return torch.arange(1, max_len + 1)[None, :] < lengths[:, None]
+
+
+@pytest.mark.parametrize(
+    "fn, hint",
+    [
+        (inverted, "mask is inverted"),
+        (less_equal, "not p <= length"),
+        (as_int, "compare, don't cast"),
+        (as_float, "compare, don't cast"),
+        (transposed, "transposed"),
+        (mutates, "in place"),
+        (one_based, "exactly lengths[b] True values"),
+    ],
+    ids=lambda x: getattr(x, "__name__", ""),
+)
+def test_2_3_wrong_answers_get_hints(fn, hint):
+    result = check("2.3", fn)
+    assert not result.passed, fn.__name__
+    assert hint in result.message, (fn.__name__, result.message)
+
+
+def test_2_3_other_wrong_values_are_described():
+    def first_always_true(lengths, max_len):
+        mask = torch.arange(max_len)[None, :] < lengths[:, None]
+        return mask | (torch.arange(max_len) == 0)
+
+    result = check("2.3", first_always_true)
+    assert "row 0 (length 0) should be [False, False, False], got [True, False, False]" in result.message, (
+        result.message)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2.4 variance of a dot product
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_2_4_reference_passes(solutions):
+    result = check("2.4", solutions(2)["dot_product_variance"])
+    assert result.passed, result.message
+
+
+def test_2_4_passes_with_any_seed_and_return_type():
+    for seed in range(5):
+        def variance(d_k, n_samples=10_000, seed=seed):
+            g = torch.Generator().manual_seed(seed)
+            q, k = torch.randn(n_samples, d_k, generator=g), torch.randn(n_samples, d_k, generator=g)
+            return (q * k).sum(-1).var()  # a 0-d tensor
+
+        assert check("2.4", variance).passed, seed
+
+    def numpy_variance(d_k, n_samples=10_000):
+        rng = np.random.default_rng(7)
+        return np.var(np.sum(rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k)), 1))
+
+    assert check("2.4", numpy_variance).passed
+
+
+def test_2_4_not_attempted():
+    def dot_product_variance(d_k, n_samples=10_000):
+        raise NotImplementedError
+
+    assert check("2.4", dot_product_variance).status == "not attempted"
+
+
+def dots(d_k, n, sampler=torch.randn, same=False):
+    q = sampler(n, d_k)
+    k = q if same else sampler(n, d_k)
+    return (q * k).sum(-1)
+
+
+@pytest.mark.parametrize(
+    "fn, hint",
+    [
+        (lambda d_k, n_samples=10_000: (dots(d_k, n_samples) / math.sqrt(d_k)).var().item(), "scaled q.k"),
+        (lambda d_k, n_samples=10_000: (torch.randn(n_samples, d_k) * torch.randn(n_samples, d_k)).var().item(),
+         "variance of one product"),
+        (lambda d_k, n_samples=10_000: dots(d_k, n_samples).std().item(), "standard deviation"),
+        (lambda d_k, n_samples=10_000: dots(d_k, n_samples).mean().item(), "mean of q.k"),
+        (lambda d_k, n_samples=10_000: dots(d_k, n_samples, torch.rand).var().item(), "torch.rand"),
+        (lambda d_k, n_samples=10_000: dots(d_k, n_samples, torch.rand).mean().item(), "mean of q.k for uniform"),
+        (lambda d_k, n_samples=10_000: dots(d_k, n_samples, same=True).var().item(), "k = q"),
+        (lambda d_k, n_samples=10_000: float(d_k), "measure it"),
+        (lambda d_k, n_samples=10_000: dots(d_k, n_samples), "tensor of shape (10000,)"),
+    ],
+    ids=["scaled", "one-product", "std", "mean", "uniform", "uniform-mean", "same-vector", "exact", "no-reduce"],
+)
+def test_2_4_wrong_answers_get_hints(fn, hint):
+    result = check("2.4", fn)
+    assert not result.passed
+    assert hint in result.message, result.message
+
