@@ -361,15 +361,17 @@ def mha_setup():
     return mha, x, lengths
 
 
-def test_block_masks_to_multihead_attention_match_allow_masks_to_ours(mha_setup):
+@pytest.mark.parametrize("convention", ["block", "additive"])
+def test_masks_converted_for_multihead_attention_match_allow_masks_to_ours(mha_setup, convention):
+    """nn.MultiheadAttention takes "block" or "additive" masks; converted from ours they give our attention."""
     mha, x, lengths = mha_setup
     L = x.size(1)
     allow_causal, allow_pad = causal_mask(L), padding_mask(lengths)
     with torch.no_grad():
         ref_out, ref_w = mha(
             x, x, x,
-            attn_mask=convert_mask(allow_causal, "allow", "block"),
-            key_padding_mask=convert_mask(allow_pad, "allow", "block"),
+            attn_mask=convert_mask(allow_causal, "allow", convention, dtype=torch.float64),
+            key_padding_mask=convert_mask(allow_pad, "allow", convention, dtype=torch.float64),
             need_weights=True,
             average_attn_weights=False,
         )
@@ -393,22 +395,6 @@ def test_block_masks_given_directly_to_multihead_attention(mha_setup):
             convert_mask(block_causal, "block", "allow"), convert_mask(block_pad, "block", "allow")[:, None, None, :]
         )
         out, w = _mha_by_hand(mha, x, allow)
-    torch.testing.assert_close(out, ref_out, atol=1e-12, rtol=1e-12)
-    torch.testing.assert_close(w, ref_w, atol=1e-12, rtol=1e-12)
-
-
-def test_additive_masks_to_multihead_attention_match_allow_masks_to_ours(mha_setup):
-    mha, x, lengths = mha_setup
-    L = x.size(1)
-    allow_causal, allow_pad = causal_mask(L), padding_mask(lengths)
-    with torch.no_grad():
-        ref_out, ref_w = mha(
-            x, x, x,
-            attn_mask=convert_mask(allow_causal, "allow", "additive", dtype=torch.float64),
-            key_padding_mask=convert_mask(allow_pad, "allow", "additive", dtype=torch.float64),
-            average_attn_weights=False,
-        )
-        out, w = _mha_by_hand(mha, x, combine_masks(allow_causal, allow_pad[:, None, None, :]))
     torch.testing.assert_close(out, ref_out, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(w, ref_w, atol=1e-12, rtol=1e-12)
 

@@ -220,7 +220,7 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     for in-place changes; code slower than `time_limit_s` is stopped (where the OS allows) and reported.
     """
     if not callable(fn):
-        raise Wrong(f"expected a function, got {_describe(fn)}", "pass the function itself, without calling it")
+        raise Wrong(f"expected a function, got {describe(fn)}", "pass the function itself, without calling it")
     where = f" on {on}" if on else ""
     before = {i: a.detach().clone() for i, a in enumerate(args) if isinstance(a, Tensor)}
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
@@ -261,7 +261,7 @@ def expect_tensor(got, *, what: str = "your result", on: str = "", shape=None, d
             except (TypeError, ValueError, RuntimeError) as e:
                 raise Wrong(f"{what} could not be read as a matrix of numbers ({e})") from None
         else:
-            raise Wrong(f"{what} is {_describe(got)}{where}, expected a torch.Tensor")
+            raise Wrong(f"{what} is {describe(got)}{where}, expected a torch.Tensor")
     if shape is not None and tuple(got.shape) != tuple(shape):
         raise Wrong(f"{what} has shape {tuple(got.shape)}{where}, expected {tuple(shape)}")
     if dtype is not None and got.dtype != dtype:
@@ -308,7 +308,7 @@ def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on
     )
 
 
-def _describe(x) -> str:
+def describe(x) -> str:
     """'a list of length 3', 'an int', ... for messages about unexpected types."""
     name = type(x).__name__
     article = "an" if name[:1].lower() in "aeiou" else "a"

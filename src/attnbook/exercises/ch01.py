@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from ._core import Wrong, _describe, call, exercise, expect_close, expect_tensor
+from ._core import Wrong, describe, call, exercise, expect_close, expect_tensor
 
 _ATOL, _RTOL = 1e-5, 1e-4
 
@@ -52,7 +52,7 @@ def _unpack(got, names: tuple[str, ...], fn_name: str, on: str) -> tuple:
     if got is None:
         raise Wrong(f"{fn_name} returned None on {on}, expected {wanted}", "did you forget the `return` statement?")
     if not isinstance(got, (tuple, list)):
-        raise Wrong(f"{fn_name} returned {_describe(got)} on {on}, expected {wanted}", hint)
+        raise Wrong(f"{fn_name} returned {describe(got)} on {on}, expected {wanted}", hint)
     if len(got) != len(names):
         raise Wrong(f"{fn_name} returned {len(got)} values on {on}, expected {len(names)}: {wanted}", hint)
     return tuple(got)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._core import Wrong, _describe, call, exercise, expect_close, expect_tensor
+from ._core import Wrong, describe, call, exercise, expect_close, expect_tensor
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
@@ -26,7 +26,7 @@ def check_by_hand(answer) -> str:
         answer = torch.tensor(answer)  # reported as a single number below
     elif not isinstance(answer, (Tensor, list, tuple)):
         if not hasattr(answer, "__array__"):  # not a NumPy array either
-            raise Wrong(f"your answer is {_describe(answer)}, expected a 2x2 matrix: a tensor or a nested list "
+            raise Wrong(f"your answer is {describe(answer)}, expected a 2x2 matrix: a tensor or a nested list "
                         "[[a, b], [c, d]]")
         answer = torch.as_tensor(answer)
     got = expect_tensor(answer, what="your answer", allow_sequences=True, finite=False)
@@ -149,7 +149,7 @@ def check_attention(attention) -> str:
             raise Wrong(f"attention returned a single tensor of shape {shape} on {desc}, expected a tuple "
                         f"(output, weights)", hint)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
-            raise Wrong(f"attention returned {_describe(got)} on {desc}, expected a tuple (output, weights)",
+            raise Wrong(f"attention returned {describe(got)} on {desc}, expected a tuple (output, weights)",
                         "end with `return output, weights`")
         out, weights = got
         if (isinstance(out, Tensor) and isinstance(weights, Tensor) and out_shape != w_shape
@@ -265,7 +265,7 @@ def _as_number(got, on: str) -> float:
                         "one number", "return the variance of all the dot products, e.g. `dots.var().item()`")
         return float(got.detach().double().item())
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        raise Wrong(f"dot_product_variance returned {_describe(got)} for {on}, expected a float",
+        raise Wrong(f"dot_product_variance returned {describe(got)} for {on}, expected a float",
                     "return one number: the variance of the n_samples dot products")
     return float(got)
 
