@@ -26,7 +26,7 @@ except ImportError:
 from attnbook import setup
 setup()'''
 
-EXERCISE = re.compile(r"^```\{exercise\} (\d+\.\d+) · .+\n:label: ex-(\d+)-(\d+)\n:nonumber:\n", re.M)
+EXERCISE = re.compile(r"\A:::\{exercise\} (\d+\.\d+) · .+\n:label: ex-(\d+)-(\d+)\n:nonumber:\n\n(.|\n)+\n:::\Z")
 COLAB = re.compile(r"https://colab\.research\.google\.com/github/([^/]+/[^/]+)/blob/([^/]+)/([^)\s]+)")
 
 
@@ -78,7 +78,7 @@ def test_every_exercise_is_task_solution_check(path):
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown" or "{exercise}" not in cell.source:
             continue
-        m = EXERCISE.search(cell.source)
+        m = EXERCISE.match(cell.source)  # a colon fence, so Jupyter and Colab still render the text inside
         assert m, f"malformed exercise directive: {cell.source[:80]!r}"
         ex_id = m.group(1)
         assert f"{m.group(2)}.{m.group(3)}" == ex_id and ex_id.split(".")[0] == number

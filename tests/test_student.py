@@ -4,7 +4,8 @@ import pytest
 from nbclient import NotebookClient
 
 from attnbook.exercises import REGISTRY
-from attnbook.student import NOTICE, chapter_number, exercise_version, generate, render, stub_source
+from attnbook.student import (NOTICE, chapter_number, exercise_version, generate, plain_exercise, render,
+                              stub_source)
 
 from conftest import BOOK, CHAPTERS
 
@@ -43,6 +44,13 @@ def test_malformed_blocks_are_clear_errors(source, message):
         stub_source(source)
 
 
+def test_exercise_directive_becomes_a_plain_heading():
+    source = ":::{exercise} 2.3 · A padding mask\n:label: ex-2-3\n:nonumber:\n\nWrite `f`.\n\n- a list\n:::"
+    assert plain_exercise(source) == "### Exercise 2.3 · A padding mask\n\nWrite `f`.\n\n- a list"
+    with pytest.raises(ValueError, match="not an exercise directive"):
+        plain_exercise("```{exercise} 2.3 · old fence\nbody\n```")
+
+
 def _tiny_chapter():
     nb = nbformat.v4.new_notebook()
     solution = nbformat.v4.new_code_cell("def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION")
@@ -50,14 +58,16 @@ def _tiny_chapter():
     shown = nbformat.v4.new_code_cell("1 + 1")
     shown.outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=1)]
     shown.execution_count = 1
-    nb.cells = [nbformat.v4.new_markdown_cell("# 9. Title"), solution, shown]
+    task = nbformat.v4.new_markdown_cell(":::{exercise} 9.1 · Task\n:label: ex-9-1\n:nonumber:\n\nDo it.\n:::")
+    nb.cells = [nbformat.v4.new_markdown_cell("# 9. Title"), task, solution, shown]
     return nb
 
 
 def test_exercise_version_stubs_clears_outputs_and_adds_a_notice():
     ex = exercise_version(_tiny_chapter(), "9")
     assert ex.cells[1].source == NOTICE.format(chapter="9")
-    solution, shown = ex.cells[2], ex.cells[3]
+    assert ex.cells[2].source == "### Exercise 9.1 · Task\n\nDo it."
+    solution, shown = ex.cells[3], ex.cells[4]
     assert "raise NotImplementedError" in solution.source
     assert solution.metadata["tags"] == ["solution"] and "mystnb" not in solution.metadata
     assert shown.outputs == [] and shown.execution_count is None
@@ -65,7 +75,7 @@ def test_exercise_version_stubs_clears_outputs_and_adds_a_notice():
 
 def test_untagged_solution_block_is_rejected():
     nb = _tiny_chapter()
-    nb.cells[1].metadata = {}
+    nb.cells[2].metadata = {}
     with pytest.raises(ValueError, match="not tagged 'solution'"):
         exercise_version(nb, "9")
 

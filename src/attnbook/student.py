@@ -6,6 +6,9 @@
 In a cell tagged `solution`, each block between `# BEGIN SOLUTION` and `# END SOLUTION` is replaced:
 inside a function (indented) by `raise NotImplementedError(...)`; at the top level by `name = None` for
 every name the block assigns, so `check(...)` reports "not attempted yet" and later cells still run.
+
+Exercise versions are read in Jupyter and Colab, which do not know MyST directives, so each
+`:::{exercise} 2.1 · Title` block becomes a plain heading "### Exercise 2.1 · Title" followed by its text.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import nbformat
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 SOLUTION_TAG = "solution"
 CHAPTER_GLOB = "[0-9][0-9]_*.ipynb"
+EXERCISE_DIRECTIVE = re.compile(r"\A:::\{exercise\} (?P<title>[^\n]+)\n(?::[\w-]+:[^\n]*\n)*\n?(?P<body>.*?)\n:::\s*\Z", re.S)
 NOTICE = (
     "**Exercise version.** The solutions in this notebook are replaced by stubs. Fill them in and run the "
     "check cell under each one; `summary({chapter})` at the end shows your progress."
@@ -68,10 +72,21 @@ def _assigned_names(code: str) -> list[str]:
     return names
 
 
+def plain_exercise(source: str) -> str:
+    """':::{exercise} 2.1 · Title' + options + body + ':::'  ->  '### Exercise 2.1 · Title' + body."""
+    m = EXERCISE_DIRECTIVE.match(source)
+    if m is None:
+        raise ValueError(f"not an exercise directive of the form ':::{{exercise}} N.k · title ... :::': {source[:60]!r}")
+    return f"### Exercise {m.group('title')}\n\n{m.group('body').strip()}"
+
+
 def exercise_version(nb: nbformat.NotebookNode, chapter: str) -> nbformat.NotebookNode:
-    """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared and a notice on top."""
+    """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared, plain exercise headings and
+    a notice on top."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith(":::{exercise}"):
+            cell.source = plain_exercise(cell.source)
         if cell.cell_type != "code":
             continue
         cell.outputs, cell.execution_count = [], None
