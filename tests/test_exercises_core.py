@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnbook.exercises import REGISTRY, CheckResult, check, reset_session, summary
-from attnbook.exercises._core import Wrong, call, expect_close, expect_tensor
+from attnbook.exercises._core import Wrong, call, expect_close, expect_tensor, expect_tuple
 
 
 def raises_value_error(*args, **kwargs):
@@ -145,3 +145,13 @@ def test_expect_tensor_and_expect_close_messages():
     with pytest.raises(Wrong, match=r"at index \[1\] expected 2, got 5"):
         expect_close(torch.tensor([1.0, 5.0]), expected)
     expect_close(torch.tensor([1.0, 2.0 + 1e-7]), expected)
+
+
+def test_expect_tuple_says_what_came_back_instead():
+    names = ("output", "weights")
+    assert expect_tuple([1, 2], names, "attention", "x") == (1, 2)
+    for got, message in [(torch.zeros(2, 3), r"a single tensor of shape \(2, 3\)"), (None, "returned None"),
+                         ("ab", "returned a str"), ((1, 2, 3), "returned 3 values on x, expected 2")]:
+        with pytest.raises(Wrong, match=message) as info:
+            expect_tuple(got, names, "attention", "x")
+        assert info.value.hint

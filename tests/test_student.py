@@ -4,8 +4,7 @@ import pytest
 from nbclient import NotebookClient
 
 from attnbook.exercises import REGISTRY
-from attnbook.student import (NOTICE, chapter_number, exercise_version, generate, plain_exercise, render,
-                              stub_source)
+from attnbook.student import NOTICE, chapter_number, exercise_version, generate, plain_exercise, stub_source
 
 from conftest import BOOK, CHAPTERS
 

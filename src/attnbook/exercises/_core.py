@@ -274,6 +274,21 @@ def expect_tensor(got, *, what: str = "your result", on: str = "", shape=None, d
     return got
 
 
+def expect_tuple(got, names: tuple[str, ...], fn_name: str, on: str) -> tuple:
+    """Check that `got` is a tuple/list of len(names) items; else say what came back instead."""
+    wanted = f"a tuple ({', '.join(names)})"
+    hint = f"end your function with `return {', '.join(names)}`"
+    if isinstance(got, Tensor):
+        raise Wrong(f"{fn_name} returned a single tensor of shape {tuple(got.shape)} on {on}, expected {wanted}", hint)
+    if got is None:
+        raise Wrong(f"{fn_name} returned None on {on}, expected {wanted}", "did you forget the `return` statement?")
+    if not isinstance(got, (tuple, list)):
+        raise Wrong(f"{fn_name} returned {describe(got)} on {on}, expected {wanted}", hint)
+    if len(got) != len(names):
+        raise Wrong(f"{fn_name} returned {len(got)} values on {on}, expected {len(names)}: {wanted}", hint)
+    return tuple(got)
+
+
 def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on: str = "",
                  atol: float = 1e-5, rtol: float = 1e-4,
                  mistakes: Mapping[str, Tensor] | None = None) -> None:

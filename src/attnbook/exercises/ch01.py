@@ -8,13 +8,9 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from ._core import Wrong, describe, call, exercise, expect_close, expect_tensor
+from ._core import Wrong, call, exercise, expect_close, expect_tensor, expect_tuple
 
 _ATOL, _RTOL = 1e-5, 1e-4
-
-
-def _shape(t: Tensor) -> str:
-    return str(tuple(t.shape))
 
 
 def _maybe(fn):
@@ -41,21 +37,6 @@ def _call(fn, *args, explain, **kwargs):
         if e.hint is None and " raised " in e.message:
             raise Wrong(e.message, explain(e.message)) from None
         raise
-
-
-def _unpack(got, names: tuple[str, ...], fn_name: str, on: str) -> tuple:
-    """Check that `got` is a tuple/list of len(names) items; else say what came back instead."""
-    wanted = f"a tuple ({', '.join(names)})"
-    hint = f"end your function with `return {', '.join(names)}`"
-    if isinstance(got, Tensor):
-        raise Wrong(f"{fn_name} returned a single tensor of shape {_shape(got)} on {on}, expected {wanted}", hint)
-    if got is None:
-        raise Wrong(f"{fn_name} returned None on {on}, expected {wanted}", "did you forget the `return` statement?")
-    if not isinstance(got, (tuple, list)):
-        raise Wrong(f"{fn_name} returned {describe(got)} on {on}, expected {wanted}", hint)
-    if len(got) != len(names):
-        raise Wrong(f"{fn_name} returned {len(got)} values on {on}, expected {len(names)}: {wanted}", hint)
-    return tuple(got)
 
 
 def _same(got, ref: Tensor) -> bool:
@@ -102,7 +83,7 @@ def check_project_qkv(project_qkv) -> str:
     names = ("Q", "K", "V")
     for desc, X, W_q, W_k, W_v in cases:
         got = _call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint)
-        got = _unpack(got, names, "project_qkv", desc)
+        got = expect_tuple(got, names, "project_qkv", desc)
         weights = {"W_q": W_q, "W_k": W_k, "W_v": W_v}
         refs = [X @ W_q, X @ W_k, X @ W_v]  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
         # All three right but in another order?
@@ -163,7 +144,7 @@ def check_soft_lookup(soft_lookup) -> str:
     names = ("output", "weights")
     for desc, q, K, V in cases:
         got = _call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint)
-        got_out, got_w = _unpack(got, names, "soft_lookup", desc)
+        got_out, got_w = expect_tuple(got, names, "soft_lookup", desc)
         n = K.shape[0]
         scores = K @ q  # (n,)
         weights = softmax(scores, dim=-1)  # (n,)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._core import Wrong, describe, call, exercise, expect_close, expect_tensor
+from ._core import Wrong, call, describe, exercise, expect_close, expect_tensor, expect_tuple
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
@@ -148,10 +148,7 @@ def check_attention(attention) -> str:
                     else "return a tuple: `return output, weights`")
             raise Wrong(f"attention returned a single tensor of shape {shape} on {desc}, expected a tuple "
                         f"(output, weights)", hint)
-        if not isinstance(got, (tuple, list)) or len(got) != 2:
-            raise Wrong(f"attention returned {describe(got)} on {desc}, expected a tuple (output, weights)",
-                        "end with `return output, weights`")
-        out, weights = got
+        out, weights = expect_tuple(got, ("output", "weights"), "attention", desc)
         if (isinstance(out, Tensor) and isinstance(weights, Tensor) and out_shape != w_shape
                 and tuple(out.shape) == w_shape and tuple(weights.shape) == out_shape):
             raise Wrong(f"attention returned tensors of shapes {tuple(out.shape)} and {tuple(weights.shape)} on "
