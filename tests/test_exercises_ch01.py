@@ -220,3 +220,52 @@ def test_1_3_wrong_answers_get_hints():
     }
     for fn, hint in cases.items():
         assert_rejected("1.3", fn, hint)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1.3: what the task forbids is enforced, and common exceptions get hints
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _softmax_via_torch(x, dim=-1):
+    return torch.softmax(x, dim=dim)
+
+
+def _softmax_via_method(x, dim=-1):
+    return x.softmax(dim)
+
+
+def _softmax_via_log_softmax(x, dim=-1):
+    return torch.log_softmax(x, dim=dim).exp()
+
+
+def _softmax_via_attnbook(x, dim=-1):
+    from attnbook import softmax
+
+    return softmax(x, dim=dim)
+
+
+def _softmax_via_nn_module(x, dim=-1):
+    return torch.nn.Softmax(dim=dim)(x)
+
+
+@pytest.mark.parametrize("answer", [_softmax_via_torch, _softmax_via_method, _softmax_via_log_softmax,
+                                    _softmax_via_attnbook, _softmax_via_nn_module])
+def test_1_3_library_softmax_is_refused(answer):
+    result = check("1.3", answer)
+    assert not result.passed
+    assert "the task asks you to write this without" in result.message, result.message
+    assert "exp, amax and sum" in result.message
+
+
+def test_1_3_math_exp_overflow_gets_a_hint():
+    import math
+
+    def stable_softmax(x, dim=-1):
+        flat = [math.exp(v) for v in x.flatten().tolist()]
+        e = torch.tensor(flat).reshape(x.shape)
+        return e / e.sum(dim=dim, keepdim=True)
+
+    result = check("1.3", stable_softmax)
+    assert not result.passed and "OverflowError" in result.message
+    assert "torch.exp" in result.message and "subtracting the maximum" in result.message

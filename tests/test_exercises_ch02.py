@@ -57,7 +57,7 @@ def test_2_1_wrong_shape_and_garbage():
     assert "single number" in check("2.1", 1.5875).message
     assert not check("2.1", "1.59, 0.41").passed
     result = check("2.1", [[1.6, 0.4], [1.4, 0.6]])  # rounded to one decimal: not within 1e-3
-    assert not result.passed and "at index" in result.message
+    assert not result.passed and "every entry is wrong" in result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -298,3 +298,126 @@ def test_2_4_wrong_answers_get_hints(fn, hint):
     assert not result.passed
     assert hint in result.message, result.message
 
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Findings of the learner trial (issue 6): forbidden shortcuts, luck, give-aways, misleading hints
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _by_hand_output() -> list[list[float]]:
+    """softmax(Q K^T / sqrt(2)) V for the exercise's matrices, in plain Python (independent of torch)."""
+    q, k, v = [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.5, 0.5]], [[2.0, 0.0], [1.0, 1.0]]
+    out = []
+    for qi in q:
+        s = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(2) for kj in k]
+        e = [math.exp(x) for x in s]
+        w = [x / sum(e) for x in e]
+        out.append([sum(w[j] * v[j][c] for j in range(2)) for c in range(2)])
+    return out
+
+
+@pytest.mark.parametrize("wrong", [
+    [[1.0, 0.0], [0.0, 1.0]], [[1.5, 0.5], [1.5, 0.5]], [[1.6, 0.4], [1.4, 0.6]], [[2.0, 1.0], [1.0, 2.0]],
+    torch.softmax(Q @ K.T, dim=-1) @ V, (torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V) + 0.01,
+])
+def test_2_1_messages_never_reveal_the_expected_numbers(wrong):
+    result = check("2.1", wrong)
+    assert not result.passed
+    for row in _by_hand_output():
+        for x in row:
+            for digits in (2, 3, 4):
+                assert f"{x:.{digits}f}" not in result.message, (x, result.message)
+    assert "max abs error" not in result.message and "expected" not in result.message
+
+
+def test_2_1_nan_and_integer_answers_get_their_own_messages():
+    nan = check("2.1", [[float("nan"), 0.5], [1.2, 0.3]])
+    assert not nan.passed and "NaN" in nan.message and "mask" not in nan.message
+    integer = check("2.1", torch.tensor([[2, 0], [1, 1]]))
+    assert not integer.passed and "integer" in integer.message and "decimal point" in integer.message
+
+
+def _attention_via_torch_sdpa(q, k, v, mask=None):
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return out, None
+
+
+def _attention_via_package(q, k, v, mask=None):
+    from attnbook import scaled_dot_product_attention
+
+    return scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("answer", [_attention_via_torch_sdpa, _attention_via_package])
+def test_2_2_library_attention_is_refused(answer):
+    result = check("2.2", answer)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
+
+
+def test_2_2_boolean_indexing_is_not_blamed_on_k_T():
+    def attention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if mask is not None:
+            scores[~mask] = float("-inf")  # boolean indexing: breaks once the mask must broadcast
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ v, weights
+
+    result = check("2.2", attention)
+    assert not result.passed and "IndexError" in result.message, result.message
+    assert "masked_fill" in result.message and "k.T" not in result.message
+
+
+def test_2_2_dim_2_on_a_2d_input_gets_a_hint():
+    def attention(q, k, v, mask=None):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=2)
+        return weights @ v, weights
+
+    result = check("2.2", attention)
+    assert not result.passed and "Dimension out of range" in result.message
+    assert "dim=-1 is always the last dimension" in result.message
+
+
+def test_2_3_library_padding_mask_is_refused():
+    def padding_mask(lengths, max_len):
+        from attnbook.masks import padding_mask as library_mask
+
+        return library_mask(lengths, max_len)
+
+    result = check("2.3", padding_mask)
+    assert not result.passed and "without attnbook.masks.padding_mask" in result.message
+
+
+def test_2_3_missing_new_axis_gets_a_broadcasting_hint():
+    def padding_mask(lengths, max_len):
+        return torch.arange(max_len)[None, :] < lengths  # (1, max_len) < (batch,): lines up wrongly
+
+    result = check("2.3", padding_mask)
+    assert not result.passed and "x[:, None]" in result.message, result.message
+
+
+def _variance_ignoring_n_samples(d_k, n_samples=10_000):
+    q, k = torch.randn(1_000, d_k), torch.randn(1_000, d_k)
+    return (q * k).sum(-1).var().item()
+
+
+def _variance_with_hard_coded_samples(d_k, n_samples=10_000):
+    q, k = torch.randn(100_000, d_k), torch.randn(100_000, d_k)
+    return (q * k).sum(-1).var().item()
+
+
+@pytest.mark.parametrize("answer", [_variance_ignoring_n_samples, _variance_with_hard_coded_samples])
+def test_2_4_an_answer_that_ignores_n_samples_fails_every_time(answer):
+    verdicts = {check("2.4", answer).message for _ in range(3)}
+    assert len(verdicts) == 1, verdicts  # the same verdict on every run
+    (message,) = verdicts
+    assert "n_samples" in message and "exactly the same number" in message
+
+
+def test_2_4_a_right_answer_with_its_own_seed_passes_every_time():
+    def dot_product_variance(d_k, n_samples=10_000):
+        g = torch.Generator().manual_seed(1234)
+        q, k = torch.randn(n_samples, d_k, generator=g), torch.randn(n_samples, d_k, generator=g)
+        return float(((q * k).sum(-1)).var())
+
+    assert all(check("2.4", dot_product_variance).passed for _ in range(3))

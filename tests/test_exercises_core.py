@@ -112,7 +112,7 @@ def test_summary_of_unknown_chapter_is_a_clear_error():
 
 
 def test_call_reports_exceptions_mutation_and_non_callables():
-    with pytest.raises(Wrong, match="raised ValueError on x of shape"):
+    with pytest.raises(Wrong, match="raised ValueError: boom on x of shape"):
         call(raises_value_error, torch.zeros(2), on="x of shape (2,)")
     with pytest.raises(Wrong, match="changed its input"):
         call(mutates_every_tensor, torch.zeros(2))
@@ -155,3 +155,164 @@ def test_expect_tuple_says_what_came_back_instead():
         with pytest.raises(Wrong, match=message) as info:
             expect_tuple(got, names, "attention", "x")
         assert info.value.hint
+
+
+# ---------------------------------------------------------------------------------------------------------
+# check() called in every way a learner might: it answers, it never raises
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_check_without_an_answer_or_with_swapped_arguments_is_feedback():
+    def project_qkv(X, W_q, W_k, W_v):
+        return X @ W_q, X @ W_k, X @ W_v
+
+    no_answer = check("1.1")
+    assert not no_answer.passed and "second argument" in no_answer.message
+    nothing = check()
+    assert not nothing.passed and 'check("2.3", your_answer)' in nothing.message
+    swapped = check(project_qkv, "1.1")
+    assert not swapped.passed and "swapped" in swapped.message and swapped.exercise_id == "1.1"
+    extra = check("1.1", project_qkv, 3)
+    assert not extra.passed and "two arguments" in extra.message
+    assert check(1.1, project_qkv).passed  # a number for the id is fine
+
+
+def test_summary_says_when_an_exercise_passed_earlier():
+    reset_session()
+
+    def right(X, W_q, W_k, W_v):
+        return X @ W_q, X @ W_k, X @ W_v
+
+    def wrong(X, W_q, W_k, W_v):
+        return X @ W_q, X @ W_q, X @ W_v
+
+    assert check("1.1", right).passed
+    assert not check("1.1", wrong).passed
+    s = summary(1)
+    assert "failed (passed earlier; the latest attempt counts)" in str(s)
+    assert s.to_dict()["exercises"][0]["passed_earlier"] is True
+    assert s.points == 0  # the latest attempt counts
+    reset_session()
+    assert "passed earlier" not in str(summary(1))
+
+
+def test_failed_checks_point_back_to_a_section_of_the_chapter():
+    for ex in REGISTRY.values():
+        assert ex.section, f"exercise {ex.exercise_id} names no section to re-read"
+    result = check("1.1", lambda X, W_q, W_k, W_v: (X, X, X))
+    assert f'(Re-read "{REGISTRY["1.1"].section}".)' in result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# call(): forbidden functions, seeded generators, hints for common exceptions
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_forbid_catches_every_way_of_reaching_the_function_and_restores_it():
+    import torch.nn.functional as F
+
+    import attnbook
+    from attnbook import softmax as imported_softmax
+
+    ways = {
+        "torch.softmax": lambda x: torch.softmax(x, dim=-1),
+        "method": lambda x: x.softmax(-1),
+        "functional": lambda x: F.softmax(x, dim=-1),
+        "module": lambda x: torch.nn.Softmax(dim=-1)(x),
+        "package": lambda x: attnbook.softmax(x, dim=-1),
+        "imported name": lambda x: imported_softmax(x, dim=-1),
+    }
+    forbid = ["torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "attnbook.attention.softmax"]
+    x = torch.randn(2, 3)
+    for name, fn in ways.items():
+        with pytest.raises(Wrong, match="the task asks you to write this without") as info:
+            call(fn, x, forbid=forbid)
+        assert info.value.hint, name
+    # Everything is back afterwards, for the checker's own reference and for the learner's notebook.
+    assert torch.allclose(torch.softmax(x, dim=-1), x.softmax(-1))
+    assert torch.allclose(F.softmax(x, dim=-1), attnbook.softmax(x, dim=-1))
+    assert imported_softmax is attnbook.attention.softmax
+    assert "softmax" not in vars(torch.Tensor)
+
+
+def test_forbid_cannot_be_swallowed_by_the_learners_try_except():
+    def sneaky(x):
+        try:
+            return torch.softmax(x, dim=-1)
+        except Exception:
+            return x
+
+    with pytest.raises(Wrong, match="without torch.softmax"):
+        call(sneaky, torch.randn(3), forbid=["torch.softmax"])
+
+
+def test_call_seeds_the_generators_and_restores_them():
+    import random
+
+    import numpy as np
+
+    def draws(_):
+        return torch.rand(3), np.random.rand(), random.random()
+
+    torch.manual_seed(123)
+    outside_before = torch.rand(1)
+    torch.manual_seed(123)
+    first = call(draws, 0)
+    outside_after = torch.rand(1)
+    assert torch.equal(outside_before, outside_after), "the learner's own random stream is left as it was"
+    second = call(draws, 0)
+    assert torch.equal(first[0], second[0]) and first[1:] == second[1:]
+    other = call(draws, 0, seed=1)
+    assert not torch.equal(first[0], other[0])
+
+
+@pytest.mark.parametrize("raise_it, expected", [
+    (lambda: __import__("math").exp(1000), "torch.exp"),
+    (lambda: torch.randn(3, 4).softmax(dim=2), "dim=-1 is always the last dimension"),
+    (lambda: torch.randn(3, 4)[torch.ones(4, dtype=torch.bool)], "boolean indexing"),
+    (lambda: torch.arange(4)[None, :] < torch.tensor([1, 2, 3]), "x[:, None]"),
+    (lambda: torch.randn(2, 3, 4) @ torch.randn(2, 3, 4).T, "k.transpose(-2, -1)"),
+    (lambda: torch.randn(3, 4) @ torch.randn(3, 4), "transpose"),
+    (lambda: torch.randn(3, 4).masked_fill(torch.ones(3, 4, dtype=torch.long), 0), "boolean mask"),
+    (lambda: torch.randn(3, 4).max(dim=-1) - 1, ".amax"),
+    (lambda: torch.randn(2, 3, 4).transpose(1, 2).view(2, 12), ".contiguous()"),
+])
+def test_common_exceptions_get_a_general_hint(raise_it, expected):
+    with pytest.raises(Wrong) as info:
+        call(lambda: raise_it())
+    assert info.value.hint and expected in info.value.hint, (info.value.message, info.value.hint)
+
+
+def test_an_exercise_specific_explanation_wins_over_the_general_one():
+    with pytest.raises(Wrong) as info:
+        call(lambda: torch.randn(3, 4) @ torch.randn(3, 4), explain=lambda message: "specific")
+    assert info.value.hint == "specific"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Value answers: which entries are wrong, never the expected numbers
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_expect_value_names_wrong_entries_without_the_expected_numbers():
+    from attnbook.exercises._core import as_value, expect_value
+
+    expected = torch.tensor([[0.123456, 2.5], [3.25, 4.0]], dtype=torch.float64)
+    with pytest.raises(Wrong) as info:
+        expect_value(as_value([[0.123456, 2.5], [3.0, 4.0]]), expected, hint="the general hint")
+    message = info.value.message
+    assert "entry [1, 0] is wrong" in message and info.value.hint == "the general hint"
+    assert "3.25" not in message and "0.25" not in message  # neither the value nor the distance
+    with pytest.raises(Wrong, match="entries \\[0, 0\\], \\[0, 1\\] and \\[1, 0\\] are wrong"):
+        expect_value(as_value([[1.0, 2.0], [3.0, 4.0]]), expected)
+    with pytest.raises(Wrong, match="every entry is wrong"):
+        expect_value(as_value([[9.0, 9.0], [9.0, 9.0]]), expected)
+    with pytest.raises(Wrong, match="integer tensor"):
+        expect_value(as_value(torch.tensor([[0, 2], [3, 4]])), expected)
+    with pytest.raises(Wrong, match="NaN or inf at entry \\[0, 1\\]") as info:
+        expect_value(as_value([[0.1, float("nan")], [3.0, 4.0]]), expected, nan_hint="nan advice")
+    assert info.value.hint == "nan advice"
+    with pytest.raises(Wrong) as info:
+        expect_value(as_value([[0.0, 0.0], [0.0, 0.0]]), expected, mistakes={"all zeros mistake": torch.zeros(2, 2)})
+    assert info.value.hint == "all zeros mistake"
+    expect_value(as_value(expected.tolist()), expected)  # right: no exception

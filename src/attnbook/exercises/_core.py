@@ -8,11 +8,16 @@ code, into a `CheckResult`; it never raises into the notebook.
 from __future__ import annotations
 
 import html
+import importlib
 import math
+import random
+import re
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import torch
@@ -41,6 +46,13 @@ class NotAttempted(Exception):
 
 class _TimeUp(BaseException):
     """Raised inside the learner's code by the alarm in `call`; a BaseException so `except Exception` misses it."""
+
+
+class _Forbidden(BaseException):
+    """Raised inside the learner's code when it calls something the task forbids (see `call(forbid=...)`)."""
+
+    def __init__(self, name: str, instead: str | None = None):
+        super().__init__(name, instead)
 
 
 @dataclass(frozen=True)
@@ -83,14 +95,15 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Exercise:
-    """A registered exercise: id like "2.3", a title, its points, its checker, and whether the answer is a
-    function or a value (a matrix, a number)."""
+    """A registered exercise: id like "2.3", a title, its points, its checker, whether the answer is a function
+    or a value (a matrix, a number), and the chapter section a stuck learner should re-read."""
 
     exercise_id: str
     title: str
     points: float
     checker: Callable[[object], str]
     answer_kind: str = "function"
+    section: str | None = None
 
     @property
     def chapter(self) -> str:
@@ -99,30 +112,53 @@ class Exercise:
 
 REGISTRY: dict[str, Exercise] = {}
 _SESSION: dict[str, CheckResult] = {}
+_PASSED_BEFORE: set[str] = set()  # exercises that passed at least once in this session
+_MISSING = object()
 
 
-def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str = "function"):
-    """Decorator that registers `checker` for `exercise_id` (e.g. "2.3"); answer_kind is "function" or "value"."""
+def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str = "function",
+             section: str | None = None):
+    """Decorator that registers `checker` for `exercise_id` (e.g. "2.3"); answer_kind is "function" or "value";
+    `section` is the heading of the chapter section that a failed check points the learner back to."""
     if answer_kind not in ("function", "value"):
         raise ValueError(f"answer_kind must be 'function' or 'value', got {answer_kind!r}")
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in REGISTRY:
             raise ValueError(f"exercise {exercise_id} is registered twice")
-        REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind)
+        REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind, section)
         return checker
 
     return register
 
 
-def check(exercise_id: str, answer) -> CheckResult:
-    """Check `answer` for exercise `exercise_id` and return a CheckResult. Never raises."""
+def _usage(known: str) -> str:
+    return f'call it as check("2.3", your_answer): the exercise id as a string, then your answer; known ids: {known}'
+
+
+def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
+    """Check `answer` for exercise `exercise_id` (e.g. check("2.3", padding_mask)) and return a CheckResult.
+
+    Never raises: a missing answer, swapped arguments or an unknown id all become a one-line message.
+    """
+    known = ", ".join(sorted(REGISTRY, key=_id_key)) or "none"
+    if exercise_id is _MISSING:
+        return CheckResult("?", FAILED, 0.0, 0.0, "check needs the exercise id and your answer; " + _usage(known))
+    if not isinstance(exercise_id, (str, int, float)) or isinstance(exercise_id, bool):
+        if isinstance(answer, (str, int, float)) and not isinstance(answer, bool) and str(answer) in REGISTRY:
+            return CheckResult(str(answer), FAILED, 0.0, REGISTRY[str(answer)].points,
+                               "the arguments are swapped: " + _usage(known))
+        return CheckResult("?", FAILED, 0.0, 0.0, f"the first argument is {describe(exercise_id)}; " + _usage(known))
     exercise_id = str(exercise_id)
     ex = REGISTRY.get(exercise_id)
     if ex is None:
-        known = ", ".join(sorted(REGISTRY, key=_id_key)) or "none"
         return CheckResult(exercise_id, FAILED, 0.0, 0.0, f"there is no exercise {exercise_id!r}; known: {known}")
-    if answer is None:
+    if answer is _MISSING:
+        what = "function" if ex.answer_kind == "function" else "answer"
+        result = _result(ex, FAILED, f"check needs your {what} as its second argument: " + _usage(known))
+    elif extra:
+        result = _result(ex, FAILED, f"check takes two arguments, got {2 + len(extra)}; " + _usage(known))
+    elif answer is None:
         result = _result(ex, NOT_ATTEMPTED, "nothing to check yet: fill in your answer above, run it, then this cell")
     else:
         try:
@@ -131,10 +167,15 @@ def check(exercise_id: str, answer) -> CheckResult:
         except NotAttempted as e:
             result = _result(ex, NOT_ATTEMPTED, str(e) or "your code still raises NotImplementedError: replace the stub")
         except Wrong as e:
-            result = _result(ex, FAILED, e.message + (f" Hint: {e.hint}" if e.hint else ""))
-        except (Exception, _TimeUp) as e:  # a checker must never crash the notebook
+            text = e.message + (f" Hint: {e.hint}" if e.hint else "")
+            if ex.section:
+                text += f' (Re-read "{ex.section}".)'
+            result = _result(ex, FAILED, text)
+        except (Exception, _TimeUp, _Forbidden) as e:  # a checker must never crash the notebook
             result = _result(ex, FAILED, f"could not check your answer ({type(e).__name__}: {e})")
     _SESSION[exercise_id] = result
+    if result.passed:
+        _PASSED_BEFORE.add(exercise_id)
     return result
 
 
@@ -145,19 +186,30 @@ def _result(ex: Exercise, status: str, message: str) -> CheckResult:
 class Summary:
     """A chapter's exercises and the latest result of each in this session; renders as a table."""
 
-    def __init__(self, chapter: str, rows: list[tuple[Exercise, CheckResult | None]]):
+    def __init__(self, chapter: str, rows: list[tuple[Exercise, CheckResult | None]],
+                 passed_before: set[str] | None = None):
         self.chapter, self.rows = chapter, rows
+        self.passed_before = set(passed_before or ())
         self.points = sum(r.points for _, r in rows if r is not None)
         self.max_points = sum(ex.points for ex, _ in rows)
 
-    def _status(self, result: CheckResult | None) -> str:
-        return result.status if result is not None else "not checked yet"
+    def _status(self, ex: Exercise, result: CheckResult | None) -> str:
+        """The latest status, and a note when an earlier attempt passed but the latest did not."""
+        status = result.status if result is not None else "not checked yet"
+        if status != PASSED and ex.exercise_id in self.passed_before:
+            status += " (passed earlier; the latest attempt counts)"
+        return status
+
+    def _icon(self, result: CheckResult | None) -> str:
+        return _ICONS.get(result.status, "·") if result is not None else "·"
+
+    def _colour(self, result: CheckResult | None) -> str:
+        return _COLOURS.get(result.status, "#6e7781") if result is not None else "#6e7781"
 
     def __str__(self) -> str:
         lines = [f"Chapter {self.chapter}: {_fmt(self.points)}/{_fmt(self.max_points)} points"]
         for ex, r in self.rows:
-            icon = _ICONS.get(self._status(r), "·")
-            lines.append(f"  {icon} {ex.exercise_id} {ex.title}: {self._status(r)}")
+            lines.append(f"  {self._icon(r)} {ex.exercise_id} {ex.title}: {self._status(ex, r)}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -165,8 +217,7 @@ class Summary:
     def _repr_html_(self) -> str:
         body = "".join(
             f"<tr><td>{ex.exercise_id}</td><td>{html.escape(ex.title)}</td>"
-            f'<td style="color:{_COLOURS.get(self._status(r), "#6e7781")}">'
-            f"{_ICONS.get(self._status(r), '·')} {self._status(r)}</td>"
+            f'<td style="color:{self._colour(r)}">{self._icon(r)} {html.escape(self._status(ex, r))}</td>'
             f"<td>{_fmt(r.points if r else 0)}/{_fmt(ex.points)}</td></tr>"
             for ex, r in self.rows
         )
@@ -182,7 +233,9 @@ class Summary:
             "points": self.points,
             "max_points": self.max_points,
             "exercises": [
-                {"exercise_id": ex.exercise_id, "title": ex.title, "status": self._status(r),
+                {"exercise_id": ex.exercise_id, "title": ex.title,
+                 "status": r.status if r is not None else "not checked yet",
+                 "passed_earlier": ex.exercise_id in self.passed_before,
                  "points": r.points if r else 0.0, "max_points": ex.points}
                 for ex, r in self.rows
             ],
@@ -200,12 +253,13 @@ def summary(chapter) -> Summary:
     if not exercises:
         chapters = sorted({ex.chapter for ex in REGISTRY.values()}, key=int)
         raise ValueError(f"chapter={chapter!r} has no exercises; chapters with exercises: {', '.join(chapters)}")
-    return Summary(chapter, [(ex, _SESSION.get(ex.exercise_id)) for ex in exercises])
+    return Summary(chapter, [(ex, _SESSION.get(ex.exercise_id)) for ex in exercises], _PASSED_BEFORE)
 
 
 def reset_session() -> None:
     """Forget every result recorded by `check` in this session."""
     _SESSION.clear()
+    _PASSED_BEFORE.clear()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -213,11 +267,22 @@ def reset_session() -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S, **kwargs):
+def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+         forbid: Iterable[str | tuple[str, str]] = (), seed: int | None = 0,
+         explain: Callable[[str], str | None] | None = None, **kwargs):
     """Call the learner's `fn(*args, **kwargs)` and turn every way it can go wrong into Wrong/NotAttempted.
 
-    `on` describes the input in the learner's terms ("q of shape (2, 3, 4)"). Tensor arguments are checked
-    for in-place changes; code slower than `time_limit_s` is stopped (where the OS allows) and reported.
+    - `on` describes the input in the learner's terms ("q of shape (2, 3, 4)").
+    - `forbid` lists what the task forbids, as dotted paths ("torch.softmax", "torch.Tensor.softmax",
+      "attnbook.masks.padding_mask") or (path, what to do instead) pairs. During the call each one raises,
+      wherever the learner's code reaches it from (a module attribute, a name imported into the notebook,
+      a tensor method), and the learner is told plainly that the task asks for it to be written without it.
+    - `seed`: Python's, NumPy's and PyTorch's generators are seeded with it for the call and restored after,
+      so random code gets the same verdict on every run (None leaves them alone).
+    - `explain(message)` may return an exercise-specific hint for an exception; otherwise `explain_error`
+      matches common exceptions to hints.
+    Tensor arguments are checked for in-place changes; code slower than `time_limit_s` is stopped (where the
+    OS allows) and reported.
     """
     if not callable(fn):
         raise Wrong(f"expected a function, got {describe(fn)}", "pass the function itself, without calling it")
@@ -226,15 +291,25 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
     start = time.perf_counter()
     try:
-        with _time_limit(time_limit_s):
+        with _time_limit(time_limit_s), _seeded(seed), _forbidding(forbid, fn), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             out = fn(*args, **kwargs)
     except NotImplementedError:
         raise NotAttempted("your code still raises NotImplementedError: replace the stub with your solution") from None
+    except _Forbidden as e:
+        path, instead = e.args[0], e.args[1] if len(e.args) > 1 else None
+        raise Wrong(f"{what} called {path}{where}: the task asks you to write this without {path}",
+                    instead or "build it from the basic tensor operations the task names") from None
     except _TimeUp:
         raise Wrong(f"{what} took longer than {time_limit_s:g} s{where} and was stopped",
                     "look for a Python loop over every element; use tensor operations instead") from None
     except Exception as e:
-        raise Wrong(f"{what} raised {type(e).__name__}{where}: {e}") from None
+        message = f"{type(e).__name__}: {e}"
+        if any("x.T` on tensors of dimension other than 2" in str(w.message) for w in caught):
+            message += " (after a warning that .T was used on a tensor that is not 2-D)"
+        hint = (explain(message) if explain else None) or explain_error(message)
+        raise Wrong(f"{what} raised {message}{where}", hint) from None
     elapsed = time.perf_counter() - start
     if elapsed > time_limit_s:
         raise Wrong(f"{what} took {elapsed:.1f} s{where} (limit {time_limit_s:g} s)",
@@ -248,8 +323,185 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     return out
 
 
+# Common exceptions and what they usually mean in the learner's code: (pattern on "Type: message", hint).
+# The first pattern that matches wins, so the specific ones come first.
+ERROR_HINTS: list[tuple[str, str]] = [
+    (r"^OverflowError: math range error",
+     "math.exp works on one Python number and overflows above about 709; use torch.exp on the whole tensor, "
+     "after subtracting the maximum"),
+    (r"^RecursionError",
+     "your function calls itself: if it has the name of a library function (softmax, attention, ...), "
+     "call the library one by its full name (torch.softmax) or rename yours"),
+    (r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (-?\d+)\)",
+     "that dimension does not exist on this input, which has fewer dimensions than you assumed; count from "
+     "the end: dim=-1 is always the last dimension (the keys of a score matrix), whatever comes before it"),
+    (r"^IndexError: The shape of the mask",
+     "boolean indexing (x[mask]) picks out elements and flattens the result; to keep the shape, use "
+     "x.masked_fill(~mask, value) or torch.where(mask, x, other)"),
+    (r"^IndexError: too many indices",
+     "you indexed more dimensions than the tensor has; check its shape with .shape"),
+    (r"masked_fill_? only supports boolean masks",
+     "masked_fill needs a boolean mask (True/False): build it with a comparison, or call .bool() on it"),
+    (r"t\(\) expects a tensor with <= 2 dimensions|\.T was used on a tensor that is not 2-D",
+     "this input has batch dimensions (it is 3-D or 4-D): .t() and .T are for 2-D matrices; transpose only the "
+     "last two dimensions with k.transpose(-2, -1)"),
+    (r"Expected size for first two dimensions of batch2 tensor|expected size for first two dimensions",
+     "in a batched matrix product (..., n, k) @ (..., k, m) the batch dimensions must agree and the inner "
+     "sizes must meet: transpose only the last two dimensions, k.transpose(-2, -1) (k.T reverses all of them)"),
+    (r"mat1 and mat2 shapes cannot be multiplied|size mismatch|shapes cannot be multiplied",
+     "in a matrix product A @ B the last size of A must equal the second-to-last size of B; check which "
+     "operand needs transposing, and transpose only the last two dimensions (.transpose(-2, -1))"),
+    (r"self must be a matrix|must be a matrix|batch1 must be a 3D tensor|Expected 2-D",
+     "torch.mm and .mm accept 2-D matrices only; use the @ operator (torch.matmul), which treats leading "
+     "dimensions as a batch"),
+    (r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension",
+     "two tensors whose shapes do not line up were combined element by element; give one of them a dimension "
+     "of size 1 where the other has its own (x[:, None] or x.unsqueeze(-1)), or pass keepdim=True to the "
+     "reduction (sum, amax, mean) so that its result lines up with its input"),
+    (r"view size is not compatible with input tensor's size and stride",
+     "after transpose or permute the memory is no longer in order: call .contiguous() before .view(), or use "
+     ".reshape()"),
+    (r"shape '\[[-\d, ]+\]' is invalid for input of size",
+     "the sizes in your view/reshape do not multiply to the number of elements; write them from the input's "
+     "shape (x.shape) rather than fixed numbers"),
+    (r"torch\.return_types\.(max|min|sort|topk)",
+     "x.max(dim=...) returns a pair (values, indices); use x.amax(dim=..., keepdim=True), or .values"),
+    (r"unexpected keyword argument|got multiple values for argument",
+     "keep the signature given in the task: the check passes some arguments by name"),
+    (r"(takes \d+ positional arguments? but \d+ (were|was) given|missing \d+ required positional argument)",
+     "keep the signature given in the task: the same arguments, in the same order"),
+    (r"^NameError: name '(\w+)' is not defined",
+     "a name your function uses is not defined: define or import it in the cell, and run the cells above first"),
+    (r"'NoneType' object|NoneType",
+     "a value in your code is None: did a helper function forget its `return`?"),
+    (r"expected scalar type|expected m1 and m2 to have the same dtype|should be the same dtype|dtype",
+     "the tensors have different dtypes (float32, float64, int64): create new tensors with dtype=x.dtype, or "
+     "build them from the inputs"),
+    (r"Expected all tensors to be on the same device",
+     "create new tensors on the input's device (device=x.device)"),
+    (r"^ZeroDivisionError",
+     "a division by zero in plain Python: use tensor operations, and check the case of an empty input"),
+    (r"^TypeError: 'int' object is not callable|object is not callable",
+     "a name you call is not a function here: was it overwritten by a number or a tensor earlier?"),
+]
+
+
+def explain_error(e: BaseException | str) -> str | None:
+    """A hint for a common exception raised by a learner's code (see ERROR_HINTS), or None.
+
+    `e` is the exception, or its text as "TypeName: message"."""
+    message = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
+    for pattern, hint in ERROR_HINTS:
+        if re.search(pattern, message):
+            return hint
+    return None
+
+
+class _seeded:
+    """Seed Python's, NumPy's and PyTorch's CPU generators for a block and restore their states after it."""
+
+    def __init__(self, seed: int | None):
+        self.seed = seed
+
+    def __enter__(self):
+        if self.seed is None:
+            return self
+        import numpy as np
+
+        self.states = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
+        random.seed(self.seed)
+        np.random.seed(self.seed)
+        torch.manual_seed(self.seed)
+        return self
+
+    def __exit__(self, *exc):
+        if self.seed is not None:
+            import numpy as np
+
+            py, npy, pt = self.states
+            random.setstate(py)
+            np.random.set_state(npy)
+            torch.random.set_rng_state(pt)
+        return False
+
+
+def _resolve(path: str):
+    """(owner, attribute name, object) for a dotted path such as "torch.Tensor.softmax"."""
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:-1]:
+            owner = getattr(owner, name)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"cannot resolve forbidden name {path!r}")
+
+
+class _forbidding:
+    """Make forbidden functions raise _Forbidden for the duration of a block (see `call`)."""
+
+    def __init__(self, forbid: Iterable[str | tuple[str, str]], fn):
+        self.items = [(f, None) if isinstance(f, str) else tuple(f) for f in forbid]
+        self.fn = fn
+        self.undo: list[tuple[object, str, object, bool]] = []
+
+    def _patch(self, owner, name: str, replacement) -> None:
+        had = name in vars(owner) if isinstance(owner, type) else True
+        self.undo.append((owner, name, vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name), had))
+        setattr(owner, name, replacement)
+
+    def __enter__(self):
+        if not self.items:
+            return self
+        user_globals = getattr(self.fn, "__globals__", {})
+        modules = [m for n, m in list(sys.modules.items()) if m is not None and (n == "attnbook" or n.startswith("attnbook."))]
+        for path, instead in self.items:
+            try:
+                owner, name, original = _resolve(path)
+            except (ValueError, AttributeError):  # not installed here, so the learner cannot call it either
+                continue
+
+            def raiser(*args, _path=path, _instead=instead, **kwargs):
+                raise _Forbidden(_path, _instead)
+
+            self._patch(owner, name, raiser)
+            # The same object reached another way: a name imported into the notebook or another module.
+            for namespace_owner in [*modules]:
+                for attr, value in list(vars(namespace_owner).items()):
+                    if value is original and not (namespace_owner is owner and attr == name):
+                        self._patch(namespace_owner, attr, raiser)
+            for attr, value in list(user_globals.items()):
+                if value is original:
+                    self.undo.append((user_globals, attr, value, True))
+                    user_globals[attr] = raiser
+            for cell in getattr(self.fn, "__closure__", None) or ():  # a name from an enclosing function
+                try:
+                    if cell.cell_contents is original:
+                        self.undo.append((cell, "cell_contents", original, True))
+                        cell.cell_contents = raiser
+                except ValueError:  # an empty cell
+                    pass
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, value, had in reversed(self.undo):
+            if isinstance(owner, dict):
+                owner[name] = value
+            elif had:
+                setattr(owner, name, value)
+            else:
+                delattr(owner, name)
+        self.undo.clear()
+        return False
+
+
+NAN_HINT = "exp of a large number overflows to inf, and inf - inf or 0 / 0 gives NaN"
+
+
 def expect_tensor(got, *, what: str = "your result", on: str = "", shape=None, dtype=None,
-                  allow_sequences: bool = False, finite: bool = True) -> Tensor:
+                  allow_sequences: bool = False, finite: bool = True, nan_hint: str | None = NAN_HINT) -> Tensor:
     """Return `got` as a tensor after checking its type, shape, dtype and (if `finite`) for NaN/inf; else Wrong."""
     where = f" on {on}" if on else ""
     if got is None:
@@ -269,8 +521,7 @@ def expect_tensor(got, *, what: str = "your result", on: str = "", shape=None, d
     if finite and got.is_floating_point() and not torch.isfinite(got).all():
         bad = "NaN" if torch.isnan(got).any() else "inf"
         idx = tuple(int(i) for i in (~torch.isfinite(got)).nonzero()[0])
-        raise Wrong(f"{what} contains {bad} (first at index {list(idx)}){where}",
-                    "exp of a large number overflows, and a row with nothing allowed divides 0 by 0")
+        raise Wrong(f"{what} contains {bad} (first at index {list(idx)}){where}", nan_hint)
     return got
 
 
@@ -291,7 +542,7 @@ def expect_tuple(got, names: tuple[str, ...], fn_name: str, on: str) -> tuple:
 
 def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on: str = "",
                  atol: float = 1e-5, rtol: float = 1e-4,
-                 mistakes: Mapping[str, Tensor] | None = None) -> None:
+                 mistakes: Mapping[str, Tensor] | None = None, nan_hint: str | None = NAN_HINT) -> None:
     """Raise Wrong unless `got` matches `expected`; if it matches a known mistake, give that mistake's hint.
 
     `mistakes` maps a hint ("softmax over queries (dim=-2) instead of keys (dim=-1)") to the output that
@@ -314,13 +565,78 @@ def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on
         w = wrong.detach().to(torch.float64).cpu()
         if w.shape == got_d.shape and torch.allclose(got_d, w, atol=atol, rtol=rtol, equal_nan=True):
             raise Wrong(f"{what} has the wrong values{where}", hint)
-    expect_tensor(got, what=what, on=on)  # NaN or inf that no known mistake explains
+    expect_tensor(got, what=what, on=on, nan_hint=nan_hint)  # NaN or inf that no known mistake explains
     err = (got_d - exp_d).abs()
     idx = tuple(int(i) for i in (err == err.max()).nonzero()[0])
     raise Wrong(
         f"{what} has the wrong values{where}: at index {list(idx)} expected {exp_d[idx].item():.4g}, "
         f"got {got_d[idx].item():.4g} (max abs error {err.max().item():.2g})"
     )
+
+
+def as_value(answer, *, what: str = "your answer", expected: str = "a matrix") -> Tensor:
+    """A float64 tensor from a value answer (tensor, NumPy array, number, nested list); else Wrong."""
+    if answer is None:
+        raise NotAttempted("nothing to check yet: set your answer above, run it, then this cell")
+    if isinstance(answer, Tensor):
+        if answer.is_complex() or answer.dtype == torch.bool:
+            raise Wrong(f"{what} has dtype {answer.dtype}, expected real numbers ({expected})")
+        if not answer.is_floating_point():
+            return answer  # an integer tensor: expect_value says so unless it happens to be right
+        return answer.detach().to(torch.float64).cpu()
+    if isinstance(answer, bool) or not (isinstance(answer, (int, float, list, tuple)) or hasattr(answer, "__array__")):
+        raise Wrong(f"{what} is {describe(answer)}, expected {expected}: a tensor, a number or a nested list")
+    try:
+        return torch.as_tensor(answer if hasattr(answer, "__array__") else answer, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise Wrong(f"{what} could not be read as {expected} of numbers ({e})",
+                    "write it as a tensor or as a nested list of numbers, one inner list per row") from None
+
+
+def expect_value(got, expected: Tensor, *, what: str = "your answer", atol: float = 1e-3,
+                 mistakes: Mapping[str, Tensor] | None = None, hint: str | None = None,
+                 nan_hint: str | None = None) -> None:
+    """Check a by-hand answer without giving it away: say which entries are wrong and the likely mistake,
+    never the expected numbers or how far off they are.
+
+    `got` comes from `as_value`; `mistakes` maps a hint to the value that mistake produces; `hint` is the
+    general advice for a wrong value that no known mistake explains.
+    """
+    exp = expected.detach().to(torch.float64).cpu()
+    shape = tuple(exp.shape)
+    if tuple(got.shape) != shape:
+        if shape and tuple(got.shape) == shape[::-1]:
+            raise Wrong(f"{what} has shape {tuple(got.shape)}, expected {shape}",
+                        "your matrix is transposed: row i must hold the result for row i of the input")
+        raise Wrong(f"{what} has shape {tuple(got.shape)}, expected {shape}")
+    if not got.is_floating_point():
+        if torch.allclose(got.double(), exp, atol=atol, rtol=0.0):
+            return
+        raise Wrong(f"{what} is an integer tensor (dtype {got.dtype}), but the entries are not whole numbers",
+                    "integer tensors drop the fractional part: write the numbers with a decimal point, or compute "
+                    "them in floating point")
+    if not torch.isfinite(got).all():
+        bad = [list(map(int, i)) for i in (~torch.isfinite(got)).nonzero()]
+        raise Wrong(f"{what} contains NaN or inf at {_entries(bad)}",
+                    nan_hint or "every entry of the result is an ordinary finite number: check the step that made it")
+    if torch.allclose(got, exp, atol=atol, rtol=0.0):
+        return
+    for mistake_hint, wrong in (mistakes or {}).items():
+        w = wrong.detach().to(torch.float64).cpu()
+        if w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=0.0):
+            raise Wrong(f"{what} is not right", mistake_hint)
+    bad = [list(map(int, i)) for i in ((got - exp).abs() > atol).nonzero()]
+    total = got.numel()
+    which = "every entry" if len(bad) == total else _entries(bad)
+    raise Wrong(f"{what} is not right: {which} {'are' if 1 < len(bad) < total else 'is'} wrong "
+                f"(checked to {atol:g})", hint)
+
+
+def _entries(indices: list[list[int]]) -> str:
+    """'entry [0, 1]' or 'entries [0, 1] and [1, 1]'."""
+    if len(indices) == 1:
+        return f"entry {indices[0]}"
+    return "entries " + ", ".join(map(str, indices[:-1])) + f" and {indices[-1]}"
 
 
 def describe(x) -> str:

@@ -29,16 +29,6 @@ def _mistakes(pairs) -> dict[str, Tensor]:
     return {hint: wrong for hint, wrong in pairs if wrong is not None}
 
 
-def _call(fn, *args, explain, **kwargs):
-    """`call`, but an exception raised by the learner's code gets the hint `explain(message)` (if any)."""
-    try:
-        return call(fn, *args, **kwargs)
-    except Wrong as e:
-        if e.hint is None and " raised " in e.message:
-            raise Wrong(e.message, explain(e.message)) from None
-        raise
-
-
 def _same(got, ref: Tensor) -> bool:
     """True if `got` is a tensor equal to `ref` (same shape, close values)."""
     return (isinstance(got, Tensor) and tuple(got.shape) == tuple(ref.shape) and not got.is_complex()
@@ -61,7 +51,7 @@ def _qkv_error_hint(message: str) -> str | None:
             "the middle must agree, so compute X @ W (not W @ X, X @ W.T or W.T @ X)")
 
 
-@exercise("1.1", "Project X to queries, keys and values")
+@exercise("1.1", "Project X to queries, keys and values", section="Queries, keys and values from the same tokens")
 def check_project_qkv(project_qkv) -> str:
     """project_qkv(X, W_q, W_k, W_v) must return (X @ W_q, X @ W_k, X @ W_v) for 2-D and 3-D X."""
     g = torch.Generator().manual_seed(11)
@@ -82,7 +72,7 @@ def check_project_qkv(project_qkv) -> str:
     ]
     names = ("Q", "K", "V")
     for desc, X, W_q, W_k, W_v in cases:
-        got = _call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint)
+        got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint)
         got = expect_tuple(got, names, "project_qkv", desc)
         weights = {"W_q": W_q, "W_k": W_k, "W_v": W_v}
         refs = [X @ W_q, X @ W_k, X @ W_v]  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
@@ -126,7 +116,7 @@ def _lookup_error_hint(message: str) -> str | None:
             "is weights @ V, shape (d_v,)")
 
 
-@exercise("1.2", "A soft lookup for one query")
+@exercise("1.2", "A soft lookup for one query", section="A soft dictionary lookup")
 def check_soft_lookup(soft_lookup) -> str:
     """soft_lookup(q, K, V) must return (softmax(K @ q) @ V, softmax(K @ q)), unscaled."""
     g = torch.Generator().manual_seed(12)
@@ -143,7 +133,7 @@ def check_soft_lookup(soft_lookup) -> str:
     ]
     names = ("output", "weights")
     for desc, q, K, V in cases:
-        got = _call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint)
+        got = call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint)
         got_out, got_w = expect_tuple(got, names, "soft_lookup", desc)
         n = K.shape[0]
         scores = K @ q  # (n,)
@@ -220,7 +210,15 @@ def _softmax_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("1.3", "A numerically stable softmax")
+_INSTEAD = "build it from exp, amax and sum, as the chapter does: e = (x - max).exp(), then e / e.sum(...)"
+SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
+    "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+    "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
+    "torch.special.log_softmax", "attnbook.attention.softmax",
+)]
+
+
+@exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum")
 def check_stable_softmax(stable_softmax) -> str:
     """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""
     g = torch.Generator().manual_seed(13)
@@ -237,7 +235,8 @@ def check_stable_softmax(stable_softmax) -> str:
         ("a single logit [[7.]]", torch.tensor([[7.0]]), -1),
     ]
     for desc, x, dim in cases:
-        got = _call(stable_softmax, x, dim=dim, what="stable_softmax", on=desc, explain=_softmax_error_hint)
+        got = call(stable_softmax, x, dim=dim, what="stable_softmax", on=desc, explain=_softmax_error_hint,
+                   forbid=SOFTMAX_FORBIDDEN)
         naive = torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
         other = -1 if dim not in (-1, x.dim() - 1) else 0
         e_flat = _maybe(lambda: torch.exp(x - x.amax(dim=dim)))  # no keepdim: lines up wrongly, or fails

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._core import Wrong, call, describe, exercise, expect_close, expect_tensor, expect_tuple
+from ._core import Wrong, as_value, call, describe, exercise, expect_close, expect_tensor, expect_tuple, expect_value
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
@@ -19,29 +19,25 @@ _K = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
 _V = torch.tensor([[2.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 
 
-@exercise("2.1", "Attention by hand", answer_kind="value")
+@exercise("2.1", "Attention by hand", answer_kind="value", section="The formula, one step at a time")
 def check_by_hand(answer) -> str:
-    """answer: the 2x2 matrix softmax(Q K^T / sqrt(2)) V, as a tensor, an array or a nested list; to 1e-3."""
-    if isinstance(answer, numbers.Number):
-        answer = torch.tensor(answer)  # reported as a single number below
-    elif not isinstance(answer, (Tensor, list, tuple)):
-        if not hasattr(answer, "__array__"):  # not a NumPy array either
-            raise Wrong(f"your answer is {describe(answer)}, expected a 2x2 matrix: a tensor or a nested list "
-                        "[[a, b], [c, d]]")
-        answer = torch.as_tensor(answer)
-    got = expect_tensor(answer, what="your answer", allow_sequences=True, finite=False)
+    """answer: the 2x2 matrix softmax(Q K^T / sqrt(2)) V, as a tensor, an array or a nested list; to 1e-3.
+
+    A by-hand answer: the messages say which entries are wrong and why, never the expected numbers.
+    """
+    got = as_value(answer, expected="a 2x2 matrix")
     if got.dim() == 0 or got.numel() == 1:
-        raise Wrong(f"your answer is the single number {got.flatten()[0].item():.4g}, expected a 2x2 matrix",
+        raise Wrong("your answer is a single number, expected a 2x2 matrix",
                     "the output has one row per query and one column per value dimension")
     scores = _Q @ _K.T  # (2, 2)
     weights = torch.softmax(scores / math.sqrt(2), dim=-1)
     output = weights @ _V
-    expect_close(
-        got, output, what="your answer", atol=1e-3, rtol=0.0,
+    expect_value(
+        got, output, what="your answer", atol=1e-3,
         mistakes={
             "you left out the scale: divide the scores Q K^T by sqrt(d_k) = sqrt(2) before the softmax":
                 torch.softmax(scores, dim=-1) @ _V,
-            "you divided the scores by d_k = 2; divide by sqrt(d_k) = sqrt(2) = 1.414 instead":
+            "you divided the scores by d_k = 2; divide by sqrt(d_k) = sqrt(2) instead":
                 torch.softmax(scores / 2, dim=-1) @ _V,
             "your softmax normalised each column (over the queries); normalise each row (over the keys)":
                 torch.softmax(scores / math.sqrt(2), dim=0) @ _V,
@@ -50,7 +46,14 @@ def check_by_hand(answer) -> str:
             "these are the attention weights softmax(Q K^T / sqrt(2)); multiply them by V to get the output":
                 weights,
             "your matrix is transposed: row i must be the output for query i": output.T,
+            "you multiplied V by the scaled scores without a softmax: turn each row of scores into weights "
+            "that are positive and sum to 1 first": scores / math.sqrt(2) @ _V,
         },
+        hint="work one query (row) at a time: its two scores, divided by sqrt(2), a softmax across the row, "
+             "then the weighted sum of the rows of V. Each output row is w1 [2, 0] + w2 [1, 1] with "
+             "w1 + w2 = 1, so its first entry lies between 1 and 2 and its second between 0 and 1",
+        nan_hint="each output entry is a weighted average of entries of V, an ordinary number: check the "
+                 "softmax step",
     )
     return "softmax(Q K^T / sqrt(2)) V is right to 1e-3"
 
@@ -126,19 +129,21 @@ def _variants(q: Tensor, k: Tensor, mask: Tensor | None) -> dict[str, Tensor]:
     return out
 
 
-@exercise("2.2", "Scaled dot-product attention with a mask")
+ATTENTION_FORBIDDEN = [
+    (name, "write the four steps yourself: scores q @ k.transpose(-2, -1), scale, mask, softmax over dim=-1, "
+           "then weights @ v")
+    for name in ("torch.nn.functional.scaled_dot_product_attention", "attnbook.attention.scaled_dot_product_attention",
+                 "torch.nn.functional.multi_head_attention_forward")
+]
+
+
+@exercise("2.2", "Scaled dot-product attention with a mask", section="The formula, one step at a time")
 def check_attention(attention) -> str:
     """attention(q, k, v, mask=None) -> (output, weights) must match scaled_dot_product_attention."""
     cases = _attention_cases()
     for desc, (q, k, v), mask in cases:
         args = (q, k, v) if mask is None else (q, k, v, mask)
-        try:
-            got = call(attention, *args, what="attention", on=desc)
-        except Wrong as e:
-            if e.hint is None and " raised " in e.message and desc != cases[0][0]:
-                e.hint = ("your code fails on inputs with batch dimensions: transpose only the last two "
-                          "dimensions, k.transpose(-2, -1) (k.T reverses all of them), and use dim=-1")
-            raise
+        got = call(attention, *args, what="attention", on=desc, forbid=ATTENTION_FORBIDDEN)
         ref_out, ref_w = scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
         out_shape, w_shape = tuple(ref_out.shape), tuple(ref_w.shape)
         if isinstance(got, Tensor):
@@ -172,7 +177,7 @@ def _show(row: Tensor) -> str:
     return "[" + ", ".join(str(bool(x)) if row.dtype == torch.bool else f"{x.item():g}" for x in row) + "]"
 
 
-@exercise("2.3", "A padding mask from sequence lengths")
+@exercise("2.3", "A padding mask from sequence lengths", section="Masking: keep attention off the padding")
 def check_padding_mask(padding_mask) -> str:
     """padding_mask(lengths, max_len) -> bool (batch, max_len), True at the first lengths[b] positions."""
     cases = [
@@ -184,7 +189,9 @@ def check_padding_mask(padding_mask) -> str:
     ]
     for values, max_len, desc in cases:
         lengths = torch.tensor(values)
-        got = call(padding_mask, lengths, max_len, what="padding_mask", on=desc)
+        got = call(padding_mask, lengths, max_len, what="padding_mask", on=desc, forbid=[
+            (name, "compare positions with lengths: torch.arange(max_len)[None, :] against lengths[:, None]")
+            for name in ("attnbook.masks.padding_mask",)])
         positions = torch.arange(max_len)
         ref = positions[None, :] < lengths[:, None]  # (batch, max_len), True at real tokens
         got = expect_tensor(got, what="your mask", on=desc, finite=False)
@@ -231,14 +238,14 @@ _VARIANCE_RTOL = 0.10
 _HINT_RTOL = 0.15  # how close an answer must be to a known mistake's value to get that mistake's hint
 
 
-@exercise("2.4", "The variance of a dot product")
+@exercise("2.4", "The variance of a dot product", section="Dot products grow with d_k")
 def check_dot_product_variance(dot_product_variance) -> str:
     """dot_product_variance(d_k, n_samples=10_000) must return about d_k (within 10%) for several d_k."""
     dims = (64, 16, 256)
     exact = True
     for d_k in dims:
         on = f"d_k={d_k}"
-        got = call(dot_product_variance, d_k, what="dot_product_variance", on=on)
+        got = call(dot_product_variance, d_k, n_samples=10_000, what="dot_product_variance", on=on)
         value = _as_number(got, on)
         exact = exact and value == d_k
         if math.isfinite(value) and abs(value - d_k) <= _VARIANCE_RTOL * d_k:
@@ -249,6 +256,14 @@ def check_dot_product_variance(dot_product_variance) -> str:
         raise Wrong("dot_product_variance returned exactly d_k every time; the exercise asks you to measure it",
                     "draw n_samples random vectors q and k of size d_k, compute their dot products and return "
                     "the variance of those numbers")
+    # The generators are seeded identically around each call, so an answer that uses n_samples gives
+    # different numbers for different n_samples, and one that ignores it gives the same number twice.
+    few, many = (_as_number(call(dot_product_variance, 64, n_samples=n, what="dot_product_variance",
+                                 on=f"d_k=64, n_samples={n}"), f"d_k=64, n_samples={n}") for n in (2_000, 8_000))
+    if few == many:
+        raise Wrong("dot_product_variance returned exactly the same number for n_samples=2000 and n_samples=8000 "
+                    "(with the random generators seeded the same way)",
+                    "use the n_samples argument: draw n_samples pairs of vectors, not a fixed number of them")
     return f"the measured variance of q.k is within {_VARIANCE_RTOL:.0%} of d_k for d_k = " + ", ".join(map(str, dims))
 
 
