@@ -131,3 +131,104 @@ def test_config_enables_what_the_book_needs():
     assert CONFIG["execute"]["execute_notebooks"] == "off"  # nbval re-executes; the site shows committed outputs
     assert {"sphinx_exercise", "sphinxcontrib.mermaid"} <= set(CONFIG["sphinx"]["extra_extensions"])
     assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hygiene that strict nbval, Jupyter/Colab and the website depend on
+# ---------------------------------------------------------------------------------------------------------
+
+NBVAL_MARKERS = {"# NBVAL_IGNORE_OUTPUT", "# NBVAL_CHECK_OUTPUT", "# NBVAL_RAISES_EXCEPTION", "# NBVAL_SKIP"}
+GLUE_ROLE = re.compile(r"\{glue(?::text)?\}`([\w.-]+)(?::([^`]*))?`")
+GLUE_PREFIX = "application/papermill.record/"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_nbval_marker_is_exact(path):
+    """nbval compares the whole comment: `# NBVAL_IGNORE_OUTPUT (because ...)` is silently not a marker."""
+    for cell in code_cells(read(path)):
+        for line in cell.source.split("\n"):
+            if "NBVAL_" in line:
+                assert line.strip() in NBVAL_MARKERS, f"not an nbval marker: {line.strip()!r}"
+                assert cell.source.split("\n")[0].strip() == line.strip(), "the marker must be the first line"
+
+
+def test_diagrams_are_mermaid_fences_not_directives():
+    """Jupyter, Colab and GitHub draw ```mermaid fences; a {mermaid} directive shows as code there."""
+    pages = CHAPTERS + sorted(BOOK.glob("*.md"))
+    for path in pages:
+        assert "```{mermaid}" not in path.read_text(encoding="utf-8"), path.name
+    assert "mermaid" in CONFIG["sphinx"]["config"]["myst_fence_as_directive"]
+    assert any("```mermaid" in p.read_text(encoding="utf-8") for p in pages)
+
+
+def _visible_text(cell) -> str:
+    """What a reader sees of a code cell's outputs in Jupyter: streams and plain-text results."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data"):
+            parts += [v for k, v in out.data.items() if k == "text/plain"]
+    return "\n".join(parts)
+
+
+def _glued(cell) -> dict[str, str]:
+    """{name: text/plain value} of the glue records a code cell published."""
+    found = {}
+    for out in cell.get("outputs", []):
+        name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+        if name is not None:
+            text = out.data.get(GLUE_PREFIX + "text/plain", out.data.get("text/plain"))
+            found[name] = text
+    return found
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_glued_number_in_the_prose_is_also_visible_in_a_code_output(path):
+    """A {glue} role renders only on the website; in Jupyter and Colab the reader needs the number printed."""
+    import ast
+
+    glued, visible, roles = {}, "", 0
+    for cell in read(path).cells:
+        if cell.cell_type == "code":
+            glued.update(_glued(cell))
+            visible += _visible_text(cell) + "\n"
+            continue
+        for name, fmt in GLUE_ROLE.findall(cell.source):
+            roles += 1
+            assert name in glued, f"{{glue}} `{name}` is used before any cell glues it"
+            try:
+                value = ast.literal_eval(glued[name])
+            except (ValueError, SyntaxError):
+                value = glued[name]
+            shown = format(value, fmt) if fmt else str(value)
+            assert shown in visible, f"{name} = {shown} appears in the prose but in no code output above it"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_cells_that_only_glue_or_assert_are_hidden_on_the_website(path):
+    import ast
+
+    for cell in code_cells(read(path)):
+        lines = [line if not line.lstrip().startswith(("%", "!")) else line.replace(line.strip(), "pass")
+                 for line in cell.source.split("\n")]  # IPython magics are not Python
+        body = ast.parse("\n".join(lines))
+        only_asserts = (any(isinstance(n, ast.Assert) for n in body.body)
+                        and all(isinstance(n, (ast.Assert, ast.Import, ast.ImportFrom)) for n in body.body))
+        if "glue(" in cell.source or only_asserts:
+            assert "remove-cell" in cell.metadata.get("tags", []), f"not tagged remove-cell: {cell.source[:60]!r}"
+
+
+def test_the_website_hides_nbval_markers_but_keeps_the_code():
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("nbval_markers", ROOT / "_ext" / "nbval_markers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    nb = {"cells": [{"cell_type": "code", "source": ["# NBVAL_IGNORE_OUTPUT\n", "x = 1  # NBVAL_ in a comment stays\n"]},
+                    {"cell_type": "markdown", "source": "# NBVAL_IGNORE_OUTPUT"}]}
+    out = json.loads(module.strip_markers(json.dumps(nb)))
+    assert out["cells"][0]["source"] == "x = 1  # NBVAL_ in a comment stays\n"
+    assert out["cells"][1]["source"] == "# NBVAL_IGNORE_OUTPUT"  # markdown is left alone
+    assert "nbval_markers" in CONFIG["sphinx"]["local_extensions"]

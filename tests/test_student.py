@@ -63,8 +63,8 @@ def _tiny_chapter():
 
 
 def test_exercise_version_stubs_clears_outputs_and_adds_a_notice():
-    ex = exercise_version(_tiny_chapter(), "9")
-    assert ex.cells[1].source == NOTICE.format(chapter="9")
+    ex = exercise_version(_tiny_chapter(), "9", "09_tiny.ipynb")
+    assert ex.cells[1].source == NOTICE.format(chapter="9", name="09_tiny.ipynb")
     assert ex.cells[2].source == "### Exercise 9.1 · Task\n\nDo it."
     solution, shown = ex.cells[3], ex.cells[4]
     assert "raise NotImplementedError" in solution.source
@@ -76,7 +76,7 @@ def test_untagged_solution_block_is_rejected():
     nb = _tiny_chapter()
     nb.cells[2].metadata = {}
     with pytest.raises(ValueError, match="not tagged 'solution'"):
-        exercise_version(nb, "9")
+        exercise_version(nb, "9", "09_tiny.ipynb")
 
 
 def test_chapter_number():

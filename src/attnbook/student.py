@@ -27,7 +27,10 @@ CHAPTER_GLOB = "[0-9][0-9]_*.ipynb"
 EXERCISE_DIRECTIVE = re.compile(r"\A:::\{exercise\} (?P<title>[^\n]+)\n(?::[\w-]+:[^\n]*\n)*\n?(?P<body>.*?)\n:::\s*\Z", re.S)
 NOTICE = (
     "**Exercise version.** The solutions in this notebook are replaced by stubs. Fill them in and run the "
-    "check cell under each one; `summary({chapter})` at the end shows your progress."
+    "check cell under each one; `summary({chapter})` at the end shows your progress.\n\n"
+    "**Stuck?** Read the check's message: it names the input that went wrong and gives a hint. Then re-read the "
+    "section of the chapter it names. The solutions are in the chapter itself, `book/{name}`: the first badge "
+    "at the top opens it in Colab, and on the website each one sits behind \"Show solution\"."
 )
 
 
@@ -80,7 +83,7 @@ def plain_exercise(source: str) -> str:
     return f"### Exercise {m.group('title')}\n\n{m.group('body').strip()}"
 
 
-def exercise_version(nb: nbformat.NotebookNode, chapter: str) -> nbformat.NotebookNode:
+def exercise_version(nb: nbformat.NotebookNode, chapter: str, name: str) -> nbformat.NotebookNode:
     """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared, plain exercise headings and
     a notice on top."""
     nb = copy.deepcopy(nb)
@@ -97,7 +100,7 @@ def exercise_version(nb: nbformat.NotebookNode, chapter: str) -> nbformat.Notebo
             cell.metadata.pop("mystnb", None)
         elif BEGIN in cell.source:
             raise ValueError(f"a cell holds '{BEGIN}' but is not tagged {SOLUTION_TAG!r}: {cell.source[:60]!r}")
-    notice = nbformat.v4.new_markdown_cell(NOTICE.format(chapter=chapter))
+    notice = nbformat.v4.new_markdown_cell(NOTICE.format(chapter=chapter, name=name))
     notice.id = "exercise-version-notice"
     nb.cells.insert(1, notice)
     return nb
@@ -121,7 +124,7 @@ def generate(book_dir: Path) -> dict[Path, str]:
     out = {}
     for path in sorted(book_dir.glob(CHAPTER_GLOB)):
         nb = nbformat.read(path, as_version=4)
-        out[book_dir / "exercises" / path.name] = render(exercise_version(nb, chapter_number(path)))
+        out[book_dir / "exercises" / path.name] = render(exercise_version(nb, chapter_number(path), path.name))
     return out
 
 
