@@ -6,9 +6,9 @@ import math
 import torch
 from torch import Tensor
 
-from ._validate import require_broadcastable, require_dim, require_tensor
+from ._validate import require_broadcastable, require_dim, require_int, require_tensor
 
-__all__ = ["softmax", "scaled_dot_product_attention"]
+__all__ = ["softmax", "scaled_dot_product_attention", "tiled_attention"]
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
@@ -18,6 +18,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     """
     require_tensor(x, "x", floating=True)
     dim = require_dim(dim, x.dim())
+    if x.size(dim) == 0:  # nothing to normalise (e.g. attention over zero keys)
+        return x.clone()
     x_max = x.amax(dim=dim, keepdim=True)
     x_max = torch.where(torch.isfinite(x_max), x_max, torch.zeros_like(x_max))  # all -inf slice: shift by 0
     e = torch.exp(x - x_max)  # every exponent <= 0, so every term is in [0, 1]
@@ -66,6 +68,61 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = torch.nn.functional.dropout(weights, p=dropout_p)
     return weights @ value, weights  # (..., L, Ev), (..., L, S)
+
+
+def tiled_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    block_size: int = 64,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """FlashAttention's online softmax in plain PyTorch: SDPA's output without ever holding the (L, S) scores.
+
+    Keys and values are read in blocks of `block_size` positions. For every query row we keep a running
+    maximum `m`, a running sum `l` of exp(score - m) and a running output `acc` (the weighted sum of values
+    seen so far, also relative to `m`); when a block raises the maximum, the old `l` and `acc` are rescaled
+    by exp(m_old - m_new). After the last block, acc / l is exactly softmax(scores) @ value. The largest
+    temporary is one (L, block_size) block of scores, so memory grows as O(L * block_size), not O(L * S).
+    (A GPU kernel also splits the queries into blocks and runs them in parallel; see `attnbook.kernels`.)
+
+    Shapes as SDPA: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev). `is_causal` is
+    top-left aligned like SDPA's (query i sees keys 0..i). A row with no key at all (S = 0) gives zeros.
+    float16/bfloat16 inputs keep their statistics in float32, as FlashAttention does.
+    """
+    _check_qkv(query, key, value)
+    require_int(block_size, "block_size", minimum=1)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.size(-1))
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+
+    L, S, Ev = query.size(-2), key.size(-2), value.size(-1)
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    stat_dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    q = query * scale  # (..., L, E): scale once, not once per block
+    m = torch.full((*batch, L, 1), float("-inf"), dtype=stat_dtype, device=query.device)  # running max
+    l = torch.zeros((*batch, L, 1), dtype=stat_dtype, device=query.device)  # running sum of exp(s - m)
+    acc = torch.zeros((*batch, L, Ev), dtype=stat_dtype, device=query.device)  # running sum of exp(s - m) v
+    rows = torch.arange(L, device=query.device)[:, None]  # (L, 1) query positions, for the causal mask
+    last_key = min(S, L) if is_causal else S  # with a causal mask, keys at positions >= L are never seen
+    for start in range(0, last_key, block_size):
+        stop = min(start + block_size, last_key)
+        s = (q @ key[..., start:stop, :].transpose(-2, -1)).to(stat_dtype)  # (..., L, bk): one block of scores
+        if is_causal:
+            cols = torch.arange(start, stop, device=query.device)[None, :]  # (1, bk) key positions
+            s = s.masked_fill(cols > rows, float("-inf"))  # (..., L, bk)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., L, 1)
+        m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))  # no key seen yet: shift by 0
+        p = torch.exp(s - m_safe)  # (..., L, bk), every entry in [0, 1]
+        alpha = torch.exp(m - m_safe)  # (..., L, 1): rescales what was accumulated under the old maximum
+        l = alpha * l + p.sum(dim=-1, keepdim=True)  # (..., L, 1)
+        acc = alpha * acc + (p.to(value.dtype) @ value[..., start:stop, :]).to(stat_dtype)  # (..., L, Ev)
+        m = m_new
+    return (acc / l.clamp_min(torch.finfo(stat_dtype).tiny)).to(query.dtype)  # (..., L, Ev); no key -> 0
 
 
 def _check_qkv(query, key, value) -> None:

@@ -1,0 +1,307 @@
+"""Honest timing on CPU or GPU: medians of synchronised runs, measured peak memory, FLOP counts, device report.
+
+Everything here runs unchanged on CPU and CUDA. Times come from `torch.utils.benchmark.Timer`, which warms
+up, synchronises the accelerator around each timed block and repeats until `min_run_time` has passed; we
+report the median and the interquartile range (IQR), which ignore the odd slow run. Throughput is compared
+with `matmul_peak`, a large matrix product timed the same way in the same run, so a result reads as
+"x % of what this machine does on its best kernel" rather than against a datasheet.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import platform
+import sys
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from ._validate import require_int
+
+__all__ = [
+    "Timing",
+    "benchmark",
+    "peak_memory",
+    "matmul_peak",
+    "attention_flops",
+    "score_matrix_bytes",
+    "kv_cache_bytes",
+    "device_report",
+    "format_device_report",
+    "sdpa_backends",
+]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The result of `benchmark`: median and IQR of the time per call, in seconds."""
+
+    median_s: float
+    iqr_s: float
+    n_runs: int  # timed blocks; each block makes `calls_per_run` calls and counts as one sample
+    calls_per_run: int
+    num_threads: int
+
+    def __str__(self) -> str:
+        """E.g. "1.23 ms ± 0.05 (IQR) over 40 runs", or "... over 3 runs of 100 calls" when runs are blocks."""
+        scale, unit = _time_unit(self.median_s)
+        median = self.median_s / scale
+        rounded = float(f"{median:.3g}")  # 3 significant digits; 0.9997 rounds to 1.00
+        decimals = max(0, 2 - math.floor(math.log10(rounded))) if rounded > 0 else 2
+        runs = f"{self.n_runs} run" + ("" if self.n_runs == 1 else "s")
+        calls = f" of {self.calls_per_run} calls" if self.calls_per_run > 1 else ""
+        return f"{median:.{decimals}f} {unit} ± {self.iqr_s / scale:.{decimals}f} (IQR) over {runs}{calls}"
+
+
+def _time_unit(seconds: float) -> tuple[float, str]:
+    """The unit (its size in seconds and its symbol) that shows `seconds` with 1 to 3 digits before the point."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= scale * 0.9995:  # 999.7 µs prints as 1.00 ms, not 1000 µs
+            return scale, unit
+    return 1e-9, "ns"
+
+
+def benchmark(fn, *args, min_run_time: float = 0.2, **kwargs) -> Timing:
+    """Time `fn(*args, **kwargs)`: one warm-up call, then `torch.utils.benchmark` blocks until `min_run_time` s.
+
+    The Timer synchronises the accelerator before reading the clock, so asynchronous CUDA work is counted,
+    and runs with all of torch's current threads (its own default is 1 thread, which would understate a CPU).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)) or not min_run_time > 0:
+        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
+    from torch.utils.benchmark import Timer
+
+    fn(*args, **kwargs)  # warm-up: lazy initialisation, caches, kernel selection
+    threads = torch.get_num_threads()
+    timer = Timer(
+        stmt="fn(*args, **kwargs)",
+        globals={"fn": fn, "args": args, "kwargs": kwargs},
+        num_threads=threads,
+    )
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    return Timing(
+        median_s=float(m.median), iqr_s=float(m.iqr), n_runs=len(m.times), calls_per_run=int(m.number_per_run),
+        num_threads=threads,
+    )
+
+
+def peak_memory(fn, *args, **kwargs) -> int:
+    """Bytes of tensor memory `fn(*args, **kwargs)` holds at its peak, above what was allocated before the call.
+
+    Measured, not computed, in both cases from PyTorch's own allocator:
+    - CUDA: after one warm-up call (library workspaces stay allocated), `torch.cuda.reset_peak_memory_stats`,
+      then `torch.cuda.max_memory_allocated()` minus `torch.cuda.memory_allocated()` before the call.
+    - CPU: PyTorch keeps no peak statistic for its CPU allocator, but the profiler, with `profile_memory=True`,
+      records every allocation and free that allocator makes (including those of worker threads and
+      inside fused kernels), with timestamps. The peak is the maximum of their running sum. This measures the
+      same quantity as the CUDA branch, exactly and in-process, while the peak resident memory of a process
+      (ru_maxrss) also moves with the C library's caching of freed memory and with pages never touched.
+    The device is that of the first tensor among the arguments (CPU when there is none), so pass the
+    tensors as arguments rather than through a closure. The result includes the returned tensors
+    (they are allocated during the call).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if _device_of(args, kwargs).type == "cuda":
+        fn(*args, **kwargs)  # warm-up
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn(*args, **kwargs)
+        torch.cuda.synchronize()
+        return max(0, torch.cuda.max_memory_allocated() - base)
+    return _cpu_peak_memory(fn, args, kwargs)
+
+
+def _device_of(args, kwargs) -> torch.device:
+    """The device of the first tensor among the arguments, else the CPU."""
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return torch.device("cpu")
+
+
+def _cpu_peak_memory(fn, args, kwargs) -> int:
+    """Peak of the running sum of CPU allocations and frees that the profiler records during fn."""
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # the profiler prints a timestamped banner to stderr at start and stop
+        prof.start()
+    try:
+        fn(*args, **kwargs)
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    events = [
+        e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type().name == "CPU"
+    ]
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        live += e.nbytes()  # > 0 for an allocation, < 0 for a free
+        peak = max(peak, live)
+    return int(peak)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Send file descriptor 2 to /dev/null for the duration (catches C++ prints that sys.stderr does not)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (AttributeError, OSError, ValueError):  # no real stderr (pythonw, some embedders): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def matmul_peak(device="cpu", dtype: torch.dtype = torch.float32, n: int | None = None) -> float:
+    """FLOP/s of an (n, n) @ (n, n) product measured now: 2 n^3 / median time. n defaults per device."""
+    device = torch.device(device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    if n is None:
+        n = 4096 if device.type == "cuda" else 1024  # CPU: ~10 ms per product on 2 cores, near the BLAS peak
+    require_int(n, "n", minimum=1)
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, generator=g, device=device, dtype=dtype)  # (n, n)
+    b = torch.randn(n, n, generator=g, device=device, dtype=dtype)  # (n, n)
+    t = benchmark(torch.matmul, a, b)
+    return 2.0 * n**3 / t.median_s
+
+
+def attention_flops(batch: int, heads: int, q_len: int, k_len: int, d_head: int, causal: bool = False) -> int:
+    """Floating-point operations of attention's two matrix products: 2 flops per multiply-add, QK^T and PV.
+
+    Without a mask that is 4 * batch * heads * q_len * k_len * d_head. With `causal=True` only the (query, key)
+    pairs the mask allows are counted, top-left aligned like SDPA's `is_causal`: query i sees keys
+    0..min(i, k_len - 1). This is the useful work; a kernel that does not skip masked blocks does more.
+    Softmax, scaling and masking (O(L * S), not O(L * S * d)) are not counted, as is customary.
+    """
+    for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len), ("d_head", d_head)):
+        require_int(value, name, minimum=1)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    if not causal:
+        pairs = q_len * k_len
+    elif q_len <= k_len:
+        pairs = q_len * (q_len + 1) // 2  # row i sees i + 1 keys
+    else:
+        pairs = k_len * (k_len + 1) // 2 + (q_len - k_len) * k_len  # rows k_len.. see every key
+    return 4 * batch * heads * pairs * d_head
+
+
+def _element_size(dtype, name: str = "dtype") -> int:
+    """Bytes per element of a torch dtype."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {dtype!r}")
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def score_matrix_bytes(batch: int, heads: int, q_len: int, k_len: int, dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of the materialised (batch, heads, q_len, k_len) score matrix that naive attention allocates."""
+    for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len)):
+        require_int(value, name, minimum=1)
+    return batch * heads * q_len * k_len * _element_size(dtype)
+
+
+def kv_cache_bytes(
+    n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int = 1, dtype: torch.dtype = torch.float16
+) -> int:
+    """Bytes of a KV cache: 2 (K and V) * layers * kv_heads * d_head * seq_len * batch * bytes per element."""
+    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("d_head", d_head), ("batch", batch)):
+        require_int(value, name, minimum=1)
+    require_int(seq_len, "seq_len", minimum=0)
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * _element_size(dtype)
+
+
+def _default_device() -> torch.device:
+    """CUDA when there is a GPU, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def device_report(device=None, dtype: torch.dtype | None = None) -> dict:
+    """What a timing depends on: device and its name, capability, dtype, TF32 setting, torch version, threads."""
+    device = _default_device() if device is None else torch.device(device)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        name = torch.cuda.get_device_name(index)
+        capability = "{}.{}".format(*torch.cuda.get_device_capability(index))
+        device = torch.device("cuda", index)
+    else:
+        name, capability = (_cpu_name(), None) if device.type == "cpu" else (device.type, None)
+    return {
+        "device": str(device),
+        "device_name": name,
+        "capability": capability,
+        "dtype": str(dtype).removeprefix("torch."),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def format_device_report(report: dict | None = None) -> str:
+    """One line for the caption of a timing table, from `device_report()` (called when `report` is None)."""
+    r = device_report() if report is None else report
+    if not isinstance(r, dict):
+        raise TypeError(f"report must be a dict from device_report(), got {type(r).__name__}")
+    where = f"{r['device']} ({r['device_name']}" + (f", sm {r['capability']})" if r["capability"] else ")")
+    tf32 = "TF32 on" if r["tf32_matmul"] else "TF32 off"
+    return f"{where}, {r['dtype']}, {tf32}, torch {r['torch']}, {r['threads']} threads"
+
+
+def sdpa_backends(device=None, dtype: torch.dtype = torch.float32, d_head: int = 64) -> list:
+    """The `torch.nn.attention.SDPBackend`s that can run SDPA here, found by trying each on a tiny input.
+
+    Use each with `torch.nn.attention.sdpa_kernel(backend)`. Which backends run depends on the device and
+    also on dtype and head size (FlashAttention on CUDA needs float16/bfloat16), so probe with the ones you
+    will time. On CPU this torch has MATH and a CPU FLASH_ATTENTION kernel.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    device = _default_device() if device is None else torch.device(device)
+    require_int(d_head, "d_head", minimum=1)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    q = torch.zeros(1, 2, 16, d_head, device=device, dtype=dtype)  # (B, h, n, d_head)
+    names = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
+    found = []
+    for backend in (getattr(SDPBackend, n) for n in names if hasattr(SDPBackend, n)):
+        try:
+            with warnings.catch_warnings(), sdpa_kernel(backend):
+                warnings.simplefilter("ignore")  # each refusal also warns why; the list is the answer
+                torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        except RuntimeError:
+            continue
+        found.append(backend)
+    return found

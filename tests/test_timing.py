@@ -1,0 +1,328 @@
+"""Tests of attnbook.timing: FLOP and byte counts against brute force and real tensors, measured peak memory
+against allocations whose sizes are known by construction, and the timing helpers on cheap functions.
+
+Timings are machine-dependent, so their tests assert only what holds on any machine (positive, finite, a
+function doing 8x the work takes longer, a slow first call is excluded), never absolute times.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from attnbook.timing import (
+    Timing,
+    attention_flops,
+    benchmark,
+    device_report,
+    format_device_report,
+    kv_cache_bytes,
+    matmul_peak,
+    peak_memory,
+    score_matrix_bytes,
+    sdpa_backends,
+)
+
+MB = 1_000_000
+
+
+# ----------------------------------------------------------------------------------------------------------
+# FLOPs and bytes
+# ----------------------------------------------------------------------------------------------------------
+
+
+def allowed_pairs_from_sdpa(L: int, S: int, causal: bool) -> int:
+    """Count the (query, key) pairs torch's own SDPA lets through: with value = identity, its output is the
+    weight matrix, and with q = k = 0 every allowed key gets weight 1/(number allowed) > 0."""
+    q = torch.zeros(1, 1, L, 4, dtype=torch.float64)
+    k = torch.zeros(1, 1, S, 4, dtype=torch.float64)
+    eye = torch.eye(S, dtype=torch.float64)[None, None]  # (1, 1, S, S)
+    weights = F.scaled_dot_product_attention(q, k, eye, is_causal=causal)  # (1, 1, L, S)
+    return int((weights > 0).sum())
+
+
+@pytest.mark.parametrize("L, S", [(1, 1), (5, 5), (4, 9), (9, 4), (16, 16), (7, 1), (1, 7), (33, 20)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_flops_counts_the_pairs_sdpa_allows(L, S, causal):
+    B, H, d = 2, 3, 8
+    pairs = allowed_pairs_from_sdpa(L, S, causal)
+    assert attention_flops(B, H, L, S, d, causal=causal) == 4 * B * H * d * pairs
+    # and the explicit mask torch documents for is_causal (ones(L, S).tril()) gives the same count
+    mask = torch.ones(L, S, dtype=torch.bool).tril() if causal else torch.ones(L, S, dtype=torch.bool)
+    assert pairs == int(mask.sum())
+
+
+def test_attention_flops_closed_forms():
+    assert attention_flops(1, 8, 2048, 2048, 64) == 4 * 8 * 2048 * 2048 * 64
+    # causal square: N(N+1)/2 pairs, a bit more than half of the full count
+    assert attention_flops(1, 1, 1000, 1000, 1, causal=True) == 4 * 1000 * 1001 // 2
+    assert attention_flops(2, 4, 1, 512, 16, causal=True) == 4 * 2 * 4 * 16  # one query sees one key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_score_matrix_bytes_equals_the_scores_tensor(dtype):
+    B, H, L, S, d = 2, 3, 5, 7, 4
+    q, k = torch.zeros(B, H, L, d, dtype=dtype), torch.zeros(B, H, S, d, dtype=dtype)
+    scores = q @ k.transpose(-2, -1)  # (B, H, L, S)
+    assert score_matrix_bytes(B, H, L, S, dtype) == scores.nbytes
+
+
+@pytest.mark.parametrize(
+    "n_layers, n_kv_heads, d_head, seq_len, batch, dtype",
+    [
+        (2, 4, 16, 10, 1, torch.float16),
+        (3, 1, 8, 7, 2, torch.float32),  # multi-query attention: one KV head
+        (1, 2, 64, 33, 3, torch.bfloat16),
+        (4, 8, 4, 0, 2, torch.float16),  # empty cache
+    ],
+)
+def test_kv_cache_bytes_equals_allocated_caches(n_layers, n_kv_heads, d_head, seq_len, batch, dtype):
+    shape = (batch, n_kv_heads, seq_len, d_head)
+    caches = [(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)) for _ in range(n_layers)]  # (K, V)
+    allocated = sum(k.nbytes + v.nbytes for k, v in caches)
+    assert kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=batch, dtype=dtype) == allocated
+
+
+def test_kv_cache_bytes_default_is_batch_1_float16():
+    assert kv_cache_bytes(32, 8, 128, 4096) == 2 * 32 * 8 * 128 * 4096 * 2  # 0.5 GiB, a Llama-style GQA model
+
+
+# ----------------------------------------------------------------------------------------------------------
+# peak_memory (CPU here: the profiler's allocation records)
+# ----------------------------------------------------------------------------------------------------------
+
+
+def alloc_one():
+    return torch.ones(1000, 1000)  # 4 MB, returned
+
+
+def alloc_free_alloc():
+    a = torch.ones(1000, 1000)  # 4 MB
+    del a
+    b = torch.ones(1000, 1000)  # the first 4 MB are free again
+    return b.sum()
+
+
+def alloc_two_at_once():
+    a = torch.ones(1000, 1000)
+    b = torch.ones(1000, 1000)  # both alive: 8 MB
+    return (a + 0).sum() + b.sum()  # a + 0 is a third 4 MB while a and b live
+
+
+@pytest.mark.parametrize(
+    "fn, low, high",
+    [
+        (alloc_one, 4 * MB, 4 * MB + 4096),
+        (alloc_free_alloc, 4 * MB, 4 * MB + 4096),
+        (alloc_two_at_once, 12 * MB, 12 * MB + 4096),
+    ],
+)
+def test_peak_memory_measures_known_allocations(fn, low, high):
+    assert low <= peak_memory(fn) <= high
+
+
+def test_peak_memory_does_not_count_what_existed_before():
+    x = torch.ones(2000, 1000)  # 8 MB allocated before the call
+    assert peak_memory(torch.sum, x) < 4096  # sum allocates only its scalar result
+    assert x.shape == (2000, 1000)
+
+
+def test_peak_memory_passes_args_and_kwargs():
+    seen = {}
+
+    def f(n, *, fill):
+        seen.update(n=n, fill=fill)
+        return torch.full((n,), fill)
+
+    assert 4000 <= peak_memory(f, 1000, fill=2.0) <= 4000 + 4096
+    assert seen == {"n": 1000, "fill": 2.0}
+
+
+def test_peak_memory_tells_materialised_scores_from_tiles():
+    """Naive attention holds the (N, N) scores; a loop over key blocks holds (N, block) at a time."""
+    N, d, block = 1024, 64, 64
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(N, d, generator=g) for _ in range(3))
+
+    def naive(q, k, v):
+        return torch.softmax(q @ k.T / 8, dim=-1) @ v  # (N, N) scores, then (N, N) weights
+
+    def blocked(q, k, v):  # not attention: just the memory pattern of one (N, block) score block at a time
+        out = torch.zeros(N, d)
+        for s in range(0, N, block):
+            out += (q @ k[s:s + block].T) @ v[s:s + block]  # (N, block) @ (block, d)
+        return out
+
+    scores = score_matrix_bytes(1, 1, N, N, torch.float32)
+    assert peak_memory(naive, q, k, v) >= 2 * scores  # scores and weights alive together
+    assert peak_memory(blocked, q, k, v) <= scores / 4
+
+
+def test_peak_memory_prints_nothing(capfd):
+    """The profiler banner (written by C++ to file descriptor 2) must not reach notebook outputs."""
+    peak_memory(alloc_one)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# benchmark, matmul_peak
+# ----------------------------------------------------------------------------------------------------------
+
+A = torch.randn(128, 128, generator=torch.Generator().manual_seed(1))
+
+
+def matmuls(n: int):
+    x = A
+    for _ in range(n):
+        x = A @ x
+    return x
+
+
+def test_benchmark_returns_a_sane_timing():
+    t = benchmark(matmuls, 1, min_run_time=0.05)
+    assert isinstance(t, Timing)
+    assert 0 < t.median_s < 1 and math.isfinite(t.median_s)
+    assert 0 <= t.iqr_s < 1
+    assert t.n_runs >= 1 and t.calls_per_run >= 1
+    assert t.num_threads == torch.get_num_threads()
+
+
+def test_benchmark_eight_times_the_work_takes_longer():
+    one = benchmark(matmuls, 1, min_run_time=0.05).median_s
+    eight = benchmark(matmuls, 8, min_run_time=0.05).median_s
+    assert eight > 2 * one  # 8x the work; a wide margin for noisy shared machines
+
+
+def test_benchmark_excludes_a_slow_first_call():
+    calls = []
+
+    def slow_first():
+        if not calls:
+            time.sleep(0.3)  # one-off cost (compilation, lazy initialisation, ...)
+        calls.append(1)
+
+    t = benchmark(slow_first, min_run_time=0.05)
+    assert t.median_s < 0.01
+    assert len(calls) > 1
+
+
+def test_benchmark_passes_args_and_kwargs():
+    seen = []
+    benchmark(lambda a, b=0: seen.append((a, b)), 1, b=2, min_run_time=0.01)
+    assert set(seen) == {(1, 2)}
+
+
+@pytest.mark.parametrize(
+    "median, iqr, runs, calls, text",
+    [
+        (1.234e-3, 5e-5, 40, 1, "1.23 ms ± 0.05 (IQR) over 40 runs"),
+        (943e-6, 47e-6, 3, 100, "943 µs ± 47 (IQR) over 3 runs of 100 calls"),
+        (0.9997e-3, 1e-5, 1, 1, "1.00 ms ± 0.01 (IQR) over 1 run"),
+        (12.34, 0.5, 5, 1, "12.3 s ± 0.5 (IQR) over 5 runs"),
+        (5e-9, 1e-9, 10, 1000, "5.00 ns ± 1.00 (IQR) over 10 runs of 1000 calls"),
+    ],
+)
+def test_timing_str(median, iqr, runs, calls, text):
+    assert str(Timing(median, iqr, runs, calls, 2)) == text
+
+
+def test_timing_str_of_a_real_measurement_is_readable():
+    text = str(benchmark(matmuls, 1, min_run_time=0.02))
+    assert re.fullmatch(r"\d+(\.\d+)? (ns|µs|ms|s) ± \d+(\.\d+)? \(IQR\) over \d+ runs?( of \d+ calls)?", text), text
+
+
+def test_matmul_peak_is_a_positive_rate_consistent_with_a_direct_timing():
+    n = 256
+    rate = matmul_peak("cpu", torch.float32, n=n)
+    assert math.isfinite(rate) and rate > 1e6  # any CPU of this century does more than a MFLOP/s
+    a = torch.randn(n, n)
+    direct = 2 * n**3 / benchmark(torch.matmul, a, a, min_run_time=0.05).median_s
+    assert 0.1 < rate / direct < 10  # the same measurement, up to noise (wide: other processes may share the CPU)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# device_report, sdpa_backends
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_device_report_on_cpu():
+    r = device_report("cpu", torch.float32)
+    keys = ("device", "device_name", "capability", "dtype", "tf32_matmul", "float32_matmul_precision", "torch", "threads")
+    assert set(keys) <= set(r)
+    assert r["device"] == "cpu" and r["capability"] is None
+    assert r["dtype"] == "float32"
+    assert r["torch"] == torch.__version__
+    assert r["threads"] == torch.get_num_threads()
+    assert r["tf32_matmul"] == torch.backends.cuda.matmul.allow_tf32
+    assert isinstance(r["device_name"], str) and r["device_name"]
+    line = format_device_report(r)
+    for part in ("cpu", r["device_name"], "float32", f"torch {torch.__version__}", f"{r['threads']} threads"):
+        assert part in line
+
+
+def test_device_report_defaults():
+    r = device_report()
+    assert r["device"].startswith("cuda" if torch.cuda.is_available() else "cpu")
+    assert r["dtype"] == str(torch.get_default_dtype()).removeprefix("torch.")
+    assert format_device_report() == format_device_report(r)
+
+
+def test_sdpa_backends_lists_exactly_the_backends_that_run():
+    device = "cpu"
+    found = sdpa_backends(device)
+    assert SDPBackend.MATH in found
+    q, k, v = (torch.randn(2, 2, 8, 64, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double()).float()
+    every = (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION)
+    for backend in every:
+        with sdpa_kernel(backend):
+            if backend in found:
+                torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v), expected)
+            else:
+                with warnings.catch_warnings(), pytest.raises(RuntimeError):
+                    warnings.simplefilter("ignore")  # some versions also warn why the backend refuses
+                    F.scaled_dot_product_attention(q, k, v)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# argument errors
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: attention_flops(0, 1, 1, 1, 1), ValueError, "batch"),
+        (lambda: attention_flops(1, 1.0, 1, 1, 1), TypeError, "heads"),
+        (lambda: attention_flops(1, 1, -2, 1, 1), ValueError, "q_len"),
+        (lambda: attention_flops(1, 1, 1, 0, 1), ValueError, "k_len"),
+        (lambda: attention_flops(1, 1, 1, 1, True), TypeError, "d_head"),
+        (lambda: attention_flops(1, 1, 1, 1, 1, causal=1), TypeError, "causal"),
+        (lambda: score_matrix_bytes(1, 1, 1, 1, "float32"), TypeError, "dtype"),
+        (lambda: score_matrix_bytes(1, 0, 1, 1), ValueError, "heads"),
+        (lambda: kv_cache_bytes(0, 1, 1, 1), ValueError, "n_layers"),
+        (lambda: kv_cache_bytes(1, 1, 1, -1), ValueError, "seq_len"),
+        (lambda: kv_cache_bytes(1, 1, 1, 1, batch=0), ValueError, "batch"),
+        (lambda: kv_cache_bytes(1, 1, 1, 1, dtype=2), TypeError, "dtype"),
+        (lambda: benchmark(42), TypeError, "fn"),
+        (lambda: benchmark(print, min_run_time=0), ValueError, "min_run_time"),
+        (lambda: benchmark(print, min_run_time="1"), ValueError, "min_run_time"),
+        (lambda: peak_memory("f"), TypeError, "fn"),
+        (lambda: matmul_peak(n=0), ValueError, "n"),
+        (lambda: matmul_peak(dtype=torch.int32), TypeError, "dtype"),
+        (lambda: device_report("cpu", dtype="float32"), TypeError, "dtype"),
+        (lambda: format_device_report("cpu"), TypeError, "report"),
+        (lambda: sdpa_backends("cpu", dtype=torch.int64), TypeError, "dtype"),
+        (lambda: sdpa_backends("cpu", d_head=0), ValueError, "d_head"),
+    ],
+)
+def test_argument_errors(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
