@@ -269,3 +269,80 @@ def test_1_3_math_exp_overflow_gets_a_hint():
     result = check("1.3", stable_softmax)
     assert not result.passed and "OverflowError" in result.message
     assert "torch.exp" in result.message and "subtracting the maximum" in result.message
+
+
+# Second learner trial: what still got through, and messages that did not help.
+
+
+def _softmax_via_scipy(x, dim=-1):
+    import scipy.special
+
+    return torch.from_numpy(scipy.special.softmax(x.numpy(), axis=dim)).to(x.dtype)
+
+
+def _softmax_via_private_torch(x, dim=-1):
+    return torch._softmax(x, dim, False)
+
+
+def _softmax_via_logsumexp(x, dim=-1):
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+
+@pytest.mark.parametrize("answer", [_softmax_via_scipy, _softmax_via_private_torch, _softmax_via_logsumexp])
+def test_1_3_other_library_shortcuts_are_refused(answer):
+    result = check("1.3", answer)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
+
+
+def test_1_3_the_default_dim_is_tested():
+    def stable_softmax(x, dim=0):  # wrong default
+        e = (x - x.amax(dim=dim, keepdim=True)).exp()
+        return e / e.sum(dim=dim, keepdim=True)
+
+    result = check("1.3", stable_softmax)
+    assert not result.passed and "default dim" in result.message
+
+
+def test_1_3_a_hard_coded_dim_is_named_as_written():
+    def stable_softmax(x, dim=-1):
+        e = (x - x.amax(dim=1, keepdim=True)).exp()
+        return e / e.sum(dim=1, keepdim=True)
+
+    result = check("1.3", stable_softmax)
+    assert not result.passed and "you normalised over dim=1" in result.message, result.message
+
+
+def test_half_precision_and_integer_results_get_a_dtype_message():
+    def half(X, W_q, W_k, W_v):
+        return (X @ W_q).half(), (X @ W_k).half(), (X @ W_v).half()
+
+    def integer(X, W_q, W_k, W_v):
+        return (X @ W_q).int(), (X @ W_k).int(), (X @ W_v).int()
+
+    assert "dtype torch.float16" in check("1.1", half).message
+    assert "integer dtype" in check("1.1", integer).message
+
+
+def test_1_1_bmm_gets_the_bmm_hint():
+    def project_qkv(X, W_q, W_k, W_v):
+        return torch.bmm(X, W_q), torch.bmm(X, W_k), torch.bmm(X, W_v)
+
+    result = check("1.1", project_qkv)
+    assert not result.passed and "torch.bmm needs 3-D tensors" in result.message, result.message
+
+
+def test_1_2_math_exp_on_a_tensor_and_a_bad_dim_get_hints():
+    import math
+
+    from attnbook import softmax
+
+    def with_math_exp(q, K, V):
+        e = math.exp(K @ q)
+        return e @ V, e
+
+    def with_bad_dim(q, K, V):
+        w = softmax(K @ q, dim=1)
+        return w @ V, w
+
+    assert "use torch.exp" in check("1.2", with_math_exp).message
+    assert "count from the end" in check("1.2", with_bad_dim).message

@@ -40,7 +40,7 @@ def test_2_1_not_attempted():
         (torch.softmax(Q @ K.T, dim=-1) @ V, "left out the scale"),
         (torch.softmax(Q @ K.T / 2, dim=-1) @ V, "divided the scores by d_k = 2"),
         (torch.softmax(Q @ K.T / math.sqrt(2), dim=0) @ V, "normalised each column"),
-        (torch.softmax(Q @ K / math.sqrt(2), dim=-1) @ V, "the scores are Q @ K^T"),
+        (torch.softmax(Q @ K / math.sqrt(2), dim=-1) @ V, "your scores are not Q K^T"),
         (torch.softmax(Q @ K.T / math.sqrt(2), dim=-1), "multiply them by V"),
         ((torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V).T.tolist(), "transposed"),
     ],
@@ -111,7 +111,7 @@ def test_2_2_a_correct_variant_passes():
         ({"scale": "dim0"}, "q.size(-1)"),
         ({"invert": True}, "mask is inverted"),
         ({"after": True}, "applied the mask after the softmax"),
-        ({"fix_empty": False}, "gives NaN"),
+        ({"fix_empty": False}, "gets NaN weights"),
         ({"fill": -1e9, "fix_empty": False}, "uniform weights"),
         ({"returns": "swapped"}, "you swapped them"),
         ({"returns": "output"}, "returned only the output"),
@@ -421,3 +421,108 @@ def test_2_4_a_right_answer_with_its_own_seed_passes_every_time():
         return float(((q * k).sum(-1)).var())
 
     assert all(check("2.4", dot_product_variance).passed for _ in range(3))
+
+
+# Second learner trial (after the fixes above)
+
+
+def test_2_1_guessing_entry_by_entry_stops_being_answered():
+    from attnbook.exercises import reset_session
+
+    reset_session()
+    messages = [check("2.1", [[1.0 + i / 100, 0.0], [1.0, 0.0]]).message for i in range(12)]
+    assert "entries" in messages[0] or "entry" in messages[0]
+    assert "no longer named" in messages[-1] and "[0, 0]" not in messages[-1]
+    reset_session()
+
+
+def test_2_1_rounded_too_early_gets_its_own_hint():
+    rounded = [[round(x, 2) for x in row] for row in _by_hand_output()]
+    result = check("2.1", rounded)
+    assert not result.passed and "rounded too early" in result.message
+
+
+def test_2_1_a_list_of_row_tensors_is_accepted():
+    out = torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V
+    assert check("2.1", [out[0], out[1]]).passed
+
+
+def test_2_1_transposed_scores_are_not_called_q_times_k():
+    result = check("2.1", torch.softmax(K @ Q.T / math.sqrt(2), dim=-1) @ V)
+    assert not result.passed and "your scores are not Q K^T" in result.message and "Q @ K;" not in result.message
+
+
+def _attention_output_via_private_sdpa(q, k, v, mask=None):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(s, -1).nan_to_num()
+    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(), w
+
+
+def _attention_output_via_tiled(q, k, v, mask=None):
+    from attnbook.attention import tiled_attention
+
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)
+    return tiled_attention(q, k, v), w
+
+
+@pytest.mark.parametrize("answer", [_attention_output_via_private_sdpa, _attention_output_via_tiled])
+def test_2_2_other_attention_routes_are_refused(answer):
+    result = check("2.2", answer)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
+
+
+def test_2_2_if_mask_gets_a_hint():
+    def attention(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if mask:
+            s = s.masked_fill(~mask, float("-inf"))
+        w = torch.softmax(s, -1)
+        return w @ v, w
+
+    result = check("2.2", attention)
+    assert not result.passed and "if mask is not None" in result.message
+
+
+def test_2_3_int32_lengths_are_tested():
+    def padding_mask(lengths, max_len):  # one_hot accepts int64 only
+        return torch.nn.functional.one_hot(lengths, max_len + 1)[:, 1:].flip(1).cumsum(1).flip(1).bool()
+
+    result = check("2.3", padding_mask)
+    assert not result.passed and "int32" in result.message
+
+
+def _variance_unseeded_ignoring_n_samples(d_k, n_samples=10_000):
+    rng = np.random.default_rng()
+    return float((rng.standard_normal((10_000, d_k)) * rng.standard_normal((10_000, d_k))).sum(1).var(ddof=1))
+
+
+def _variance_unseeded_100_samples(d_k, n_samples=10_000):
+    g = torch.Generator()
+    g.seed()
+    return (torch.randn(100, d_k, generator=g) * torch.randn(100, d_k, generator=g)).sum(1).var().item()
+
+
+def test_2_4_unseeded_answers_that_ignore_n_samples_fail():
+    message = check("2.4", _variance_unseeded_ignoring_n_samples).message
+    assert "use the n_samples argument" in message, message
+    results = [check("2.4", _variance_unseeded_100_samples) for _ in range(5)]
+    assert not any(r.passed for r in results), [r.message for r in results]
+
+
+def test_2_4_unseeded_right_answer_passes():
+    def dot_product_variance(d_k, n_samples=10_000):
+        rng = np.random.default_rng()
+        return float((rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k))).sum(1).var(ddof=1))
+
+    assert all(check("2.4", dot_product_variance).passed for _ in range(3))
+
+
+def test_2_4_integer_samples_get_no_misleading_hint():
+    def dot_product_variance(d_k, n_samples=10_000):
+        q, k = torch.randn(n_samples, d_k).int(), torch.randn(n_samples, d_k).int()
+        return (q * k).sum(-1).float().var().item()
+
+    result = check("2.4", dot_product_variance)
+    assert not result.passed and "uniform" not in result.message, result.message

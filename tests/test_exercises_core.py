@@ -316,3 +316,20 @@ def test_expect_value_names_wrong_entries_without_the_expected_numbers():
         expect_value(as_value([[0.0, 0.0], [0.0, 0.0]]), expected, mistakes={"all zeros mistake": torch.zeros(2, 2)})
     assert info.value.hint == "all zeros mistake"
     expect_value(as_value(expected.tolist()), expected)  # right: no exception
+
+
+def test_misuse_is_not_an_attempt_and_names_the_exercise():
+    reset_session()
+
+    def right(X, W_q, W_k, W_v):
+        return X @ W_q, X @ W_k, X @ W_v
+
+    assert check("1.1", right).passed
+    misuse = check("1.1")
+    assert 'check("1.1", your_answer)' in misuse.message
+    assert "passed earlier" not in str(summary(1)) and summary(1).points == summary(1).max_points - sum(
+        REGISTRY[e].points for e in REGISTRY if e.startswith("1.") and e != "1.1")
+    assert summary().chapter == "1"  # no argument: the chapter of the latest check
+    reset_session()
+    with pytest.raises(ValueError, match="summary needs a chapter number"):
+        summary()

@@ -132,22 +132,29 @@ def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str
     return register
 
 
-def _usage(known: str) -> str:
-    return f'call it as check("2.3", your_answer): the exercise id as a string, then your answer; known ids: {known}'
+def _usage(known: str, exercise_id: str = "2.3") -> str:
+    return (f'call it as check("{exercise_id}", your_answer): the exercise id as a string, then your answer; '
+            f"known ids: {known}")
+
+
+_FAILED_ATTEMPTS: dict[str, int] = {}  # failed checks per exercise in this session
+_current_attempts = 0  # failed attempts so far of the exercise being checked (read by expect_value)
 
 
 def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
     """Check `answer` for exercise `exercise_id` (e.g. check("2.3", padding_mask)) and return a CheckResult.
 
-    Never raises: a missing answer, swapped arguments or an unknown id all become a one-line message.
+    Never raises: a missing answer, swapped arguments or an unknown id all become a one-line message (and do
+    not count as an attempt).
     """
+    global _current_attempts
     known = ", ".join(sorted(REGISTRY, key=_id_key)) or "none"
     if exercise_id is _MISSING:
         return CheckResult("?", FAILED, 0.0, 0.0, "check needs the exercise id and your answer; " + _usage(known))
     if not isinstance(exercise_id, (str, int, float)) or isinstance(exercise_id, bool):
         if isinstance(answer, (str, int, float)) and not isinstance(answer, bool) and str(answer) in REGISTRY:
             return CheckResult(str(answer), FAILED, 0.0, REGISTRY[str(answer)].points,
-                               "the arguments are swapped: " + _usage(known))
+                               "the arguments are swapped: " + _usage(known, str(answer)))
         return CheckResult("?", FAILED, 0.0, 0.0, f"the first argument is {describe(exercise_id)}; " + _usage(known))
     exercise_id = str(exercise_id)
     ex = REGISTRY.get(exercise_id)
@@ -155,12 +162,13 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
         return CheckResult(exercise_id, FAILED, 0.0, 0.0, f"there is no exercise {exercise_id!r}; known: {known}")
     if answer is _MISSING:
         what = "function" if ex.answer_kind == "function" else "answer"
-        result = _result(ex, FAILED, f"check needs your {what} as its second argument: " + _usage(known))
-    elif extra:
-        result = _result(ex, FAILED, f"check takes two arguments, got {2 + len(extra)}; " + _usage(known))
-    elif answer is None:
+        return _result(ex, FAILED, f"check needs your {what} as its second argument: " + _usage(known, exercise_id))
+    if extra:
+        return _result(ex, FAILED, f"check takes two arguments, got {2 + len(extra)}; " + _usage(known, exercise_id))
+    if answer is None:
         result = _result(ex, NOT_ATTEMPTED, "nothing to check yet: fill in your answer above, run it, then this cell")
     else:
+        _current_attempts = _FAILED_ATTEMPTS.get(exercise_id, 0)
         try:
             message = ex.checker(answer)
             result = _result(ex, PASSED, message or "all tests passed")
@@ -173,6 +181,8 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
             result = _result(ex, FAILED, text)
         except (Exception, _TimeUp, _Forbidden) as e:  # a checker must never crash the notebook
             result = _result(ex, FAILED, f"could not check your answer ({type(e).__name__}: {e})")
+        if result.status == FAILED:
+            _FAILED_ATTEMPTS[exercise_id] = _FAILED_ATTEMPTS.get(exercise_id, 0) + 1
     _SESSION[exercise_id] = result
     if result.passed:
         _PASSED_BEFORE.add(exercise_id)
@@ -246,8 +256,13 @@ class Summary:
         return data, {METADATA_KEY: {"summary": self.to_dict()}}
 
 
-def summary(chapter) -> Summary:
-    """Progress through chapter `chapter`'s exercises (e.g. summary(2)) in this session."""
+def summary(chapter=None) -> Summary:
+    """Progress through chapter `chapter`'s exercises (e.g. summary(2)) in this session; without a chapter,
+    the chapter of the latest check."""
+    if chapter is None:
+        if not _SESSION:
+            raise ValueError("summary needs a chapter number, e.g. summary(2), until you have checked an exercise")
+        chapter = next(reversed(_SESSION.values())).exercise_id.split(".")[0]
     chapter = str(chapter)
     exercises = sorted((ex for ex in REGISTRY.values() if ex.chapter == chapter), key=lambda e: _id_key(e.exercise_id))
     if not exercises:
@@ -260,6 +275,7 @@ def reset_session() -> None:
     """Forget every result recorded by `check` in this session."""
     _SESSION.clear()
     _PASSED_BEFORE.clear()
+    _FAILED_ATTEMPTS.clear()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -332,9 +348,21 @@ ERROR_HINTS: list[tuple[str, str]] = [
     (r"^RecursionError",
      "your function calls itself: if it has the name of a library function (softmax, attention, ...), "
      "call the library one by its full name (torch.softmax) or rename yours"),
-    (r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (-?\d+)\)",
+    (r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (-?\d+)\)"
+     r"|dim=-?\d+ is out of range for a tensor with",
      "that dimension does not exist on this input, which has fewer dimensions than you assumed; count from "
      "the end: dim=-1 is always the last dimension (the keys of a score matrix), whatever comes before it"),
+    (r"only one element tensors can be converted to Python scalars",
+     "math.exp, math.sqrt, float() and int() work on single numbers, not on tensors: use torch.exp, torch.sqrt "
+     "and tensor operations on the whole tensor"),
+    (r"Boolean value of Tensor with more than one (value|element) is ambiguous",
+     "`if mask:` (or `and`/`or`) asks whether a whole tensor is true; to test whether a mask was given, write "
+     "`if mask is not None:`, and combine masks element by element with &, | and ~"),
+    (r"std and var only support floating point",
+     "var() and std() need floating-point numbers: keep the samples as floats (do not convert them to int)"),
+    (r"batch1 must be a 3D tensor|batch2 must be a 3D tensor",
+     "torch.bmm needs 3-D tensors on both sides; use the @ operator (torch.matmul), which handles 2-D and batched "
+     "inputs and a 2-D weight matrix"),
     (r"^IndexError: The shape of the mask",
      "boolean indexing (x[mask]) picks out elements and flattens the result; to keep the shape, use "
      "x.masked_fill(~mask, value) or torch.where(mask, x, other)"),
@@ -351,7 +379,7 @@ ERROR_HINTS: list[tuple[str, str]] = [
     (r"mat1 and mat2 shapes cannot be multiplied|size mismatch|shapes cannot be multiplied",
      "in a matrix product A @ B the last size of A must equal the second-to-last size of B; check which "
      "operand needs transposing, and transpose only the last two dimensions (.transpose(-2, -1))"),
-    (r"self must be a matrix|must be a matrix|batch1 must be a 3D tensor|Expected 2-D",
+    (r"self must be a matrix|must be a matrix|Expected 2-D",
      "torch.mm and .mm accept 2-D matrices only; use the @ operator (torch.matmul), which treats leading "
      "dimensions as a batch"),
     (r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\) at non-singleton dimension",
@@ -561,6 +589,15 @@ def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on
     exp_d = expected.detach().to(torch.float64).cpu()
     if torch.allclose(got_d, exp_d, atol=atol, rtol=rtol):
         return
+    if not got.is_floating_point() and expected.is_floating_point():
+        raise Wrong(f"{what} has the integer dtype {got.dtype}{where}, expected floating point",
+                    "integer tensors drop the fractional part: keep the computation in floating point "
+                    "(no .int() or .long())")
+    if got.dtype in (torch.float16, torch.bfloat16) and expected.dtype not in (torch.float16, torch.bfloat16) \
+            and torch.allclose(got_d, exp_d, atol=1e-2, rtol=1e-2):
+        raise Wrong(f"{what} has dtype {got.dtype}{where}, expected {expected.dtype}",
+                    "half precision keeps only about 3 significant digits: return the dtype of the inputs "
+                    "(no .half())")
     for hint, wrong in (mistakes or {}).items():
         w = wrong.detach().to(torch.float64).cpu()
         if w.shape == got_d.shape and torch.allclose(got_d, w, atol=atol, rtol=rtol, equal_nan=True):
@@ -585,12 +622,27 @@ def as_value(answer, *, what: str = "your answer", expected: str = "a matrix") -
             return answer  # an integer tensor: expect_value says so unless it happens to be right
         return answer.detach().to(torch.float64).cpu()
     if isinstance(answer, bool) or not (isinstance(answer, (int, float, list, tuple)) or hasattr(answer, "__array__")):
-        raise Wrong(f"{what} is {describe(answer)}, expected {expected}: a tensor, a number or a nested list")
+        raise Wrong(f"{what} is {describe(answer)}, expected {expected}: a tensor, an array or a nested list of "
+                    "numbers")
     try:
-        return torch.as_tensor(answer if hasattr(answer, "__array__") else answer, dtype=torch.float64)
+        return torch.as_tensor(_nested(answer), dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError) as e:
         raise Wrong(f"{what} could not be read as {expected} of numbers ({e})",
                     "write it as a tensor or as a nested list of numbers, one inner list per row") from None
+
+
+def _nested(x):
+    """Lists all the way down: tensors and arrays inside lists (a list of row tensors) become lists too."""
+    if isinstance(x, Tensor):
+        return x.detach().cpu().tolist()
+    if isinstance(x, (list, tuple)):
+        return [_nested(e) for e in x]
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return x
+
+
+VALUE_ENTRY_TRIES = 10  # after this many failed tries, a value answer's wrong entries are no longer named
 
 
 def expect_value(got, expected: Tensor, *, what: str = "your answer", atol: float = 1e-3,
@@ -625,6 +677,12 @@ def expect_value(got, expected: Tensor, *, what: str = "your answer", atol: floa
         w = wrong.detach().to(torch.float64).cpu()
         if w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=0.0):
             raise Wrong(f"{what} is not right", mistake_hint)
+    if torch.allclose(got, exp, atol=5.01e-3, rtol=0.0) and atol < 5e-3:
+        raise Wrong(f"{what} is not right to {atol:g}", f"it looks rounded too early: keep at least "
+                    f"{max(1, round(-math.log10(atol)))} decimals, and round only at the end")
+    if _current_attempts >= VALUE_ENTRY_TRIES:
+        raise Wrong(f"{what} is not right (after {VALUE_ENTRY_TRIES} tries the wrong entries are no longer named: "
+                    "work it out step by step instead of guessing)", hint)
     bad = [list(map(int, i)) for i in ((got - exp).abs() > atol).nonzero()]
     total = got.numel()
     which = "every entry" if len(bad) == total else _entries(bad)

@@ -42,7 +42,7 @@ def _same(got, ref: Tensor) -> bool:
 
 
 def _qkv_error_hint(message: str) -> str | None:
-    if "RuntimeError" not in message:
+    if "RuntimeError" not in message or "3D tensor" in message:
         return None
     if "must be a matrix" in message or "2D" in message or "2-D" in message:
         return ("X can be 3-D, (batch, n, d): use the @ operator (torch.matmul), which treats the leading "
@@ -214,7 +214,10 @@ _INSTEAD = "build it from exp, amax and sum, as the chapter does: e = (x - max).
 SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
     "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
     "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
-    "torch.special.log_softmax", "attnbook.attention.softmax",
+    "torch.special.log_softmax", "torch._softmax", "torch._log_softmax", "torch.nn.functional.softmin",
+    "torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp",
+    "torch.ops.aten.softmax", "torch.ops.aten._softmax", "torch.ops.aten.log_softmax",
+    "attnbook.attention.softmax", "scipy.special.softmax", "scipy.special.log_softmax", "scipy.special.logsumexp",
 )]
 
 
@@ -224,7 +227,7 @@ def check_stable_softmax(stable_softmax) -> str:
     g = torch.Generator().manual_seed(13)
     cases = [
         ("random logits of shape (3, 3)", 3 * torch.randn(3, 3, generator=g), -1),
-        ("random logits of shape (2, 5)", torch.randn(2, 5, generator=g), -1),
+        ("random logits of shape (2, 5), with the default dim", torch.randn(2, 5, generator=g), None),
         ("logits [[1000, 999, -1000]]", torch.tensor([[1000.0, 999.0, -1000.0]]), -1),
         ("logits [[-1000, -1000, -1000]]", torch.tensor([[-1000.0, -1000.0, -1000.0]]), -1),
         ("logits [[1000, 999], [-1000, -1001]]", torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]), -1),
@@ -235,7 +238,9 @@ def check_stable_softmax(stable_softmax) -> str:
         ("a single logit [[7.]]", torch.tensor([[7.0]]), -1),
     ]
     for desc, x, dim in cases:
-        got = call(stable_softmax, x, dim=dim, what="stable_softmax", on=desc, explain=_softmax_error_hint,
+        args = {} if dim is None else {"dim": dim}  # dim=None: the default, dim=-1, is tested too
+        dim = -1 if dim is None else dim
+        got = call(stable_softmax, x, **args, what="stable_softmax", on=desc, explain=_softmax_error_hint,
                    forbid=SOFTMAX_FORBIDDEN)
         naive = torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
         other = -1 if dim not in (-1, x.dim() - 1) else 0
@@ -256,7 +261,8 @@ def check_stable_softmax(stable_softmax) -> str:
                  "entries: pass keepdim=True to both", _maybe(lambda: e_flat / e_flat.sum(dim=dim))),
             ]
         if x.dim() > 1:
-            mistakes.insert(0, (f"you normalised over dim={other}; normalise over the `dim` you were given",
+            mistakes.insert(0, (f"you normalised over dim={other % x.dim()}; normalise over the `dim` you were "
+                                f"given (here dim={dim})",
                                 softmax(x, dim=other)))
         expect_close(got, softmax(x, dim=dim), what="the result", on=desc, atol=1e-6,
                      mistakes=_mistakes(mistakes))

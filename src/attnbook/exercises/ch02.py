@@ -41,8 +41,9 @@ def check_by_hand(answer) -> str:
                 torch.softmax(scores / 2, dim=-1) @ _V,
             "your softmax normalised each column (over the queries); normalise each row (over the keys)":
                 torch.softmax(scores / math.sqrt(2), dim=0) @ _V,
-            "you multiplied Q @ K; the scores are Q @ K^T (query i with key j: the dot product of row i of Q "
-            "and row j of K)": torch.softmax(_Q @ _K / math.sqrt(2), dim=-1) @ _V,
+            "your scores are not Q K^T: entry (i, j) is the dot product of row i of Q (query i) with row j of "
+            "K (key j); check the order of the product and which matrix is transposed":
+                torch.softmax(_Q @ _K / math.sqrt(2), dim=-1) @ _V,
             "these are the attention weights softmax(Q K^T / sqrt(2)); multiply them by V to get the output":
                 weights,
             "your matrix is transposed: row i must be the output for query i": output.T,
@@ -120,11 +121,12 @@ def _variants(q: Tensor, k: Tensor, mask: Tensor | None) -> dict[str, Tensor]:
             "(scores.masked_fill(~mask, float('-inf')))"] = softmax(scaled.masked_fill(mask, float("-inf")), dim=-1)
         out["you applied the mask after the softmax, so the remaining weights no longer sum to 1; set masked "
             "scores to -inf before the softmax"] = softmax(scaled, dim=-1) * mask
-        out["a query that may attend to no key gives NaN (the softmax of a row of -inf divides 0 by 0); set its "
-            "weights to 0, e.g. weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0) after the softmax"] = (
+        out["a query that may attend to no key gets NaN weights (with every score -inf, the softmax divides 0 by 0); "
+            "its weights and output must be 0, e.g. weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0) "
+            "after the softmax"] = (
             torch.softmax(masked(scaled, mask), dim=-1))
-        out["a query that may attend to no key gets uniform weights (a large negative number instead of -inf "
-            "leaves all its scores equal); its weights and output must be 0"] = (
+        out["a query that may attend to no key gets uniform weights (what a large negative fill such as -1e9 "
+            "gives, since all its scores are then equal); its weights and output must be 0"] = (
             torch.softmax(masked(scaled, mask, -1e9), dim=-1))
     return out
 
@@ -133,7 +135,9 @@ ATTENTION_FORBIDDEN = [
     (name, "write the four steps yourself: scores q @ k.transpose(-2, -1), scale, mask, softmax over dim=-1, "
            "then weights @ v")
     for name in ("torch.nn.functional.scaled_dot_product_attention", "attnbook.attention.scaled_dot_product_attention",
-                 "torch.nn.functional.multi_head_attention_forward")
+                 "torch.nn.functional.multi_head_attention_forward", "torch._C._nn.scaled_dot_product_attention",
+                 "torch.ops.aten.scaled_dot_product_attention", "attnbook.attention.tiled_attention",
+                 "attnbook.multihead.MultiHeadAttention", "torch.nn.MultiheadAttention")
 ]
 
 
@@ -186,9 +190,10 @@ def check_padding_mask(padding_mask) -> str:
         ([2], 5, "lengths [2] and max_len=5 (a batch of one)"),
         ([1, 2, 3, 4, 5], 7, "lengths [1, 2, 3, 4, 5] and max_len=7 (every sequence is padded)"),
         ([4, 4], 4, "lengths [4, 4] and max_len=4 (no padding at all)"),
+        ([2, 0, 3], 3, "int32 lengths [2, 0, 3] and max_len=3"),
     ]
     for values, max_len, desc in cases:
-        lengths = torch.tensor(values)
+        lengths = torch.tensor(values, dtype=torch.int32 if desc.startswith("int32") else torch.int64)
         got = call(padding_mask, lengths, max_len, what="padding_mask", on=desc, forbid=[
             (name, "compare positions with lengths: torch.arange(max_len)[None, :] against lengths[:, None]")
             for name in ("attnbook.masks.padding_mask",)])
@@ -235,7 +240,7 @@ def check_padding_mask(padding_mask) -> str:
 # 64 and 256 with N = 10,000. A 10% tolerance is more than 6.5 standard deviations, so a right answer fails
 # with probability below 1e-9, whatever seed it uses.
 _VARIANCE_RTOL = 0.10
-_HINT_RTOL = 0.15  # how close an answer must be to a known mistake's value to get that mistake's hint
+_HINT_RTOL = 0.10  # how close an answer must be to a known mistake's value to get that mistake's hint
 
 
 @exercise("2.4", "The variance of a dot product", section="Dot products grow with d_k")
@@ -264,7 +269,32 @@ def check_dot_product_variance(dot_product_variance) -> str:
         raise Wrong("dot_product_variance returned exactly the same number for n_samples=2000 and n_samples=8000 "
                     "(with the random generators seeded the same way)",
                     "use the n_samples argument: draw n_samples pairs of vectors, not a fixed number of them")
+    _check_small_samples_spread(dot_product_variance)
     return f"the measured variance of q.k is within {_VARIANCE_RTOL:.0%} of d_k for d_k = " + ", ".join(map(str, dims))
+
+
+# With n_samples=8 and d_k=16 the measured variance has a relative standard deviation of
+# sqrt((2 + 6/16) / 8) = 0.54 (see the tolerance comment above). Over 32 calls, an answer that really draws 8
+# pairs shows a relative spread below 0.3 with probability about 1e-5 (chi-square with 31 degrees of freedom
+# below 31 (0.3/0.54)^2 = 9.4). An answer that ignores n_samples and draws thousands of pairs shows a spread of
+# a few percent. Each call gets its own seed, so an answer using the global generators varies from call to
+# call; an answer with its own fixed seed returns one number every time and is judged by the test above instead.
+_SPREAD_CALLS, _SPREAD_N, _SPREAD_MIN = 32, 8, 0.3
+
+
+def _check_small_samples_spread(dot_product_variance) -> None:
+    """Fail an answer whose results barely vary with n_samples=8: it draws far more pairs than it is told to."""
+    on = f"d_k=16, n_samples={_SPREAD_N}"
+    values = [_as_number(call(dot_product_variance, 16, n_samples=_SPREAD_N, what="dot_product_variance", on=on,
+                              seed=1000 + i), on) for i in range(_SPREAD_CALLS)]
+    if len(set(values)) == 1 or not all(math.isfinite(v) for v in values):
+        return
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) / abs(mean)
+    if spread < _SPREAD_MIN:
+        raise Wrong(f"with n_samples={_SPREAD_N}, {_SPREAD_CALLS} calls of dot_product_variance(16) gave results "
+                    f"that vary by only {spread:.0%}; from {_SPREAD_N} pairs they should vary by about 50%",
+                    "use the n_samples argument: draw n_samples pairs of vectors, not a fixed number of them")
 
 
 def _as_number(got, on: str) -> float:
