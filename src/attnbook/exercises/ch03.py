@@ -1,0 +1,373 @@
+"""Checkers for chapter 3, multi-head attention.
+
+The references are written out here from the definitions, independently of `attnbook.multihead`: a head is a
+block of d_head consecutive features (sliced out one head at a time), multi-head attention is a loop over
+heads followed by a concatenation and W_O, and the parameter count is the formula 4 d^2 + 4 d.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import Tensor
+
+from ._core import Wrong, call, describe, exercise, expect_close
+
+_ATOL, _RTOL = 1e-5, 1e-4
+
+
+def _randn(*shape: int, seed: int, dtype=torch.float32, std: float = 1.0) -> Tensor:
+    """A seeded standard normal tensor times `std`."""
+    return std * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _heads_ref(x: Tensor, n_heads: int) -> Tensor:
+    """(B, n, d) -> (B, h, n, d_head) by slicing: head i holds features i*d_head .. (i+1)*d_head - 1."""
+    d_head = x.size(-1) // n_heads
+    return torch.stack([x[..., i * d_head:(i + 1) * d_head] for i in range(n_heads)], dim=1)
+
+
+def _concat_ref(x: Tensor) -> Tensor:
+    """(B, h, n, d_head) -> (B, n, h*d_head): the heads' features one after the other."""
+    return torch.cat([x[:, i] for i in range(x.size(1))], dim=-1)
+
+
+def _expect_dtype(got: Tensor, x: Tensor, what: str, on: str) -> None:
+    """Wrong unless `got` kept the dtype of the input `x`."""
+    if got.dtype != x.dtype:
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {x.dtype} like the input",
+                    "only rearrange the input (view/reshape, transpose): do not build a new tensor of another dtype")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.1 split_heads
+# ---------------------------------------------------------------------------------------------------------
+
+VIEW_WITHOUT_TRANSPOSE = (
+    "you reshaped (B, n, d_model) straight to (B, n_heads, n, d_head). The shape is right, but view/reshape "
+    "reads the numbers in memory order, so each head gets whole tokens' features and the positions are mixed "
+    "across heads. First x.view(B, n, n_heads, d_head), then swap the head and position axes with .transpose(1, 2)"
+)
+SPLIT_INTERLEAVED = (
+    "each head must take a block of d_head consecutive features (head 0: features 0 .. d_head-1); you gave "
+    "head i every n_heads-th feature. View as (B, n, n_heads, d_head), not (B, n, d_head, n_heads)"
+)
+
+
+@exercise("3.1", "Split a tensor into heads", section="Splitting a tensor into heads")
+def check_split_heads(split_heads) -> str:
+    """split_heads(x, n_heads): (B, n, d) -> (B, h, n, d/h), head i holding features i*d_head .. (i+1)*d_head-1."""
+    cases = [
+        ("x of shape (2, 5, 12) with n_heads=3", _randn(2, 5, 12, seed=31), 3),
+        ("a batch of 1: x of shape (1, 4, 6) with n_heads=2", _randn(1, 4, 6, seed=32), 2),
+        ("x of shape (2, 3, 8) with n_heads=1 (one head)", _randn(2, 3, 8, seed=33), 1),
+        ("x of shape (2, 3, 4) with n_heads=4 (one feature per head)", _randn(2, 3, 4, seed=34), 4),
+        ("a single token: x of shape (3, 1, 10) with n_heads=5", _randn(3, 1, 10, seed=35), 5),
+        ("x of shape (2, 6, 16) in float64 with n_heads=4", _randn(2, 6, 16, seed=36, dtype=torch.float64), 4),
+    ]
+    forbid = [("attnbook.multihead.split_heads",
+               "write it with x.view(B, n, n_heads, d_head) (or reshape) and .transpose(1, 2)")]
+    for desc, x, h in cases:
+        got = call(split_heads, x, h, what="split_heads", on=desc, forbid=forbid)
+        B, n, d = x.shape
+        dh = d // h
+        ref = _heads_ref(x, h)  # (B, h, n, d_head)
+        per_token = x.reshape(B, n, h, dh)  # (B, n, h, d_head)
+        mistakes = dict([
+            (VIEW_WITHOUT_TRANSPOSE, x.reshape(B, h, n, dh)),
+            (SPLIT_INTERLEAVED, x.reshape(B, n, dh, h).permute(0, 3, 1, 2)),
+            ("you stopped at (B, n, n_heads, d_head): move the head axis in front of the positions with "
+             ".transpose(1, 2), so that each head holds an (n, d_head) matrix", per_token),
+            ("you transposed the wrong axes: after view(B, n, n_heads, d_head) the positions are axis 1 and the "
+             "heads axis 2, so swap those two: .transpose(1, 2)", per_token.transpose(2, 3)),
+            ("you transposed the wrong axes: swap only the position axis (1) and the head axis (2) of "
+             "(B, n, n_heads, d_head): .transpose(1, 2)", per_token.transpose(1, 3)),
+            ("the last two axes must be (n, d_head), one row per position: you also transposed each head's "
+             "matrix; .transpose(1, 2) alone is enough", per_token.permute(0, 2, 3, 1)),
+        ])
+        expect_close(got, ref, what="your result", on=desc, atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
+        _expect_dtype(got, x, "your result", desc)
+    return f"right on {len(cases)} inputs, including a batch of 1, one head, one feature per head and one token"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.2 multi-head forward from given weight matrices
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _merge_error_hint(message: str) -> str | None:
+    """The hint for `view` on a transposed (non-contiguous) tensor, named for this chapter."""
+    if "view size is not compatible" in message:
+        return ("after .transpose(1, 2) the tensor is no longer contiguous in memory, so .view() refuses it: "
+                "call .contiguous() before .view(), or use .reshape(), which copies when it has to")
+    return None
+
+
+def _mha_reference(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, n_heads: int) -> Tensor:
+    """Concat(head_1, ..., head_h) W_O, one head at a time; head i uses columns i*d_head .. of W_q, W_k, W_v."""
+    d_head = x.size(-1) // n_heads
+    Q, K, V = x @ W_q, x @ W_k, x @ W_v  # (B, n, d_model) each
+    heads = []
+    for i in range(n_heads):
+        cols = slice(i * d_head, (i + 1) * d_head)
+        scores = Q[..., cols] @ K[..., cols].transpose(-2, -1) / math.sqrt(d_head)  # (B, n, n)
+        heads.append(torch.softmax(scores, dim=-1) @ V[..., cols])  # (B, n, d_head)
+    return torch.cat(heads, dim=-1) @ W_o  # (B, n, d_model)
+
+
+def _mha_variant(x, W_q, W_k, W_v, W_o, h, *, scale="sqrt_d_head", split="right", merge="right", dim=-1,
+                 w_o=True, transpose_qkv=False, transpose_o=False, one_head=False) -> Tensor:
+    """Multi-head attention with one deliberate mistake (the defaults give the right answer)."""
+    B, n, d = x.shape
+    divisor = {"sqrt_d_head": math.sqrt(d // h), "sqrt_d_model": math.sqrt(d), "none": 1.0, "d_head": d // h}[scale]
+    h = 1 if one_head else h  # forgetting to split: one big head over all d_model features
+    dh = d // h
+    tq, tk, tv = (W.transpose(0, 1) if transpose_qkv else W for W in (W_q, W_k, W_v))
+    splitters = {
+        "right": lambda t: t.reshape(B, n, h, dh).transpose(1, 2),
+        "view": lambda t: t.reshape(B, h, n, dh),
+        "interleaved": lambda t: t.reshape(B, n, dh, h).permute(0, 3, 1, 2),
+    }
+    q, k, v = (splitters[split](x @ W) for W in (tq, tk, tv))  # (B, h, n, d_head)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=dim)  # (B, h, n, n)
+    heads = weights @ v  # (B, h, n, d_head)
+    mergers = {
+        "right": lambda t: t.transpose(1, 2).reshape(B, n, d),
+        "view": lambda t: t.reshape(B, n, d),
+        "interleaved": lambda t: t.permute(0, 2, 3, 1).reshape(B, n, d),
+    }
+    out = mergers[merge](heads)  # (B, n, d_model)
+    if not w_o:
+        return out
+    return out @ (W_o.transpose(0, 1) if transpose_o else W_o)
+
+
+def _forward_mistakes(x, W_q, W_k, W_v, W_o, h) -> dict[str, Tensor]:
+    """{hint: output} of the usual mistakes on this input."""
+    pairs = [
+        ("you divided the scores by sqrt(d_model); the scale is 1/sqrt(d_head), the size of one head's keys "
+         "(d_head = d_model // n_heads)", dict(scale="sqrt_d_model")),
+        ("you left out the scale: divide each head's scores by sqrt(d_head)", dict(scale="none")),
+        ("you divided the scores by d_head; divide by sqrt(d_head)", dict(scale="d_head")),
+        ("you left out the output projection: multiply the merged heads by W_o", dict(w_o=False)),
+        ("you forgot to split into heads: this is one big head over all d_model features. Split Q, K and V into "
+         "n_heads heads of d_head features, attend in each head, then merge", dict(one_head=True, scale="sqrt_d_model")),
+        ("you forgot to split into heads (this is one head over all d_model features, scaled by 1/sqrt(d_head)): "
+         "split Q, K and V into (B, n_heads, n, d_head) first", dict(one_head=True)),
+        (VIEW_WITHOUT_TRANSPOSE.replace("you reshaped", "your split reshaped"), dict(split="view")),
+        (VIEW_WITHOUT_TRANSPOSE.replace("you reshaped", "your split (and merge) reshaped"),
+         dict(split="view", merge="view")),
+        ("your merge reshaped (B, n_heads, n, d_head) straight to (B, n, d_model), which mixes positions across "
+         "heads: transpose(1, 2) first, then reshape to (B, n, d_model)", dict(merge="view")),
+        (SPLIT_INTERLEAVED, dict(split="interleaved", merge="interleaved")),
+        ("your softmax normalises over the queries (dim=-2); normalise over the keys (dim=-1)", dict(dim=-2)),
+        ("the task applies every matrix as x @ W; you used W.T (nn.Linear's convention)",
+         dict(transpose_qkv=True, transpose_o=True)),
+        ("the task applies every matrix as x @ W; you used W.T for W_q, W_k and W_v",
+         dict(transpose_qkv=True)),
+        ("the task applies W_o as merged @ W_o; you used W_o.T", dict(transpose_o=True)),
+    ]
+    out = {hint: _mha_variant(x, W_q, W_k, W_v, W_o, h, **kwargs) for hint, kwargs in pairs}
+    B, n, d = x.shape
+    q, k, v = (_heads_ref(x @ W, h) for W in (W_q, W_k, W_v))  # (B, h, n, d_head)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)  # (B, h, n, n)
+    out["you returned the heads, (B, n_heads, n, d_head): merge them into (B, n, d_model) (transpose(1, 2), "
+        "then reshape) and multiply by W_o"] = weights @ v
+    out["you returned the attention weights, (B, n_heads, n, n): return the output, (B, n, d_model)"] = weights
+    return out
+
+
+def _forward_cases() -> list[tuple[str, tuple]]:
+    """(description, (x, W_q, W_k, W_v, W_o, n_heads)); weights scaled by 1/sqrt(d) so scores stay moderate."""
+
+    def case(B, n, d, h, seed, dtype=torch.float64):
+        x = _randn(B, n, d, seed=seed, dtype=dtype)
+        Ws = [_randn(d, d, seed=seed + i + 1, dtype=dtype, std=1 / math.sqrt(d)) for i in range(4)]
+        return (x, *Ws, h)
+
+    return [
+        ("x of shape (2, 5, 12), weights of shape (12, 12), n_heads=3", case(2, 5, 12, 3, seed=40)),
+        ("a batch of 1: x of shape (1, 4, 8), n_heads=2", case(1, 4, 8, 2, seed=50)),
+        ("one head: x of shape (2, 3, 6), n_heads=1", case(2, 3, 6, 1, seed=60)),
+        ("one feature per head: x of shape (2, 3, 4), n_heads=4", case(2, 3, 4, 4, seed=70)),
+        ("a single token: x of shape (3, 1, 8), n_heads=2", case(3, 1, 8, 2, seed=80)),
+        ("x of shape (2, 7, 16) in float32, n_heads=4", case(2, 7, 16, 4, seed=90, dtype=torch.float32)),
+    ]
+
+
+FORWARD_FORBIDDEN = [
+    (name, "write the steps yourself: project with x @ W, split into heads, softmax(q k^T / sqrt(d_head)) v, "
+           "merge, then @ W_o")
+    for name in (
+        "attnbook.multihead.MultiHeadAttention",
+        "attnbook.attention.scaled_dot_product_attention",
+        "attnbook.attention.tiled_attention",
+        "torch.nn.functional.scaled_dot_product_attention",
+        "torch._C._nn.scaled_dot_product_attention",
+        "torch.nn.MultiheadAttention",
+        "torch.nn.modules.activation.MultiheadAttention",
+        "torch.nn.functional.multi_head_attention_forward",
+    )
+]
+
+
+@exercise("3.2", "Multi-head attention from four matrices", section="The shapes, step by step")
+def check_multi_head_forward(multi_head_forward) -> str:
+    """multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads) -> Concat(head_1..head_h) W_o, matrices applied as x @ W."""
+    cases = _forward_cases()
+    for desc, args in cases:
+        got = call(multi_head_forward, *args, what="multi_head_forward", on=desc, forbid=FORWARD_FORBIDDEN,
+                   explain=_merge_error_hint)
+        if isinstance(got, (tuple, list)):
+            raise Wrong(f"multi_head_forward returned {describe(got)} on {desc}, expected one tensor",
+                        "return only the output, of shape (B, n, d_model), not the attention weights too")
+        ref = _mha_reference(*args)  # (B, n, d_model)
+        expect_close(got, ref, what="your output", on=desc, atol=_ATOL, rtol=_RTOL,
+                     mistakes=_forward_mistakes(*args))
+    return f"right on {len(cases)} inputs, including a batch of 1, one head, one feature per head and one token"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.3 the parameter count
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _as_count(got, on: str) -> int:
+    """A Python int from an int, an integer-valued float, a NumPy number or a one-element tensor; else Wrong."""
+    if not isinstance(got, (Tensor, numbers.Number)) and hasattr(got, "__array__"):  # NumPy array or scalar
+        got = torch.as_tensor(got)
+    if isinstance(got, Tensor):
+        if got.numel() != 1:
+            raise Wrong(f"mha_param_count returned a tensor of shape {tuple(got.shape)} for {on}, expected one "
+                        "number", "return a single int: the total number of parameters")
+        got = got.item()
+    if got is None:
+        raise Wrong(f"mha_param_count returned None for {on}", "did you forget the `return` statement?")
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        raise Wrong(f"mha_param_count returned {describe(got)} for {on}, expected an int",
+                    "return one whole number, e.g. `return 4 * d_model * d_model + ...`")
+    if isinstance(got, numbers.Integral):
+        return int(got)
+    if not math.isfinite(got) or not float(got).is_integer():
+        raise Wrong(f"mha_param_count returned {got!r} for {on}, which is not a whole number",
+                    "a parameter count is a whole number: use integer arithmetic (* and +, or // rather than /)")
+    return int(got)
+
+
+def _count_mistakes(d: int, h: int, bias: bool) -> list[tuple[str, int]]:
+    """(hint, wrong count) for the usual mistakes, on this input."""
+    dh = d // h
+    b = d if bias else 0  # one bias vector of size d_model, if there are biases
+    items = [
+        ("you left out the output projection W_O: there are four d_model x d_model matrices (W_Q, W_K, W_V "
+         "and W_O), each with its bias when bias=True", 3 * d * d + 3 * b),
+    ]
+    if bias:
+        items += [
+            ("you left out the biases: with bias=True each of the four projections also has a bias vector of "
+             "d_model numbers", 4 * d * d),
+            ("you left out the output projection W_O and the biases", 3 * d * d),
+            ("you counted one bias vector, but each of the four projections has its own: 4 d_model biases",
+             4 * d * d + d),
+            ("you counted three bias vectors; W_O has a bias too: 4 d_model biases", 4 * d * d + 3 * d),
+            ("you counted a bias of d_model per head; the biases of all heads together have d_model numbers "
+             "per projection (d_head per head)", 4 * d * d + 4 * h * d),
+            ("you counted a bias of d_model per head for W_Q, W_K and W_V; the heads' biases together have "
+             "d_model numbers per projection", 4 * d * d + 3 * h * d + d),
+        ]
+    else:
+        items.append(("bias=False: the projections have no biases, only the four weight matrices",
+                      4 * d * d + 4 * d))
+    items += [
+        ("you multiplied by n_heads: the heads share the four d_model x d_model matrices (each head uses "
+         "d_head of their columns), so the count does not depend on n_heads", h * (4 * d * d + 4 * b)),
+        ("you multiplied the weight matrices by n_heads: the heads share the four d_model x d_model matrices, "
+         "so the count does not depend on n_heads", h * 4 * d * d + 4 * b),
+        ("that counts one head only: its four matrices are d_model x d_head (with biases of d_head numbers); "
+         "the n_heads heads together fill d_model x d_model matrices", 4 * d * dh + 4 * (dh if bias else 0)),
+        ("that is 4 d_model^2 / n_heads weights, as if each projection were d_model x d_head (one head) or "
+         "n_heads blocks of d_head x d_head; each head reads all d_model input features, and the heads together "
+         "fill d_model x d_model matrices", 4 * d * dh + 4 * b),
+    ]
+    return items
+
+
+_COUNT_FORBIDDEN = [
+    (name, "write the formula: count the weights and the biases of the four projections W_Q, W_K, W_V and W_O")
+    for name in (
+        "attnbook.models.params.mha_param_count",
+        "attnbook.multihead.MultiHeadAttention",
+        "torch.nn.MultiheadAttention",
+        "torch.nn.modules.activation.MultiheadAttention",
+        "torch.nn.Linear",
+        "torch.nn.modules.linear.Linear",
+    )
+]
+
+
+@exercise("3.3", "Count the parameters of a multi-head attention layer", section="Counting parameters")
+def check_mha_param_count(mha_param_count) -> str:
+    """mha_param_count(d_model, n_heads, bias=True) -> 4 d^2 + 4 d (4 d^2 without bias), an int."""
+    cases = [(512, 8, None), (768, 12, True), (768, 12, False), (64, 1, True), (1024, 16, False),
+             (12288, 96, True), (6, 3, True), (6, 3, False)]
+    for d, h, bias in cases:
+        if bias is None:  # the default must be bias=True
+            on = f"d_model={d}, n_heads={h} (bias left at its default, True)"
+            got = call(mha_param_count, d, h, what="mha_param_count", on=on, forbid=_COUNT_FORBIDDEN)
+            bias = True
+        else:
+            on = f"d_model={d}, n_heads={h}, bias={bias}"
+            got = call(mha_param_count, d, h, bias=bias, what="mha_param_count", on=on, forbid=_COUNT_FORBIDDEN)
+        value = _as_count(got, on)
+        weights, biases = 4 * d * d, (4 * d if bias else 0)  # W_Q, W_K, W_V, W_O and their biases
+        if value == weights + biases:
+            continue
+        hint = next((hint for hint, wrong in _count_mistakes(d, h, bias) if value == wrong), None)
+        raise Wrong(f"mha_param_count returned {value:,} for {on}, which is not the number of parameters",
+                    hint or "count each of the four projections W_Q, W_K, W_V and W_O: its weight matrix "
+                            "(d_model x d_model) and, when bias=True, its bias (d_model numbers)")
+    return f"right for {len(cases)} layers, with and without biases, including BERT-base (768, 12) and GPT-3 (12288, 96)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.4 merge_heads
+# ---------------------------------------------------------------------------------------------------------
+
+
+@exercise("3.4", "Merge the heads back", section="Merging the heads, then W_O")
+def check_merge_heads(merge_heads) -> str:
+    """merge_heads(x): (B, h, n, d_head) -> (B, n, h*d_head), the heads' features one after the other."""
+    split = _heads_ref(_randn(2, 5, 12, seed=46), 3)  # (2, 3, 5, 4), not contiguous
+    cases = [
+        ("x of shape (2, 3, 5, 4)", _randn(2, 3, 5, 4, seed=41)),
+        ("a batch of 1: x of shape (1, 2, 4, 3)", _randn(1, 2, 4, 3, seed=42)),
+        ("one head: x of shape (2, 1, 3, 8)", _randn(2, 1, 3, 8, seed=43)),
+        ("one feature per head: x of shape (2, 4, 3, 1)", _randn(2, 4, 3, 1, seed=44)),
+        ("a single token: x of shape (3, 2, 1, 5)", _randn(3, 2, 1, 5, seed=45)),
+        ("x of shape (2, 3, 5, 4) that is itself a split (not contiguous in memory)", split),
+        ("x of shape (2, 4, 6, 2) in float64", _randn(2, 4, 6, 2, seed=47, dtype=torch.float64)),
+    ]
+    forbid = [("attnbook.multihead.merge_heads",
+               "write it with .transpose(1, 2) and .reshape (or .contiguous().view)")]
+    for desc, x in cases:
+        got = call(merge_heads, x, what="merge_heads", on=desc, forbid=forbid, explain=_merge_error_hint)
+        B, h, n, dh = x.shape
+        ref = _concat_ref(x)  # (B, n, h*d_head)
+        not_summed = ("concatenate the heads, don't add or average them: the result has n_heads * d_head "
+                      "features per position")
+        mistakes = dict([
+            ("you reshaped (B, n_heads, n, d_head) straight to (B, n, d_model). The shape is right, but the "
+             "numbers are read in memory order, so positions are mixed across heads. Transpose first, "
+             ".transpose(1, 2), then .reshape(B, n, d_model)", x.reshape(B, n, h * dh)),
+            ("concatenate the heads one after the other (head 0's d_head features, then head 1's, ...); you "
+             "interleaved them, feature by feature", x.permute(0, 2, 3, 1).reshape(B, n, h * dh)),
+            ("you stopped at (B, n, n_heads, d_head): flatten the last two axes into one of n_heads * d_head "
+             "features, .reshape(B, n, n_heads * d_head)", x.transpose(1, 2)),
+            (not_summed, x.sum(dim=1)),
+            ("you transposed the wrong axes: swap the head axis (1) and the position axis (2) of "
+             "(B, n_heads, n, d_head), .transpose(1, 2), before the reshape", x.transpose(2, 3).reshape(B, n, h * dh)),
+        ])
+        expect_close(got, ref, what="your result", on=desc, atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
+        _expect_dtype(got, x, "your result", desc)
+    return f"right on {len(cases)} inputs, including one head, one token and a non-contiguous input"

@@ -1,0 +1,517 @@
+"""Chapter 3 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attnbook.exercises import check
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.1 split_heads
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_3_1_reference_passes(solutions):
+    result = check("3.1", solutions(3)["split_heads"])
+    assert result.passed, result.message
+
+
+def test_3_1_reference_matches_explicit_indexing(solutions):
+    split_heads = solutions(3)["split_heads"]
+    x = torch.randn(2, 5, 12, generator=torch.Generator().manual_seed(0))
+    out = split_heads(x, 3)
+    for b in range(2):
+        for i in range(3):
+            for t in range(5):
+                assert torch.equal(out[b, i, t], x[b, t, 4 * i:4 * i + 4])
+
+
+@pytest.mark.parametrize("answer", [
+    lambda x, n_heads: torch.stack(x.chunk(n_heads, dim=-1), dim=1),
+    lambda x, n_heads: x.view(*x.shape[:2], n_heads, -1).permute(0, 2, 1, 3),
+    lambda x, n_heads: x.unflatten(-1, (n_heads, x.size(-1) // n_heads)).transpose(1, 2).contiguous(),
+], ids=["chunk-stack", "permute", "unflatten"])
+def test_3_1_other_right_answers_pass(answer):
+    result = check("3.1", answer)
+    assert result.passed, result.message
+
+
+def test_3_1_not_attempted():
+    def split_heads(x, n_heads):
+        raise NotImplementedError("replace this line with your code")
+
+    assert check("3.1", split_heads).status == "not attempted"
+
+
+def _shape(x, n_heads):
+    B, n, d = x.shape
+    return B, n, d, n_heads, d // n_heads
+
+
+def view_without_transpose(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.view(B, h, n, dh)
+
+
+def reshape_without_transpose(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.reshape(B, h, n, dh)
+
+
+def heads_interleaved(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.view(B, n, dh, h).permute(0, 3, 1, 2)
+
+
+def no_transpose(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.view(B, n, h, dh)
+
+
+def transpose_last_two(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.view(B, n, h, dh).transpose(-2, -1)
+
+
+def transpose_1_3(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.view(B, n, h, dh).transpose(1, 3)
+
+
+def heads_transposed(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.view(B, n, h, dh).permute(0, 2, 3, 1)
+
+
+def always_float32(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    return x.float().view(B, n, h, dh).transpose(1, 2)
+
+
+def in_place(x, n_heads):
+    B, n, d, h, dh = _shape(x, n_heads)
+    x.mul_(1.0).add_(0.0)
+    x[0, 0, 0] = 0.0  # changes the caller's tensor
+    return x.view(B, n, h, dh).transpose(1, 2)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (view_without_transpose, "straight to (B, n_heads, n, d_head)"),
+    (reshape_without_transpose, "positions are mixed across heads"),
+    (heads_interleaved, "every n_heads-th feature"),
+    (no_transpose, "you stopped at (B, n, n_heads, d_head)"),
+    (transpose_last_two, "you transposed the wrong axes"),
+    (transpose_1_3, "swap only the position axis (1) and the head axis (2)"),
+    (heads_transposed, "one row per position"),
+    (always_float32, "dtype torch.float32"),
+    (in_place, "in place"),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_3_1_wrong_answers_get_hints(fn, hint):
+    result = check("3.1", fn)
+    assert not result.passed, fn.__name__
+    assert hint in result.message, (fn.__name__, result.message)
+    assert '(Re-read "Splitting a tensor into heads".)' in result.message
+
+
+def test_3_1_messages_name_the_input():
+    result = check("3.1", view_without_transpose)
+    assert "x of shape (2, 5, 12) with n_heads=3" in result.message, result.message
+
+
+def test_3_1_library_split_heads_is_refused():
+    def split_heads(x, n_heads):
+        from attnbook.multihead import split_heads as library_split
+
+        return library_split(x, n_heads)
+
+    result = check("3.1", split_heads)
+    assert not result.passed and "without attnbook.multihead.split_heads" in result.message, result.message
+
+
+def test_3_1_hard_coded_sizes_fail():
+    def split_heads(x, n_heads):
+        return x.view(x.size(0), x.size(1), 3, 4).transpose(1, 2)  # works for (.., .., 12) with 3 heads only
+
+    result = check("3.1", split_heads)
+    assert not result.passed and "a batch of 1: x of shape (1, 4, 6)" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.2 multi-head forward
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_3_2_reference_passes(solutions):
+    result = check("3.2", solutions(3)["multi_head_forward"])
+    assert result.passed, result.message
+
+
+def test_3_2_reference_matches_nn_multihead_attention(solutions):
+    """The book's answer equals PyTorch's layer (bias=False) with W = the transposed slices of in_proj_weight."""
+    multi_head_forward = solutions(3)["multi_head_forward"]
+    for d, h, n in [(12, 3, 5), (16, 4, 1), (8, 1, 3), (8, 8, 4)]:
+        torch.manual_seed(d + h + n)
+        ref = nn.MultiheadAttention(d, h, bias=False, batch_first=True).double().eval()
+        x = torch.randn(2, n, d, dtype=torch.float64)
+        W_q, W_k, W_v = (w.T for w in ref.in_proj_weight.detach().chunk(3, dim=0))
+        W_o = ref.out_proj.weight.detach().T
+        with torch.no_grad():
+            expected, _ = ref(x, x, x, need_weights=False)
+        torch.testing.assert_close(multi_head_forward(x, W_q, W_k, W_v, W_o, h), expected, atol=1e-12, rtol=1e-10)
+
+
+def loop_over_heads(x, W_q, W_k, W_v, W_o, n_heads):
+    d_head = x.size(-1) // n_heads
+    Q, K, V = x @ W_q, x @ W_k, x @ W_v
+    outs = []
+    for i in range(n_heads):
+        q, k, v = (t[..., i * d_head:(i + 1) * d_head] for t in (Q, K, V))
+        outs.append(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_head), dim=-1) @ v)
+    return torch.cat(outs, dim=-1) @ W_o
+
+
+def with_package_split_and_merge(x, W_q, W_k, W_v, W_o, n_heads):
+    from attnbook.multihead import merge_heads, split_heads
+
+    q, k, v = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return merge_heads(weights @ v) @ W_o
+
+
+@pytest.mark.parametrize("answer", [loop_over_heads, with_package_split_and_merge], ids=lambda f: f.__name__)
+def test_3_2_other_right_answers_pass(answer):
+    result = check("3.2", answer)
+    assert result.passed, result.message
+
+
+def test_3_2_not_attempted():
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        raise NotImplementedError("replace this line with your code")
+
+    assert check("3.2", multi_head_forward).status == "not attempted"
+
+
+def make_forward(*, divisor="sqrt_d_head", w_o=True, split="transpose", merge="transpose", dim=-1,
+                 transpose_weights=False, heads=True, returns="output"):
+    """A multi-head forward with one deliberate mistake (the defaults give a right one)."""
+
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        B, n, d = x.shape
+        h = n_heads if heads else 1
+        dh = d // h
+        Ws = [W.T if transpose_weights else W for W in (W_q, W_k, W_v, W_o)]
+        if split == "transpose":
+            q, k, v = (t.view(B, n, h, dh).transpose(1, 2) for t in (x @ Ws[0], x @ Ws[1], x @ Ws[2]))
+        else:  # view straight to (B, h, n, dh)
+            q, k, v = (t.view(B, h, n, dh) for t in (x @ Ws[0], x @ Ws[1], x @ Ws[2]))
+        scale = {"sqrt_d_head": math.sqrt(dh), "sqrt_d_model": math.sqrt(d), "none": 1.0}[divisor]
+        weights = torch.softmax(q @ k.transpose(-2, -1) / scale, dim=dim)
+        out = weights @ v
+        if merge == "transpose":
+            out = out.transpose(1, 2).contiguous().view(B, n, d)
+        else:
+            out = out.reshape(B, n, d)
+        if w_o:
+            out = out @ Ws[3]
+        return (out, weights) if returns == "tuple" else out
+
+    return multi_head_forward
+
+
+def test_3_2_a_correct_variant_passes():
+    assert check("3.2", make_forward()).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"divisor": "sqrt_d_model"}, "sqrt(d_model)"),
+    ({"divisor": "none"}, "left out the scale"),
+    ({"w_o": False}, "left out the output projection"),
+    ({"split": "view"}, "straight to (B, n_heads, n, d_head)"),
+    ({"split": "view", "merge": "view"}, "straight to (B, n_heads, n, d_head)"),
+    ({"merge": "view"}, "your merge reshaped"),
+    ({"dim": -2}, "dim=-2"),
+    ({"dim": 2}, "dim=-2"),
+    ({"heads": False}, "forgot to split into heads"),
+    ({"heads": False, "divisor": "none"}, "wrong values"),
+    ({"transpose_weights": True}, "you used W.T"),
+    ({"returns": "tuple"}, "return only the output"),
+], ids=lambda x: str(x) if isinstance(x, dict) else "")
+def test_3_2_wrong_answers_get_hints(kwargs, hint):
+    result = check("3.2", make_forward(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+
+
+def test_3_2_unmerged_heads_or_weights_get_a_shape_hint():
+    def heads_only(x, W_q, W_k, W_v, W_o, n_heads):
+        B, n, d = x.shape
+        q, k, v = ((x @ W).reshape(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k, W_v))
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1) @ v
+
+    def weights_only(x, W_q, W_k, W_v, W_o, n_heads):
+        B, n, d = x.shape
+        q, k = ((x @ W).reshape(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k))
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+
+    assert "merge them into (B, n, d_model)" in check("3.2", heads_only).message
+    assert "you returned the attention weights" in check("3.2", weights_only).message
+
+
+def test_3_2_single_head_with_the_head_scale_is_called_unsplit():
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        d_head = x.size(-1) // n_heads
+        Q, K, V = x @ W_q, x @ W_k, x @ W_v
+        return torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(d_head), dim=-1) @ V @ W_o
+
+    result = check("3.2", multi_head_forward)
+    assert not result.passed and "forgot to split into heads" in result.message, result.message
+
+
+def test_3_2_messages_name_the_input():
+    result = check("3.2", make_forward(w_o=False))
+    assert "x of shape (2, 5, 12), weights of shape (12, 12), n_heads=3" in result.message, result.message
+    assert '(Re-read "The shapes, step by step".)' in result.message
+
+
+def test_3_2_merge_without_contiguous_gets_the_contiguous_hint():
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        B, n, d = x.shape
+        q, k, v = ((x @ W).view(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k, W_v))
+        out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1) @ v
+        return out.transpose(1, 2).view(B, n, d) @ W_o  # view of a transposed tensor
+
+    result = check("3.2", multi_head_forward)
+    assert not result.passed and ".contiguous()" in result.message, result.message
+
+
+def _via_torch_sdpa(x, W_q, W_k, W_v, W_o, n_heads):
+    from attnbook.multihead import merge_heads, split_heads
+
+    q, k, v = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    return merge_heads(torch.nn.functional.scaled_dot_product_attention(q, k, v)) @ W_o
+
+
+def _via_attnbook_sdpa(x, W_q, W_k, W_v, W_o, n_heads):
+    from attnbook import scaled_dot_product_attention
+    from attnbook.multihead import merge_heads, split_heads
+
+    q, k, v = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    return merge_heads(scaled_dot_product_attention(q, k, v)[0]) @ W_o
+
+
+def _via_nn_multihead_attention(x, W_q, W_k, W_v, W_o, n_heads):
+    d = x.size(-1)
+    layer = nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True).to(x.dtype)
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
+        layer.out_proj.weight.copy_(W_o.T)
+    return layer(x, x, x, need_weights=False)[0]
+
+
+def _via_attnbook_layer(x, W_q, W_k, W_v, W_o, n_heads):
+    from attnbook.multihead import MultiHeadAttention
+
+    layer = MultiHeadAttention(x.size(-1), n_heads, bias=False).to(x.dtype)
+    with torch.no_grad():
+        for proj, W in zip((layer.q_proj, layer.k_proj, layer.v_proj, layer.out_proj), (W_q, W_k, W_v, W_o)):
+            proj.weight.copy_(W.T)
+    return layer(x, x, x)[0]
+
+
+def _via_functional_mha(x, W_q, W_k, W_v, W_o, n_heads):
+    xt = x.transpose(0, 1)  # (n, B, d)
+    out, _ = torch.nn.functional.multi_head_attention_forward(
+        xt, xt, xt, x.size(-1), n_heads, torch.cat([W_q.T, W_k.T, W_v.T]), None, None, None, False, 0.0,
+        W_o.T, None, need_weights=False)
+    return out.transpose(0, 1)
+
+
+@pytest.mark.parametrize("answer, name", [
+    (_via_torch_sdpa, "torch.nn.functional.scaled_dot_product_attention"),
+    (_via_attnbook_sdpa, "attnbook.attention.scaled_dot_product_attention"),
+    (_via_nn_multihead_attention, "torch.nn.MultiheadAttention"),
+    (_via_attnbook_layer, "attnbook.multihead.MultiHeadAttention"),
+    (_via_functional_mha, "torch.nn.functional.multi_head_attention_forward"),
+], ids=["torch-sdpa", "attnbook-sdpa", "nn-mha", "attnbook-layer", "functional-mha"])
+def test_3_2_library_attention_is_refused(answer, name):
+    assert answer(*_small_case()).shape == (2, 5, 12)  # the shortcut itself works outside the check ...
+    result = check("3.2", answer)  # ... but the check refuses it
+    assert not result.passed and f"without {name}" in result.message, result.message
+
+
+def _small_case():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 12, generator=g, dtype=torch.float64)
+    return (x, *(torch.randn(12, 12, generator=g, dtype=torch.float64) for _ in range(4)), 3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.3 parameter count
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_3_3_reference_passes(solutions):
+    result = check("3.3", solutions(3)["mha_param_count"])
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("d_model, n_heads, bias", [
+    (512, 8, True), (768, 12, True), (768, 12, False), (64, 1, True), (1024, 16, False), (6, 3, True), (6, 3, False),
+])
+def test_3_3_reference_equals_the_parameters_of_nn_multihead_attention(solutions, d_model, n_heads, bias):
+    mha_param_count = solutions(3)["mha_param_count"]
+    layer = nn.MultiheadAttention(d_model, n_heads, bias=bias)
+    assert mha_param_count(d_model, n_heads, bias=bias) == sum(p.numel() for p in layer.parameters())
+
+
+@pytest.mark.parametrize("answer", [
+    lambda d_model, n_heads, bias=True: 4.0 * d_model**2 + (4.0 * d_model if bias else 0.0),
+    lambda d_model, n_heads, bias=True: np.int64(4 * d_model * (d_model + bias)),
+    lambda d_model, n_heads, bias=True: torch.tensor(4 * d_model * d_model + 4 * d_model * int(bias)),
+    lambda d_model, n_heads, bias=True: n_heads * 4 * (d_model // n_heads) * (d_model + bias),
+], ids=["float", "numpy", "tensor", "per-head"])
+def test_3_3_other_right_answers_pass(answer):
+    result = check("3.3", answer)
+    assert result.passed, result.message
+
+
+def test_3_3_not_attempted():
+    def mha_param_count(d_model, n_heads, bias=True):
+        raise NotImplementedError
+
+    assert check("3.3", mha_param_count).status == "not attempted"
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda d_model, n_heads, bias=True: 3 * d_model**2 + 3 * d_model * bias, "left out the output projection"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2, "left out the biases"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * d_model, "bias=False"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + d_model * bias, "one bias vector"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * n_heads * d_model * bias, "bias of d_model per head"),
+    (lambda d_model, n_heads, bias=True: n_heads * (4 * d_model**2 + 4 * d_model * bias), "multiplied by n_heads"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model * (d_model // n_heads) + 4 * (d_model // n_heads) * bias,
+     "one head only"),
+    (lambda d_model, n_heads, bias=True: n_heads * 4 * (d_model // n_heads) ** 2 + 4 * d_model * bias,
+     "d_head x d_head"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 3 * d_model * bias, "W_O has a bias too"),
+    (lambda d_model, n_heads, bias=False: 4 * d_model**2 + 4 * d_model * bias, "(bias left at its default, True)"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4.5, "not a whole number"),
+    (lambda d_model, n_heads, bias=True: str(4 * d_model**2 + 4 * d_model), "expected an int"),
+    (lambda d_model, n_heads, bias=True: [4 * d_model**2, 4 * d_model], "expected an int"),
+    (lambda d_model, n_heads, bias=True: None, "return"),
+], ids=["no-W_O", "no-bias", "bias-always", "one-bias", "bias-per-head", "times-heads", "one-head", "d_head-squared",
+        "three-biases", "default-false", "fraction", "string", "list", "none"])
+def test_3_3_wrong_answers_get_hints(fn, hint):
+    result = check("3.3", fn)
+    assert not result.passed
+    assert hint in result.message, result.message
+
+
+def test_3_3_messages_do_not_give_the_answer_away():
+    result = check("3.3", lambda d_model, n_heads, bias=True: 4 * d_model**2 + 7)
+    assert not result.passed and "d_model=512, n_heads=8" in result.message
+    assert "1,050,624" not in result.message and "1050624" not in result.message
+    assert "count each of the four projections" in result.message
+
+
+def _count_with_nn_module(d_model, n_heads, bias=True):
+    return sum(p.numel() for p in nn.MultiheadAttention(d_model, n_heads, bias=bias).parameters())
+
+
+def _count_with_linears(d_model, n_heads, bias=True):
+    return sum(p.numel() for _ in range(4) for p in nn.Linear(d_model, d_model, bias=bias).parameters())
+
+
+def _count_with_package_layer(d_model, n_heads, bias=True):
+    from attnbook.multihead import MultiHeadAttention
+
+    return sum(p.numel() for p in MultiHeadAttention(d_model, n_heads, bias=bias).parameters())
+
+
+def _count_with_package_formula(d_model, n_heads, bias=True):
+    from attnbook.models.params import mha_param_count
+
+    return mha_param_count(d_model, n_heads, bias=bias)
+
+
+@pytest.mark.parametrize("answer, name", [
+    (_count_with_nn_module, "torch.nn.MultiheadAttention"),
+    (_count_with_linears, "torch.nn.Linear"),
+    (_count_with_package_layer, "attnbook.multihead.MultiHeadAttention"),
+    (_count_with_package_formula, "attnbook.models.params.mha_param_count"),
+], ids=["nn-mha", "linears", "attnbook-layer", "attnbook-formula"])
+def test_3_3_counting_a_built_layer_is_refused(answer, name):
+    if name.startswith("attnbook.models"):
+        pytest.importorskip("attnbook.models.params")
+    result = check("3.3", answer)
+    assert not result.passed and f"without {name}" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3.4 merge_heads
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_3_4_reference_passes(solutions):
+    result = check("3.4", solutions(3)["merge_heads"])
+    assert result.passed, result.message
+
+
+def test_3_4_reference_inverts_the_reference_split(solutions):
+    split_heads, merge_heads = solutions(3)["split_heads"], solutions(3)["merge_heads"]
+    for B, n, d, h in [(2, 5, 12, 3), (1, 1, 8, 8), (3, 4, 6, 1)]:
+        x = torch.randn(B, n, d, generator=torch.Generator().manual_seed(B + n + d + h))
+        assert torch.equal(merge_heads(split_heads(x, h)), x)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda x: torch.cat(x.unbind(dim=1), dim=-1),
+    lambda x: x.transpose(1, 2).contiguous().view(x.size(0), x.size(2), -1),
+    lambda x: x.permute(0, 2, 1, 3).flatten(2),
+], ids=["cat", "contiguous-view", "flatten"])
+def test_3_4_other_right_answers_pass(answer):
+    result = check("3.4", answer)
+    assert result.passed, result.message
+
+
+def test_3_4_not_attempted():
+    def merge_heads(x):
+        raise NotImplementedError("replace this line with your code")
+
+    assert check("3.4", merge_heads).status == "not attempted"
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda x: x.reshape(x.size(0), x.size(2), -1), "straight to (B, n, d_model)"),
+    (lambda x: x.contiguous().view(x.size(0), x.size(2), -1), "positions are mixed across heads"),
+    (lambda x: x.transpose(1, 2).view(x.size(0), x.size(2), -1), ".contiguous()"),
+    (lambda x: x.permute(0, 2, 3, 1).reshape(x.size(0), x.size(2), -1), "interleaved"),
+    (lambda x: x.transpose(1, 2), "flatten the last two axes"),
+    (lambda x: x.sum(dim=1), "don't add or average"),
+    (lambda x: x.mean(dim=1), "don't add or average"),
+    (lambda x: x.transpose(2, 3).reshape(x.size(0), x.size(2), -1), "wrong axes"),
+    (lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1).float(), "dtype torch.float32"),
+], ids=["reshape-only", "view-only", "view-after-transpose", "interleaved", "not-flattened", "sum", "mean",
+        "wrong-axes", "float32"])
+def test_3_4_wrong_answers_get_hints(fn, hint):
+    result = check("3.4", fn)
+    assert not result.passed
+    assert hint in result.message, result.message
+
+
+def test_3_4_messages_name_the_input_and_section():
+    result = check("3.4", lambda x: x.sum(dim=1))
+    assert "x of shape (2, 3, 5, 4)" in result.message
+    assert '(Re-read "Merging the heads, then W_O".)' in result.message
+
+
+def test_3_4_library_merge_heads_is_refused():
+    def merge_heads(x):
+        from attnbook.multihead import merge_heads as library_merge
+
+        return library_merge(x)
+
+    result = check("3.4", merge_heads)
+    assert not result.passed and "without attnbook.multihead.merge_heads" in result.message, result.message
