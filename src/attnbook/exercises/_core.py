@@ -156,7 +156,7 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
             return CheckResult(str(answer), FAILED, 0.0, REGISTRY[str(answer)].points,
                                "the arguments are swapped: " + _usage(known, str(answer)))
         return CheckResult("?", FAILED, 0.0, 0.0, f"the first argument is {describe(exercise_id)}; " + _usage(known))
-    exercise_id = str(exercise_id)
+    exercise_id = str(exercise_id).strip()
     ex = REGISTRY.get(exercise_id)
     if ex is None:
         return CheckResult(exercise_id, FAILED, 0.0, 0.0, f"there is no exercise {exercise_id!r}; known: {known}")
@@ -303,6 +303,11 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     if not callable(fn):
         raise Wrong(f"expected a function, got {describe(fn)}", "pass the function itself, without calling it")
     where = f" on {on}" if on else ""
+    for path, instead in _forbidding(forbid, fn).items:
+        if _unwrap(fn) is _resolve_or_none(path):
+            raise Wrong(f"what you passed is {path} itself: the task asks you to write this without it",
+                        (instead or "write your own function") + " (if a cell above imported it under this name, "
+                        "your answer cell has not been run: run it, then this check)")
     before = {i: a.detach().clone() for i, a in enumerate(args) if isinstance(a, Tensor)}
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
     start = time.perf_counter()
@@ -311,7 +316,11 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = fn(*args, **kwargs)
-    except NotImplementedError:
+    except NotImplementedError as e:
+        raiser = _raising_function(e)
+        if raiser is not None and raiser != getattr(fn, "__name__", raiser):
+            raise Wrong(f"{what} called {raiser}, which still raises NotImplementedError{where}",
+                        f"finish {raiser} first (its own exercise), or write those steps inside {what}") from None
         raise NotAttempted("your code still raises NotImplementedError: replace the stub with your solution") from None
     except _Forbidden as e:
         path, instead = e.args[0], e.args[1] if len(e.args) > 1 else None
@@ -319,7 +328,8 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
                     instead or "build it from the basic tensor operations the task names") from None
     except _TimeUp:
         raise Wrong(f"{what} took longer than {time_limit_s:g} s{where} and was stopped",
-                    "look for a Python loop over every element; use tensor operations instead") from None
+                    "look for a Python loop over every element (use tensor operations instead), or for something "
+                    "much bigger than the task needs being built") from None
     except Exception as e:
         message = f"{type(e).__name__}: {e}"
         if any("x.T` on tensors of dimension other than 2" in str(w.message) for w in caught):
@@ -329,7 +339,8 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     elapsed = time.perf_counter() - start
     if elapsed > time_limit_s:
         raise Wrong(f"{what} took {elapsed:.1f} s{where} (limit {time_limit_s:g} s)",
-                    "look for a Python loop over every element; use tensor operations instead")
+                    "look for a Python loop over every element (use tensor operations instead), or for something "
+                    "much bigger than the task needs being built")
     for k, old in before.items():
         new = args[k] if isinstance(k, int) else kwargs[k]
         if new.shape != old.shape or not torch.equal(new.detach(), old):
@@ -398,6 +409,8 @@ ERROR_HINTS: list[tuple[str, str]] = [
      "keep the signature given in the task: the check passes some arguments by name"),
     (r"(takes \d+ positional arguments? but \d+ (were|was) given|missing \d+ required positional argument)",
      "keep the signature given in the task: the same arguments, in the same order"),
+    (r"'(int|float|bool)' object has no attribute",
+     "an argument you treat as a tensor is a number: keep the order of the arguments given in the task"),
     (r"^NameError: name '(\w+)' is not defined",
      "a name your function uses is not defined: define or import it in the cell, and run the cells above first"),
     (r"'NoneType' object|NoneType",
@@ -412,6 +425,21 @@ ERROR_HINTS: list[tuple[str, str]] = [
     (r"^TypeError: 'int' object is not callable|object is not callable",
      "a name you call is not a function here: was it overwritten by a number or a tensor earlier?"),
 ]
+
+
+# Every route to a ready-made attention a learner might find: exercises that ask for attention written by hand
+# forbid them all (with an exercise-specific "instead").
+ATTENTION_SHORTCUTS = (
+    "torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
+    "torch.ops.aten.scaled_dot_product_attention", "torch.ops.aten._scaled_dot_product_attention_math",
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+    "torch.ops.aten._scaled_dot_product_flash_attention", "torch.ops.aten._scaled_dot_product_efficient_attention",
+    "torch.nn.attention.flex_attention.flex_attention", "torch.nn.functional.multi_head_attention_forward",
+    "torch._native_multi_head_attention", "torch.nn.MultiheadAttention", "torch.nn.TransformerEncoderLayer",
+    "torch.nn.TransformerDecoderLayer", "torch.nn.Transformer",
+    "attnbook.attention.scaled_dot_product_attention", "attnbook.attention.tiled_attention",
+    "attnbook.multihead.MultiHeadAttention", "attnbook.kernels.triton_attention.triton_attention",
+)
 
 
 def explain_error(e: BaseException | str) -> str | None:
@@ -451,6 +479,37 @@ class _seeded:
             np.random.set_state(npy)
             torch.random.set_rng_state(pt)
         return False
+
+
+def _unwrap(fn):
+    """The function behind functools.partial / functools.wraps layers."""
+    import functools
+
+    for _ in range(10):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
+def _resolve_or_none(path: str):
+    try:
+        return _resolve(path)[2]
+    except (ValueError, AttributeError):
+        return None
+
+
+def _raising_function(e: BaseException) -> str | None:
+    """The name of the function in which exception `e` was raised (the innermost frame of its traceback)."""
+    tb = e.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_name
 
 
 def _resolve(path: str):

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._core import Wrong, as_value, call, describe, exercise, expect_close, expect_tensor, expect_tuple, expect_value
+from ._core import ATTENTION_SHORTCUTS, Wrong, as_value, call, describe, exercise, expect_close, expect_tensor, expect_tuple, expect_value
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
@@ -134,10 +134,7 @@ def _variants(q: Tensor, k: Tensor, mask: Tensor | None) -> dict[str, Tensor]:
 ATTENTION_FORBIDDEN = [
     (name, "write the four steps yourself: scores q @ k.transpose(-2, -1), scale, mask, softmax over dim=-1, "
            "then weights @ v")
-    for name in ("torch.nn.functional.scaled_dot_product_attention", "attnbook.attention.scaled_dot_product_attention",
-                 "torch.nn.functional.multi_head_attention_forward", "torch._C._nn.scaled_dot_product_attention",
-                 "torch.ops.aten.scaled_dot_product_attention", "attnbook.attention.tiled_attention",
-                 "attnbook.multihead.MultiHeadAttention", "torch.nn.MultiheadAttention")
+    for name in ATTENTION_SHORTCUTS
 ]
 
 
