@@ -263,7 +263,7 @@ def test_device_report_on_cpu():
     assert r["tf32_matmul"] == torch.backends.cuda.matmul.allow_tf32
     assert isinstance(r["device_name"], str) and r["device_name"]
     line = format_device_report(r)
-    for part in ("cpu", r["device_name"], "float32", f"torch {torch.__version__}", f"{r['threads']} threads"):
+    for part in ("cpu", r["device_name"], "float32", f"torch {torch.__version__}", f"{r['threads']} thread"):
         assert part in line
 
 

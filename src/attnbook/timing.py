@@ -277,7 +277,7 @@ def format_device_report(report: dict | None = None) -> str:
         raise TypeError(f"report must be a dict from device_report(), got {type(r).__name__}")
     where = f"{r['device']} ({r['device_name']}" + (f", sm {r['capability']})" if r["capability"] else ")")
     tf32 = "TF32 on" if r["tf32_matmul"] else "TF32 off"
-    return f"{where}, {r['dtype']}, {tf32}, torch {r['torch']}, {r['threads']} threads"
+    return f"{where}, {r['dtype']}, {tf32}, torch {r['torch']}, {r['threads']} thread{'s' if r['threads'] != 1 else ''}"
 
 
 def sdpa_backends(device=None, dtype: torch.dtype = torch.float32, d_head: int = 64) -> list:
