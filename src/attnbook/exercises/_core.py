@@ -156,7 +156,7 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
             return CheckResult(str(answer), FAILED, 0.0, REGISTRY[str(answer)].points,
                                "the arguments are swapped: " + _usage(known, str(answer)))
         return CheckResult("?", FAILED, 0.0, 0.0, f"the first argument is {describe(exercise_id)}; " + _usage(known))
-    exercise_id = str(exercise_id).strip()
+    exercise_id = str(exercise_id).strip().removeprefix("Exercise ").strip()
     ex = REGISTRY.get(exercise_id)
     if ex is None:
         return CheckResult(exercise_id, FAILED, 0.0, 0.0, f"there is no exercise {exercise_id!r}; known: {known}")
@@ -175,7 +175,8 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
         except NotAttempted as e:
             result = _result(ex, NOT_ATTEMPTED, str(e) or "your code still raises NotImplementedError: replace the stub")
         except Wrong as e:
-            text = e.message + (f" Hint: {e.hint}" if e.hint else "")
+            text = e.message + (("" if e.message.endswith((".", ":", "?", "!")) else ".") + f" Hint: {e.hint}"
+                                if e.hint else "")
             if ex.section:
                 text += f' (Re-read "{ex.section}".)'
             result = _result(ex, FAILED, text)
@@ -344,9 +345,10 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     for k, old in before.items():
         new = args[k] if isinstance(k, int) else kwargs[k]
         if new.shape != old.shape or not torch.equal(new.detach(), old):
-            name = f"argument {k + 1}" if isinstance(k, int) else f"`{k}`"
-            raise Wrong(f"{what} changed its input ({name}) in place{where}",
-                        "use out-of-place operations (x = x - m, not x -= m or x.sub_(m))")
+            name = f"`{_parameter_name(fn, k)}`" if isinstance(k, int) else f"`{k}`"
+            raise Wrong(f"{what} changed its input {name} in place{where}",
+                        "use out-of-place operations (y = a - b, not a -= b, a.sub_(b) or a[...] = ...), and "
+                        "leave the arguments as they came in")
     return out
 
 
@@ -481,6 +483,18 @@ class _seeded:
         return False
 
 
+def _parameter_name(fn, index: int) -> str:
+    """The name of positional parameter `index` of `fn` ("argument 2" when it cannot be found)."""
+    import inspect
+
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return params[index].name
+    except (TypeError, ValueError, IndexError):
+        return f"argument {index + 1}"
+
+
 def _unwrap(fn):
     """The function behind functools.partial / functools.wraps layers."""
     import functools
@@ -526,11 +540,38 @@ def _resolve(path: str):
     raise ValueError(f"cannot resolve forbidden name {path!r}")
 
 
+class _Raiser:
+    """Stands in for a forbidden function: calling it, or reaching through it (`.default` of an op), raises."""
+
+    def __init__(self, path: str, instead: str | None):
+        self._path, self._instead = path, instead
+
+    def __call__(self, *args, **kwargs):
+        raise _Forbidden(self._path, self._instead)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _Forbidden(self._path, self._instead)
+
+
+def _op_aliases(path: str) -> list[str]:
+    """The low-level routes to the same PyTorch operation: torch.X or torch.nn.functional.X also as
+    torch.ops.aten.X and torch._C._nn.X."""
+    parts = path.split(".")
+    if parts[0] != "torch" or len(parts) < 2 or parts[1] in ("ops", "_C") or parts[-1][:1].isupper():
+        return []
+    name = parts[-1]
+    return [f"torch.ops.aten.{name}", f"torch._C._nn.{name}", f"torch.ops.aten._{name}"]
+
+
 class _forbidding:
     """Make forbidden functions raise _Forbidden for the duration of a block (see `call`)."""
 
     def __init__(self, forbid: Iterable[str | tuple[str, str]], fn):
-        self.items = [(f, None) if isinstance(f, str) else tuple(f) for f in forbid]
+        items = [(f, None) if isinstance(f, str) else tuple(f) for f in forbid]
+        self.items = items + [(alias, instead) for path, instead in items for alias in _op_aliases(path)
+                              if alias not in {p for p, _ in items}]
         self.fn = fn
         self.undo: list[tuple[object, str, object, bool]] = []
 
@@ -550,10 +591,11 @@ class _forbidding:
             except (ValueError, AttributeError):  # not installed here, so the learner cannot call it either
                 continue
 
-            def raiser(*args, _path=path, _instead=instead, **kwargs):
-                raise _Forbidden(_path, _instead)
-
-            self._patch(owner, name, raiser)
+            raiser = _Raiser(path, instead)
+            try:
+                self._patch(owner, name, raiser)
+            except (AttributeError, TypeError):  # a read-only C attribute: nobody reaches it by accident
+                continue
             # The same object reached another way: a name imported into the notebook or another module.
             for namespace_owner in [*modules]:
                 for attr, value in list(vars(namespace_owner).items()):
@@ -665,8 +707,8 @@ def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on
     err = (got_d - exp_d).abs()
     idx = tuple(int(i) for i in (err == err.max()).nonzero()[0])
     raise Wrong(
-        f"{what} has the wrong values{where}: at index {list(idx)} expected {exp_d[idx].item():.4g}, "
-        f"got {got_d[idx].item():.4g} (max abs error {err.max().item():.2g})"
+        f"{what} has the wrong values{where}: at index {list(idx)} expected {_pair(exp_d[idx].item(), got_d[idx].item())}"
+        f" (max abs error {err.max().item():.2g})"
     )
 
 
@@ -754,6 +796,15 @@ def _entries(indices: list[list[int]]) -> str:
     if len(indices) == 1:
         return f"entry {indices[0]}"
     return "entries " + ", ".join(map(str, indices[:-1])) + f" and {indices[-1]}"
+
+
+def _pair(expected: float, got: float) -> str:
+    """'1.742, got 1.743': enough significant digits that the two numbers differ on screen."""
+    for digits in range(4, 17):
+        a, b = f"{expected:.{digits}g}", f"{got:.{digits}g}"
+        if a != b:
+            return f"{a}, got {b}"
+    return f"{expected:.17g}, got {got:.17g}"
 
 
 def describe(x) -> str:
