@@ -195,9 +195,12 @@ def test_benchmark_returns_a_sane_timing():
 
 
 def test_benchmark_eight_times_the_work_takes_longer():
-    one = benchmark(matmuls, 1, min_run_time=0.05).median_s
-    eight = benchmark(matmuls, 8, min_run_time=0.05).median_s
-    assert eight > 2 * one  # 8x the work; a wide margin for noisy shared machines
+    # Sleeps, not matmuls: their duration does not depend on how busy the CPU is, so the test is not flaky on a
+    # shared machine, and they still check that benchmark reports the time of one call.
+    one = benchmark(time.sleep, 0.002, min_run_time=0.05).median_s
+    eight = benchmark(time.sleep, 0.016, min_run_time=0.05).median_s
+    assert 0.002 <= one < 0.012 and 0.016 <= eight < 0.05
+    assert eight > 2 * one
 
 
 def test_benchmark_excludes_a_slow_first_call():
@@ -240,10 +243,11 @@ def test_timing_str_of_a_real_measurement_is_readable():
 
 def test_matmul_peak_is_a_positive_rate_consistent_with_a_direct_timing():
     n = 256
-    rate = matmul_peak("cpu", torch.float32, n=n)
+    # The best of three of each: another process sharing the CPU can only slow a measurement down.
+    rate = max(matmul_peak("cpu", torch.float32, n=n) for _ in range(3))
     assert math.isfinite(rate) and rate > 1e6  # any CPU of this century does more than a MFLOP/s
     a = torch.randn(n, n)
-    direct = 2 * n**3 / benchmark(torch.matmul, a, a, min_run_time=0.05).median_s
+    direct = max(2 * n**3 / benchmark(torch.matmul, a, a, min_run_time=0.05).median_s for _ in range(3))
     assert 0.1 < rate / direct < 10  # the same measurement, up to noise (wide: other processes may share the CPU)
 
 
