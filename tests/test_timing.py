@@ -248,7 +248,7 @@ def test_matmul_peak_is_a_positive_rate_consistent_with_a_direct_timing():
     assert math.isfinite(rate) and rate > 1e6  # any CPU of this century does more than a MFLOP/s
     a = torch.randn(n, n)
     direct = max(2 * n**3 / benchmark(torch.matmul, a, a, min_run_time=0.05).median_s for _ in range(3))
-    assert 0.1 < rate / direct < 10  # the same measurement, up to noise (wide: other processes may share the CPU)
+    assert 0.01 < rate / direct < 100  # the same measurement; wide, since 2-thread kernels on a shared CPU can stall
 
 
 # ----------------------------------------------------------------------------------------------------------
