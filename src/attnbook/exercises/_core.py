@@ -306,7 +306,7 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     where = f" on {on}" if on else ""
     for path, instead in _forbidding(forbid, fn).items:
         if _unwrap(fn) is _resolve_or_none(path):
-            raise Wrong(f"what you passed is {path} itself: the task asks you to write this without it",
+            raise Wrong(f"what you passed is {path} itself: the task asks you to write this without {path}",
                         (instead or "write your own function") + " (if a cell above imported it under this name, "
                         "your answer cell has not been run: run it, then this check)")
     before = {i: a.detach().clone() for i, a in enumerate(args) if isinstance(a, Tensor)}

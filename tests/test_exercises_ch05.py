@@ -1,0 +1,512 @@
+"""Chapter 5 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint; what the
+tasks forbid is refused. Every wrong answer here is written out by hand, independently of the checker code."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnbook import positional
+from attnbook.exercises import check
+
+# ---------------------------------------------------------------------------------------------------------
+# 5.1 the sinusoidal table
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_5_1_reference_passes(solutions):
+    result = check("5.1", solutions(5)["sinusoidal_table"])
+    assert result.passed, result.message
+
+
+def test_5_1_a_loop_version_in_numpy_passes():
+    def sinusoidal_table(max_len, d_model):
+        pe = np.zeros((max_len, d_model))
+        for pos in range(max_len):
+            for i in range(d_model // 2):
+                pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
+                pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
+        return torch.from_numpy(pe).float()
+
+    result = check("5.1", sinusoidal_table)
+    assert result.passed, result.message
+
+
+def test_5_1_the_annotated_transformer_recipe_passes():
+    def sinusoidal_table(max_len, d_model):  # exp(-log(10000) 2i/d) instead of a power, as many tutorials write it
+        position = torch.arange(0, max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, d_model)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        return pe
+
+    result = check("5.1", sinusoidal_table)
+    assert result.passed, result.message
+
+
+def test_5_1_not_attempted():
+    def sinusoidal_table(max_len, d_model):
+        raise NotImplementedError("replace this line with your code")
+
+    assert check("5.1", sinusoidal_table).status == "not attempted"
+
+
+def make_table(*, layout="interleaved", swap=False, exponent="2i/d", start=0, divide=True, degrees=False,
+               dtype=torch.float32, transpose=False):
+    """A sinusoidal_table with one deliberate mistake, written with explicit loops (the defaults are correct)."""
+
+    def sinusoidal_table(max_len, d_model):
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        for pos in range(start, start + max_len):
+            for j in range(d_model):
+                i = j // 2
+                power = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "j/d": j / d_model}[exponent]
+                angle = pos / 10000 ** power if divide else pos * 10000 ** power
+                if degrees:
+                    angle = math.radians(angle)
+                use_sin = (j % 2 == 0) != swap
+                value = math.sin(angle) if use_sin else math.cos(angle)
+                column = j if layout == "interleaved" else (i if j % 2 == 0 else d_model // 2 + i)
+                pe[pos - start, column] = value
+        pe = pe.to(dtype)
+        return pe.T if transpose else pe
+
+    return sinusoidal_table
+
+
+def test_5_1_a_correct_loop_variant_passes():
+    assert check("5.1", make_table()).passed
+
+
+@pytest.mark.parametrize(
+    "kwargs, hint",
+    [
+        ({"layout": "halves"}, "interleaved layout"),
+        ({"swap": True}, "sin and cos are swapped"),
+        ({"exponent": "i/d"}, "you used i/d_model"),
+        ({"exponent": "j/d"}, "column index j"),
+        ({"divide": False}, "divide by it"),
+        ({"start": 1}, "positions start at 0"),
+        ({"degrees": True}, "in radians"),
+        ({"dtype": torch.float64}, "expected torch.float32"),
+        ({"transpose": True}, "transposed"),
+    ],
+    ids=lambda x: str(x) if isinstance(x, dict) else "",
+)
+def test_5_1_wrong_answers_get_hints(kwargs, hint):
+    result = check("5.1", make_table(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+    assert '(Re-read "The formula".)' in result.message
+
+
+def test_5_1_sines_everywhere_and_a_half_table_get_hints():
+    def all_sines(max_len, d_model):
+        pos = torch.arange(max_len).float()[:, None]
+        freqs = 10000 ** (-(torch.arange(d_model) // 2 * 2).float() / d_model)
+        return torch.sin(pos * freqs)
+
+    def only_sines(max_len, d_model):
+        pos = torch.arange(max_len).float()[:, None]
+        return torch.sin(pos / 10000 ** (torch.arange(0, d_model, 2).float() / d_model))
+
+    assert "odd columns (2i+1) hold cos" in check("5.1", all_sines).message
+    result = check("5.1", only_sines)
+    assert not result.passed and "return all d_model columns" in result.message, result.message
+
+
+def test_5_1_library_is_refused():
+    def wrapped(max_len, d_model):
+        from attnbook.positional import sinusoidal_table as library
+
+        return library(max_len, d_model)
+
+    def through_the_module(max_len, d_model):
+        module = positional.SinusoidalPositionalEncoding(d_model, max_len=max_len)
+        return module(torch.zeros(max_len, d_model))
+
+    for answer in (wrapped, through_the_module, positional.sinusoidal_table):
+        result = check("5.1", answer)
+        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
+            result.message
+
+
+def test_5_1_error_in_learner_code_gets_a_hint():
+    def sinusoidal_table(max_len, d_model):  # math.sin on a tensor of positions
+        return torch.tensor([[math.sin(torch.arange(max_len))] * d_model])
+
+    result = check("5.1", sinusoidal_table)
+    assert not result.passed and "Hint:" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5.2 how far from permutation-equivariant
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_5_2_reference_passes(solutions):
+    result = check("5.2", solutions(5)["max_equivariance_error"])
+    assert result.passed, result.message
+
+
+def test_5_2_a_zero_dim_tensor_and_a_numpy_float_are_accepted():
+    def as_tensor(f, x, perm):
+        return torch.amax(torch.abs(f(x.index_select(1, perm)) - f(x).index_select(1, perm)))
+
+    def as_numpy(f, x, perm):
+        diff = f(x[:, perm]).numpy() - f(x).numpy()[:, perm.numpy()]
+        return np.abs(diff).max()
+
+    for answer in (as_tensor, as_numpy):
+        result = check("5.2", answer)
+        assert result.passed, result.message
+
+
+def test_5_2_not_attempted():
+    def max_equivariance_error(f, x, perm):
+        raise NotImplementedError
+
+    assert check("5.2", max_equivariance_error).status == "not attempted"
+
+
+def batch_axis(f, x, perm):
+    return (f(x[perm]) - f(x)[perm]).abs().max().item()
+
+
+def feature_axis(f, x, perm):
+    return (f(x[:, :, perm]) - f(x)[:, :, perm]).abs().max().item()
+
+
+def inverse_on_output(f, x, perm):
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(len(perm))
+    return (f(x[:, perm]) - f(x)[:, inverse]).abs().max().item()
+
+
+def output_not_permuted(f, x, perm):
+    return (f(x[:, perm]) - f(x)).abs().max().item()
+
+
+def mean_not_max(f, x, perm):
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().mean().item()
+
+
+def signed_max(f, x, perm):
+    return (f(x)[:, perm] - f(x[:, perm])).max().item()
+
+
+def whole_tensor(f, x, perm):
+    return (f(x[:, perm]) - f(x)[:, perm]).abs()
+
+
+def always_zero(f, x, perm):
+    f(x)
+    return 0.0
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (batch_axis, "Permuting the batch axis (dim 0)"),
+        (feature_axis, "you permuted the feature axis"),
+        (inverse_on_output, "inverse permutation"),
+        (output_not_permuted, "compare with the permuted output"),
+        (mean_not_max, "the mean of the absolute differences"),
+        (signed_max, "take the absolute value first"),
+        (whole_tensor, "reduce the differences to one number"),
+        (always_zero, "this f is not equivariant"),
+    ],
+    ids=lambda a: getattr(a, "__name__", ""),
+)
+def test_5_2_wrong_answers_get_hints(answer, hint):
+    result = check("5.2", answer)
+    assert not result.passed, answer.__name__
+    assert hint in result.message, result.message
+    assert '(Re-read "Attention does not know the order".)' in result.message
+
+
+def test_5_2_the_exact_case_says_what_was_expected():
+    def off_by_a_factor(f, x, perm):
+        return 2 * (f(x[:, perm]) - f(x)[:, perm]).abs().max().item()
+
+    result = check("5.2", off_by_a_factor)
+    assert not result.passed
+    # f(x) = x + P with P[i, j] = i (j + 1), n = d = 4, perm [3, 0, 1, 2]: the difference is (i - perm[i]) (j + 1),
+    # largest for i = 0 (|0 - 3| = 3) and j = 3 (j + 1 = 4): 12
+    assert "returned 24 for f(x) = x + P" in result.message and "expected 12" in result.message, result.message
+
+
+def test_5_2_changing_x_in_place_is_reported():
+    def max_equivariance_error(f, x, perm):
+        a = f(x[:, perm])
+        x.mul_(1.0).add_(1.0)
+        return (a - f(x - 1.0)[:, perm]).abs().max().item()
+
+    result = check("5.2", max_equivariance_error)
+    assert not result.passed and "in place" in result.message, result.message
+
+
+def test_5_2_max_with_dim_returns_a_pair():
+    def max_equivariance_error(f, x, perm):
+        return (f(x[:, perm]) - f(x)[:, perm]).abs().flatten().max(dim=0)
+
+    result = check("5.2", max_equivariance_error)
+    assert not result.passed and "(values, indices) pair" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5.3 RoPE
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_5_3_reference_passes(solutions):
+    result = check("5.3", solutions(5)["apply_rope"])
+    assert result.passed, result.message
+
+
+def test_5_3_a_complex_number_version_passes():
+    def apply_rope(x, positions):  # pair (x_i, x_{i+d/2}) as the complex number x_i + i x_{i+d/2}
+        d = x.size(-1)
+        z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double())
+        theta = torch.tensor([10000.0 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
+        angle = positions.double()[:, None] * theta
+        z = z * torch.polar(torch.ones_like(angle), angle)
+        return torch.cat((z.real, z.imag), dim=-1).to(x.dtype)
+
+    result = check("5.3", apply_rope)
+    assert result.passed, result.message
+
+
+def test_5_3_not_attempted():
+    def apply_rope(x, positions):
+        raise NotImplementedError
+
+    assert check("5.3", apply_rope).status == "not attempted"
+
+
+def make_rope(*, pairing="half", sign=1, power="2i/d", offset=0, ignore_positions=False, freqs="cat",
+              keep_dtype=True):
+    """An apply_rope with one deliberate mistake, written by rotating pairs in a loop (the defaults are correct)."""
+
+    def apply_rope(x, positions):
+        d, seq = x.size(-1), x.size(-2)
+        pos = torch.arange(seq) if ignore_positions else positions + offset
+        out = x.double().clone()
+        for i in range(d // 2):
+            theta = 10000.0 ** (-(2 * i if power == "2i/d" else i) / d)
+            angle = sign * pos.double() * theta  # (seq,)
+            if freqs == "repeat":  # cos/sin laid out as [f0, f0, f1, f1, ...] but combined with rotate-half
+                a_col, b_col = i, i + d // 2
+                ca, sa = torch.cos(pos.double() * 10000.0 ** (-2 * (a_col // 2) / d)), \
+                    torch.sin(pos.double() * 10000.0 ** (-2 * (a_col // 2) / d))
+                cb, sb = torch.cos(pos.double() * 10000.0 ** (-2 * (b_col // 2) / d)), \
+                    torch.sin(pos.double() * 10000.0 ** (-2 * (b_col // 2) / d))
+                xa, xb = x[..., a_col].double(), x[..., b_col].double()
+                out[..., a_col] = xa * ca - xb * sa
+                out[..., b_col] = xb * cb + xa * sb
+                continue
+            a, b = (i, i + d // 2) if pairing == "half" else (2 * i, 2 * i + 1)
+            xa, xb = x[..., a].double(), x[..., b].double()
+            out[..., a] = xa * torch.cos(angle) - xb * torch.sin(angle)
+            out[..., b] = xa * torch.sin(angle) + xb * torch.cos(angle)
+        return out.to(x.dtype) if keep_dtype else out.float()
+
+    return apply_rope
+
+
+def test_5_3_a_correct_loop_variant_passes():
+    result = check("5.3", make_rope())
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(
+    "kwargs, hint",
+    [
+        ({"pairing": "adjacent"}, "GPT-J"),
+        ({"sign": -1}, "you rotated by -angle"),
+        ({"power": "i/d"}, "you used 10000^(-i/d)"),
+        ({"offset": 1}, "use the positions as given"),
+        ({"ignore_positions": True}, "you ignored the positions argument"),
+        ({"freqs": "repeat"}, "repeat_interleave"),
+        ({"keep_dtype": False}, "expected torch.float64 like x"),
+    ],
+    ids=lambda x: str(x) if isinstance(x, dict) else "",
+)
+def test_5_3_wrong_answers_get_hints(kwargs, hint):
+    result = check("5.3", make_rope(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+    assert '(Re-read "Rotary position embedding (RoPE)".)' in result.message
+
+
+def test_5_3_freqs_not_concatenated_gets_the_cat_hint():
+    def apply_rope(x, positions):
+        d = x.size(-1)
+        freqs = positions[:, None].float() / 10000 ** (torch.arange(0, d, 2).float() / d)  # (seq, d/2)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * freqs.cos() + torch.cat((-x2, x1), dim=-1) * freqs.sin()  # (.., d) * (seq, d/2): fails
+
+    result = check("5.3", apply_rope)
+    assert not result.passed and "torch.cat((freqs, freqs), dim=-1)" in result.message, result.message
+
+
+def test_5_3_rotate_half_without_the_minus_gets_a_hint():
+    def apply_rope(x, positions):
+        d = x.size(-1)
+        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        x1, x2 = x.chunk(2, dim=-1)
+        return (x * emb.cos() + torch.cat((x2, x1), dim=-1) * emb.sin()).to(x.dtype)
+
+    result = check("5.3", apply_rope)
+    assert not result.passed and "you left the minus out" in result.message, result.message
+
+
+def test_5_3_library_is_refused():
+    def wrapped(x, positions):
+        from attnbook.positional import apply_rope as library
+
+        return library(x, positions)
+
+    def own_cos_library_rotate_half(x, positions):
+        d = x.size(-1)
+        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (x * emb.cos() + positional.rotate_half(x) * emb.sin()).to(x.dtype)
+
+    for answer in (wrapped, own_cos_library_rotate_half, positional.apply_rope):
+        result = check("5.3", answer)
+        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
+            result.message
+
+
+def test_5_3_hugging_face_is_refused():
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+
+    def apply_rope(x, positions):
+        d = x.size(-1)
+        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (x * emb.cos() + llama.rotate_half(x) * emb.sin()).to(x.dtype)
+
+    result = check("5.3", apply_rope)
+    assert not result.passed and "without transformers.models.llama.modeling_llama.rotate_half" in result.message, \
+        result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5.4 the shift matrix
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_5_4_reference_passes(solutions):
+    result = check("5.4", solutions(5)["pe_shift_matrix"])
+    assert result.passed, result.message
+
+
+def test_5_4_nested_lists_and_float64_are_accepted():
+    def as_lists(k, omega):
+        angle = omega * k
+        return [[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]]
+
+    def by_matrix_exponential(k, omega):  # exp(omega k J) with J the generator of the rotation
+        J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+        return torch.linalg.matrix_exp(omega * k * J)
+
+    for answer in (as_lists, by_matrix_exponential):
+        result = check("5.4", answer)
+        assert result.passed, result.message
+
+
+def test_5_4_not_attempted():
+    def pe_shift_matrix(k, omega):
+        raise NotImplementedError
+
+    assert check("5.4", pe_shift_matrix).status == "not attempted"
+
+
+def transposed(k, omega):
+    return torch.tensor([[math.cos(omega * k), -math.sin(omega * k)], [math.sin(omega * k), math.cos(omega * k)]])
+
+
+def k_not_omega_k(k, omega):
+    return torch.tensor([[math.cos(k), math.sin(k)], [-math.sin(k), math.cos(k)]])
+
+
+def rows_swapped(k, omega):
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[-s, c], [c, s]])
+
+
+def columns_swapped(k, omega):
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[s, c], [c, -s]])
+
+
+def cos_sin_swapped(k, omega):
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[s, c], [-c, s]])
+
+
+def identity(k, omega):
+    return torch.eye(2)
+
+
+def omega_only(k, omega):
+    return torch.tensor([[math.cos(omega), math.sin(omega)], [-math.sin(omega), math.cos(omega)]])
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (transposed, "inverse rotation"),
+        (k_not_omega_k, "you used k alone"),
+        (omega_only, "you used omega alone"),
+        (rows_swapped, "your rows are swapped"),
+        (columns_swapped, "your columns are swapped"),
+        (cos_sin_swapped, "you swapped cos and sin"),
+        (identity, "that is the identity"),
+    ],
+    ids=lambda a: getattr(a, "__name__", ""),
+)
+def test_5_4_wrong_answers_get_hints(answer, hint):
+    result = check("5.4", answer)
+    assert not result.passed, answer.__name__
+    assert hint in result.message, result.message
+    assert '(Re-read "Moving by k positions is a rotation".)' in result.message
+
+
+def test_5_4_messages_never_give_the_numbers_away():
+    def nearly(k, omega):
+        return torch.tensor([[math.cos(omega * k), 0.5], [-math.sin(omega * k), math.cos(omega * k)]])
+
+    result = check("5.4", nearly)
+    assert not result.passed and "entry [0, 1] is wrong" in result.message, result.message
+    assert f"{math.sin(1.5):.3f}" not in result.message and f"{math.sin(1.5):.2f}" not in result.message
+
+
+def test_5_4_torch_cos_on_a_float_and_a_missing_return_get_hints():
+    def torch_cos(k, omega):
+        return torch.tensor([[torch.cos(omega * k), torch.sin(omega * k)], [0.0, 0.0]])
+
+    def no_return(k, omega):
+        torch.tensor([[math.cos(omega * k), math.sin(omega * k)], [-math.sin(omega * k), math.cos(omega * k)]])
+
+    assert "math.cos and math.sin" in check("5.4", torch_cos).message
+    assert "forget the `return`" in check("5.4", no_return).message
+
+
+def test_5_4_library_is_refused():
+    def wrapped(k, omega):
+        from attnbook.positional import shift_matrix
+
+        return shift_matrix(k, omega)
+
+    def from_the_operator(k, omega):  # d_model = 2 has the single frequency 1; scale k to get omega * k
+        return positional.shift_operator(omega * k, 2)
+
+    for answer in (wrapped, from_the_operator, positional.shift_matrix):
+        result = check("5.4", answer)
+        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
+            result.message
