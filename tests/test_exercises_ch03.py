@@ -1,12 +1,21 @@
 """Chapter 3 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+import ast
+import functools
 import math
+import warnings
 
+import nbformat
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from attnbook import multihead
+from attnbook.attention import tiled_attention
 from attnbook.exercises import check
+from attnbook.models import params
+
+from conftest import chapter_path
 
 # ---------------------------------------------------------------------------------------------------------
 # 3.1 split_heads
@@ -136,6 +145,46 @@ def test_3_1_hard_coded_sizes_fail():
 
     result = check("3.1", split_heads)
     assert not result.passed and "a batch of 1: x of shape (1, 4, 6)" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [multihead.split_heads, functools.partial(multihead.split_heads)],
+                         ids=["itself", "partial"])
+def test_3_1_package_split_heads_passed_as_the_answer_is_refused(answer):
+    """What a learner gets who runs the chapter's cells but not the answer cell, or wraps the package's function."""
+    result = check("3.1", answer)
+    assert not result.passed and "is attnbook.multihead.split_heads itself" in result.message, result.message
+
+
+def test_3_1_swapped_arguments_are_named():
+    def split_heads(n_heads, x):
+        B, n, d = x.shape
+        return x.view(B, n, n_heads, d // n_heads).transpose(1, 2)
+
+    result = check("3.1", split_heads)
+    assert not result.passed
+    assert "'int' object has no attribute 'shape'" in result.message, result.message
+    assert "the check calls split_heads(x, n_heads), the tensor first" in result.message, result.message
+
+
+def _names_loaded(source: str) -> set[str]:
+    return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+
+
+def test_chapter_cells_do_not_use_the_names_the_exercise_stubs_replace():
+    """The chapter calls multihead.split_heads / multihead.merge_heads, so that re-running its cells after the
+    exercise stubs (def split_heads: raise NotImplementedError) have run still works; and it does not import the
+    bare names, which would let a learner who skips the answer cell check the package's function."""
+    nb = nbformat.read(chapter_path(3), as_version=4)
+    exercises = next(i for i, c in enumerate(nb.cells)
+                     if c.cell_type == "markdown" and c.source.startswith("## Exercises"))
+    for i, cell in enumerate(nb.cells[:exercises]):
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line[:len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+                           else line for line in cell.source.splitlines())  # IPython magics: not Python
+        assert not {"split_heads", "merge_heads"} & _names_loaded(source), (i, cell.source)
+    assert any("multihead.split_heads(" in c.source for c in nb.cells[:exercises])
+    assert any("multihead.merge_heads(" in c.source for c in nb.cells[:exercises])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -341,6 +390,114 @@ def test_3_2_library_attention_is_refused(answer, name):
     assert not result.passed and f"without {name}" in result.message, result.message
 
 
+def _attention_answer(attention):
+    """A right multi-head forward whose attention step is `attention(q, k, v)` (a shortcut under test)."""
+
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        q, k, v = (multihead.split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+        return multihead.merge_heads(attention(q, k, v)) @ W_o
+
+    return multi_head_forward
+
+
+_SDPA_OVERLOAD = torch.ops.aten.scaled_dot_product_attention.default  # an aten overload held under a name of its own
+
+
+def _flex_attention(q, k, v):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention(q, k, v)
+
+
+def _triton_attention(q, k, v):
+    from attnbook.kernels.triton_attention import triton_attention
+
+    return triton_attention(q, k, v)
+
+
+@pytest.mark.parametrize("attention, name", [
+    (lambda q, k, v: torch.ops.aten.scaled_dot_product_attention(q, k, v),
+     "torch.ops.aten.scaled_dot_product_attention"),
+    (lambda q, k, v: _SDPA_OVERLOAD(q, k, v), "torch.ops.aten.scaled_dot_product_attention.default"),
+    (lambda q, k, v: torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0],
+     "torch.ops.aten._scaled_dot_product_attention_math"),
+    (lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)[0],
+     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"),
+    (_flex_attention, "torch.nn.attention.flex_attention.flex_attention"),
+    (_triton_attention, "attnbook.kernels.triton_attention.triton_attention"),
+    (lambda q, k, v: tiled_attention(q, k, v), "attnbook.attention.tiled_attention"),
+], ids=["aten-sdpa", "aten-overload-held", "aten-math", "aten-flash-cpu", "flex", "triton", "tiled"])
+def test_3_2_other_attention_routes_are_refused(attention, name):
+    answer = _attention_answer(attention)
+    if name != "attnbook.kernels.triton_attention.triton_attention":  # Triton needs a GPU or its interpreter
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # flex_attention warns that it runs without torch.compile
+            assert answer(*_small_case()).shape == (2, 5, 12)  # the shortcut itself works outside the check ...
+    result = check("3.2", answer)  # ... but the check refuses it
+    assert not result.passed and f"called {name} on x of shape" in result.message, result.message
+
+
+@pytest.mark.parametrize("attention, name", [
+    (lambda q, k, v: torch.ops.aten.scaled_dot_product_attention.default(q, k, v),
+     "torch.ops.aten.scaled_dot_product_attention"),
+    (lambda q, k, v: torch.ops.aten._scaled_dot_product_attention_math.default(q, k, v)[0],
+     "torch.ops.aten._scaled_dot_product_attention_math"),
+    (lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)[0],
+     "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"),
+], ids=["sdpa", "math", "flash-cpu"])
+def test_3_2_aten_overloads_reached_through_torch_ops_are_refused(attention, name):
+    assert attention(*(torch.randn(1, 2, 3, 4),) * 3).shape == (1, 2, 3, 4)  # works outside the check
+    result = check("3.2", _attention_answer(attention))
+    assert not result.passed and f"called {name} on x of shape" in result.message, result.message
+
+
+def _native_mha(op):
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        d = x.size(-1)
+        zeros = torch.zeros(3 * d, dtype=x.dtype)
+        out, _ = op(x, x, x, d, n_heads, torch.cat([W_q.T, W_k.T, W_v.T]), zeros, W_o.T, zeros[:d],
+                    need_weights=False)
+        return out
+
+    return multi_head_forward
+
+
+def _via_encoder_layer(x, W_q, W_k, W_v, W_o, n_heads):
+    layer = nn.TransformerEncoderLayer(x.size(-1), n_heads, bias=False, batch_first=True).to(x.dtype)
+    with torch.no_grad():
+        layer.self_attn.in_proj_weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
+        layer.self_attn.out_proj.weight.copy_(W_o.T)
+    return layer.self_attn(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("answer, name", [
+    (_native_mha(lambda *a, **k: torch._native_multi_head_attention(*a, **k)), "torch._native_multi_head_attention"),
+    (_native_mha(lambda *a, **k: torch.ops.aten._native_multi_head_attention(*a, **k)),
+     "torch.ops.aten._native_multi_head_attention"),
+    (_via_encoder_layer, "torch.nn.TransformerEncoderLayer"),
+], ids=["native-mha", "aten-native-mha", "encoder-layer"])
+def test_3_2_fused_multi_head_attention_is_refused(answer, name):
+    assert answer(*_small_case()).shape == (2, 5, 12)  # the shortcut itself works outside the check ...
+    result = check("3.2", answer)  # ... but the check refuses it
+    assert not result.passed and f"called {name} on x of shape" in result.message, result.message
+
+
+@pytest.mark.parametrize("cast, got", [(torch.Tensor.float, "torch.float32"), (torch.Tensor.double, "torch.float64")],
+                         ids=["float32", "float64"])
+def test_3_2_result_in_another_dtype_is_rejected(cast, got):
+    """float32 results for float64 inputs agree to 1e-5, so only the dtype check catches them."""
+
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        x, W_q, W_k, W_v, W_o = (cast(t) for t in (x, W_q, W_k, W_v, W_o))
+        q, k, v = (multihead.split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+        return multihead.merge_heads(weights @ v) @ W_o
+
+    result = check("3.2", multi_head_forward)
+    assert not result.passed and f"has dtype {got}" in result.message, result.message
+    assert "return the dtype of x" in result.message, result.message
+
+
 def _small_case():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 5, 12, generator=g, dtype=torch.float64)
@@ -367,14 +524,41 @@ def test_3_3_reference_equals_the_parameters_of_nn_multihead_attention(solutions
 
 
 @pytest.mark.parametrize("answer", [
-    lambda d_model, n_heads, bias=True: 4.0 * d_model**2 + (4.0 * d_model if bias else 0.0),
     lambda d_model, n_heads, bias=True: np.int64(4 * d_model * (d_model + bias)),
-    lambda d_model, n_heads, bias=True: torch.tensor(4 * d_model * d_model + 4 * d_model * int(bias)),
+    lambda d_model, n_heads, bias=True: np.int32(4) * d_model * (d_model + int(bias)),
     lambda d_model, n_heads, bias=True: n_heads * 4 * (d_model // n_heads) * (d_model + bias),
-], ids=["float", "numpy", "tensor", "per-head"])
+    lambda d_model, n_heads, bias=True: int(4.0 * d_model**2 + (4.0 * d_model if bias else 0.0)),
+], ids=["numpy-int64", "numpy-int32", "per-head", "int-of-float"])
 def test_3_3_other_right_answers_pass(answer):
     result = check("3.3", answer)
     assert result.passed, result.message
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (lambda d_model, n_heads, bias=True: 4.0 * d_model**2 + (4.0 * d_model if bias else 0.0), "1050624.0 is a float"),
+    (lambda d_model, n_heads, bias=True: 4 * math.pow(d_model, 2) + 4 * d_model * bias, "1050624.0 is a float"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model * d_model / 1 + 4 * d_model * bias, "1050624.0 is a float"),
+    (lambda d_model, n_heads, bias=True: np.float64(4 * d_model * (d_model + bias)), "1050624.0 is a float"),
+    (lambda d_model, n_heads, bias=True: torch.tensor(4 * d_model * d_model + 4 * d_model * int(bias)),
+     "returned a tensor"),
+    (lambda d_model, n_heads, bias=True: torch.tensor([4 * d_model * d_model, 4 * d_model * int(bias)]).sum(),
+     "returned a tensor"),
+    (lambda d_model, n_heads, bias=True: np.array(4 * d_model * (d_model + bias)), "returned a NumPy array"),
+], ids=["float", "math.pow", "true-division", "numpy-float", "tensor", "tensor-sum", "numpy-array"])
+def test_3_3_right_value_of_the_wrong_type_is_rejected_with_an_int_message(answer, hint):
+    """The task asks for an int: a float or a tensor with the right value is refused, and the message says why."""
+    result = check("3.3", answer)
+    assert not result.passed and hint in result.message, result.message
+    assert "return an int" in result.message and "d_model=512, n_heads=8" in result.message, result.message
+    if "float" in hint:
+        assert "integer arithmetic" in result.message and "math.pow" in result.message, result.message
+
+
+def test_3_3_task_text_says_what_the_check_accepts():
+    nb = nbformat.read(chapter_path(3), as_version=4)
+    (task,) = [c.source for c in nb.cells if c.cell_type == "markdown" and ":label: ex-3-3" in c.source]
+    assert "Return an `int` (a NumPy integer is fine too), not a float or a tensor" in task
+    assert "`attnbook.models.params`" in task and "`nn.TransformerEncoderLayer`" in task
 
 
 def test_3_3_not_attempted():
@@ -398,11 +582,12 @@ def test_3_3_not_attempted():
     (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 3 * d_model * bias, "W_O has a bias too"),
     (lambda d_model, n_heads, bias=False: 4 * d_model**2 + 4 * d_model * bias, "(bias left at its default, True)"),
     (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4.5, "not a whole number"),
+    (lambda n_heads, d_model, bias=True: 4 * d_model**2 + 4 * d_model * bias, "d_model and n_heads swapped"),
     (lambda d_model, n_heads, bias=True: str(4 * d_model**2 + 4 * d_model), "expected an int"),
     (lambda d_model, n_heads, bias=True: [4 * d_model**2, 4 * d_model], "expected an int"),
     (lambda d_model, n_heads, bias=True: None, "return"),
 ], ids=["no-W_O", "no-bias", "bias-always", "one-bias", "bias-per-head", "times-heads", "one-head", "d_head-squared",
-        "three-biases", "default-false", "fraction", "string", "list", "none"])
+        "three-biases", "default-false", "fraction", "swapped", "string", "list", "none"])
 def test_3_3_wrong_answers_get_hints(fn, hint):
     result = check("3.3", fn)
     assert not result.passed
@@ -434,6 +619,62 @@ def _count_with_package_formula(d_model, n_heads, bias=True):
     from attnbook.models.params import mha_param_count
 
     return mha_param_count(d_model, n_heads, bias=bias)
+
+
+def _count_with_package_linear_helper(d_model, n_heads, bias=True):
+    from attnbook.models.params import _linear
+
+    return 4 * _linear(d_model, d_model, bias)
+
+
+def _count_with_package_block_formula(d_model, n_heads, bias=True):
+    d_ff = 4 * d_model
+    block = params.encoder_block_param_count(d_model, n_heads, d_ff)
+    return block - params.ffn_param_count(d_model, d_ff) - 2 * params.layer_norm_param_count(d_model)
+
+
+def _count_with_encoder_layer_on_meta(d_model, n_heads, bias=True):
+    layer = nn.TransformerEncoderLayer(d_model, n_heads, bias=bias, device="meta")  # no memory for the weights
+    return sum(p.numel() for p in layer.self_attn.parameters())
+
+
+def _count_with_decoder_layer(d_model, n_heads, bias=True):
+    layer = torch.nn.modules.transformer.TransformerDecoderLayer(d_model, n_heads, bias=bias, device="meta")
+    return sum(p.numel() for p in layer.self_attn.parameters())
+
+
+def _count_with_transformer(d_model, n_heads, bias=True):
+    model = nn.Transformer(d_model, n_heads, 1, 1, bias=bias, batch_first=True, device="meta")
+    return sum(p.numel() for p in model.encoder.layers[0].self_attn.parameters())
+
+
+def _count_with_package_block(d_model, n_heads, bias=True):
+    from attnbook.layers import EncoderBlock
+
+    return sum(p.numel() for p in EncoderBlock(d_model, n_heads, 4, bias=bias).self_attn.parameters())
+
+
+@pytest.mark.parametrize("answer, name", [
+    (_count_with_package_linear_helper, "attnbook.models.params._linear"),
+    (_count_with_package_block_formula, "attnbook.models.params.encoder_block_param_count"),
+    (_count_with_encoder_layer_on_meta, "torch.nn.TransformerEncoderLayer"),
+    (_count_with_decoder_layer, "torch.nn.modules.transformer.TransformerDecoderLayer"),
+    (_count_with_transformer, "torch.nn.Transformer"),
+    (_count_with_package_block, "attnbook.layers.EncoderBlock"),
+], ids=["linear-helper", "block-formula", "encoder-layer-meta", "decoder-layer", "transformer",
+        "package-block"])
+def test_3_3_other_counting_routes_are_refused(answer, name):
+    assert answer(8, 2) == 4 * 64 + 4 * 8  # each route gives the right count outside the check ...
+    result = check("3.3", answer)  # ... but the check refuses it
+    assert not result.passed and f"called {name} on d_model=512" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [
+    params.mha_param_count, functools.partial(params.mha_param_count, n_kv_heads=None),
+], ids=["itself", "partial"])
+def test_3_3_package_formula_passed_as_the_answer_is_refused(answer):
+    result = check("3.3", answer)
+    assert not result.passed and "is attnbook.models.params.mha_param_count itself" in result.message, result.message
 
 
 @pytest.mark.parametrize("answer, name", [
@@ -515,3 +756,47 @@ def test_3_4_library_merge_heads_is_refused():
 
     result = check("3.4", merge_heads)
     assert not result.passed and "without attnbook.multihead.merge_heads" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [multihead.merge_heads, functools.partial(multihead.merge_heads)],
+                         ids=["itself", "partial"])
+def test_3_4_package_merge_heads_passed_as_the_answer_is_refused(answer):
+    result = check("3.4", answer)
+    assert not result.passed and "is attnbook.multihead.merge_heads itself" in result.message, result.message
+
+
+def test_3_4_check_feeds_a_non_contiguous_input():
+    seen = []
+
+    def merge_heads(x):
+        seen.append((tuple(x.shape), x.is_contiguous()))
+        return x.transpose(1, 2).reshape(x.size(0), x.size(2), -1)
+
+    assert check("3.4", merge_heads).passed
+    assert any(not contiguous for _, contiguous in seen), seen
+    assert any(contiguous for _, contiguous in seen), seen
+
+
+def merge_via_flat_view(x):
+    """Right on contiguous inputs: gathers the numbers from x.view(-1), which needs x contiguous in memory."""
+    B, h, n, dh = x.shape
+    order = torch.arange(B * h * n * dh).view(B, h, n, dh).transpose(1, 2).reshape(-1)  # memory positions
+    return x.view(-1)[order].view(B, n, h * dh)
+
+
+def merge_via_as_strided(x):
+    """Right on contiguous inputs: reads the memory with the strides of a contiguous (B, h, n, d_head) tensor."""
+    B, h, n, dh = x.shape
+    return x.as_strided((B, n, h, dh), (h * n * dh, dh, n * dh, 1)).reshape(B, n, h * dh)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (merge_via_flat_view, "use .reshape()"),
+    (merge_via_as_strided, "right on the contiguous inputs but not on this one"),
+], ids=["flat-view", "as-strided"])
+def test_3_4_merge_that_assumes_contiguous_memory_fails_on_the_split_input(fn, hint):
+    x = torch.randn(2, 3, 5, 4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(fn(x), torch.cat(x.unbind(dim=1), dim=-1))  # right on a contiguous input
+    result = check("3.4", fn)
+    assert not result.passed and hint in result.message, result.message
+    assert "not contiguous in memory" in result.message, result.message  # the input it failed on

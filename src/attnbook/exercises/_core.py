@@ -313,7 +313,7 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
     start = time.perf_counter()
     try:
-        with _time_limit(time_limit_s), _seeded(seed), _forbidding(forbid, fn), \
+        with _time_limit(time_limit_s), _seeded(seed), _one_thread(), _forbidding(forbid, fn), \
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = fn(*args, **kwargs)
@@ -455,6 +455,20 @@ def explain_error(e: BaseException | str) -> str | None:
     return None
 
 
+class _one_thread:
+    """Run a block with one PyTorch thread: checks use tiny tensors, for which threads cost more than they give
+    (and on a busy machine a 2-thread kernel can stall for milliseconds)."""
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
+        return False
+
+
 class _seeded:
     """Seed Python's, NumPy's and PyTorch's CPU generators for a block and restore their states after it."""
 
@@ -562,7 +576,8 @@ def _op_aliases(path: str) -> list[str]:
     if parts[0] != "torch" or len(parts) < 2 or parts[1] in ("ops", "_C") or parts[-1][:1].isupper():
         return []
     name = parts[-1]
-    return [f"torch.ops.aten.{name}", f"torch._C._nn.{name}", f"torch.ops.aten._{name}"]
+    return [f"torch.ops.aten.{name}.default", f"torch.ops.aten.{name}", f"torch._C._nn.{name}",
+            f"torch.ops.aten._{name}.default", f"torch.ops.aten._{name}"]
 
 
 class _forbidding:
@@ -585,12 +600,13 @@ class _forbidding:
             return self
         user_globals = getattr(self.fn, "__globals__", {})
         modules = [m for n, m in list(sys.modules.items()) if m is not None and (n == "attnbook" or n.startswith("attnbook."))]
+        resolved = []  # look every path up before patching any: an overload (X.default) is reached through X
         for path, instead in self.items:
             try:
-                owner, name, original = _resolve(path)
-            except (ValueError, AttributeError):  # not installed here, so the learner cannot call it either
+                resolved.append((path, instead, *_resolve(path)))
+            except (ValueError, AttributeError, RuntimeError):  # not installed here: the learner cannot call it
                 continue
-
+        for path, instead, owner, name, original in resolved:
             raiser = _Raiser(path, instead)
             try:
                 self._patch(owner, name, raiser)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import torch
 from torch import Tensor
 
-from ._core import Wrong, call, describe, exercise, expect_close
+from ._core import ATTENTION_SHORTCUTS, Wrong, call, describe, exercise, expect_close
 
 _ATOL, _RTOL = 1e-5, 1e-4
 
@@ -33,11 +34,13 @@ def _concat_ref(x: Tensor) -> Tensor:
     return torch.cat([x[:, i] for i in range(x.size(1))], dim=-1)
 
 
-def _expect_dtype(got: Tensor, x: Tensor, what: str, on: str) -> None:
+REARRANGE_DTYPE_HINT = "only rearrange the input (view/reshape, transpose): do not build a new tensor of another dtype"
+
+
+def _expect_dtype(got: Tensor, x: Tensor, what: str, on: str, hint: str = REARRANGE_DTYPE_HINT) -> None:
     """Wrong unless `got` kept the dtype of the input `x`."""
     if got.dtype != x.dtype:
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {x.dtype} like the input",
-                    "only rearrange the input (view/reshape, transpose): do not build a new tensor of another dtype")
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {x.dtype}, the dtype of x", hint)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -55,6 +58,14 @@ SPLIT_INTERLEAVED = (
 )
 
 
+def _split_error_hint(message: str) -> str | None:
+    """The hint for arguments in the wrong order: the check calls split_heads(x, n_heads)."""
+    if re.search(r"'int' object (has no attribute|is not subscriptable)", message):
+        return ("the check calls split_heads(x, n_heads), the tensor first and the number of heads second: "
+                "define it as def split_heads(x, n_heads)")
+    return None
+
+
 @exercise("3.1", "Split a tensor into heads", section="Splitting a tensor into heads")
 def check_split_heads(split_heads) -> str:
     """split_heads(x, n_heads): (B, n, d) -> (B, h, n, d/h), head i holding features i*d_head .. (i+1)*d_head-1."""
@@ -69,7 +80,7 @@ def check_split_heads(split_heads) -> str:
     forbid = [("attnbook.multihead.split_heads",
                "write it with x.view(B, n, n_heads, d_head) (or reshape) and .transpose(1, 2)")]
     for desc, x, h in cases:
-        got = call(split_heads, x, h, what="split_heads", on=desc, forbid=forbid)
+        got = call(split_heads, x, h, what="split_heads", on=desc, forbid=forbid, explain=_split_error_hint)
         B, n, d = x.shape
         dh = d // h
         ref = _heads_ref(x, h)  # (B, h, n, d_head)
@@ -97,10 +108,11 @@ def check_split_heads(split_heads) -> str:
 
 
 def _merge_error_hint(message: str) -> str | None:
-    """The hint for `view` on a transposed (non-contiguous) tensor, named for this chapter."""
+    """The hint for `view` on a tensor that is not contiguous in memory, named for this chapter."""
     if "view size is not compatible" in message:
-        return ("after .transpose(1, 2) the tensor is no longer contiguous in memory, so .view() refuses it: "
-                "call .contiguous() before .view(), or use .reshape(), which copies when it has to")
+        return ("view() needs numbers that sit next to each other in memory; after .transpose(1, 2), or on an "
+                "input that is itself a transposed split, they do not: use .reshape(), which copies when it has "
+                "to, or call .contiguous() before .view()")
     return None
 
 
@@ -196,19 +208,25 @@ def _forward_cases() -> list[tuple[str, tuple]]:
     ]
 
 
+_FORWARD_INSTEAD = ("write the steps yourself: project with x @ W, split into heads, softmax(q k^T / sqrt(d_head)) v, "
+                    "merge, then @ W_o")
+# torch.ops.aten.X.default, the overload object of the operator torch.ops.aten.X, is listed too (before the
+# operators, while it can still be reached): it is refused even when a notebook holds it under a name of its own.
+_ATEN_OPERATORS = tuple(p for p in ATTENTION_SHORTCUTS if p.startswith("torch.ops.aten.")) + (
+    "torch.ops.aten._native_multi_head_attention",)
 FORWARD_FORBIDDEN = [
-    (name, "write the steps yourself: project with x @ W, split into heads, softmax(q k^T / sqrt(d_head)) v, "
-           "merge, then @ W_o")
-    for name in (
-        "attnbook.multihead.MultiHeadAttention",
-        "attnbook.attention.scaled_dot_product_attention",
-        "attnbook.attention.tiled_attention",
-        "torch.nn.functional.scaled_dot_product_attention",
-        "torch._C._nn.scaled_dot_product_attention",
-        "torch.nn.MultiheadAttention",
+    (name, _FORWARD_INSTEAD)
+    for name in dict.fromkeys((
+        *(f"{p}.default" for p in _ATEN_OPERATORS),
+        *ATTENTION_SHORTCUTS,
+        *_ATEN_OPERATORS,
         "torch.nn.modules.activation.MultiheadAttention",
-        "torch.nn.functional.multi_head_attention_forward",
-    )
+        "torch.nn.modules.transformer.TransformerEncoderLayer",
+        "torch.nn.modules.transformer.TransformerDecoderLayer",
+        "torch.nn.modules.transformer.Transformer",
+        "attnbook.layers.EncoderBlock",
+        "attnbook.layers.DecoderBlock",
+    ))
 ]
 
 
@@ -225,6 +243,9 @@ def check_multi_head_forward(multi_head_forward) -> str:
         ref = _mha_reference(*args)  # (B, n, d_model)
         expect_close(got, ref, what="your output", on=desc, atol=_ATOL, rtol=_RTOL,
                      mistakes=_forward_mistakes(*args))
+        _expect_dtype(got, args[0], "your output", desc,
+                      "return the dtype of x: compute in x's dtype (no .float() or .double()), and create any new "
+                      "tensor with dtype=x.dtype")
     return f"right on {len(cases)} inputs, including a batch of 1, one head, one feature per head and one token"
 
 
@@ -233,26 +254,29 @@ def check_multi_head_forward(multi_head_forward) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
+INT_HINT = ("a parameter count is a whole number: use integer arithmetic (*, + and //), not / or math.pow, "
+            "which always give floats")
+
+
 def _as_count(got, on: str) -> int:
-    """A Python int from an int, an integer-valued float, a NumPy number or a one-element tensor; else Wrong."""
-    if not isinstance(got, (Tensor, numbers.Number)) and hasattr(got, "__array__"):  # NumPy array or scalar
-        got = torch.as_tensor(got)
-    if isinstance(got, Tensor):
-        if got.numel() != 1:
-            raise Wrong(f"mha_param_count returned a tensor of shape {tuple(got.shape)} for {on}, expected one "
-                        "number", "return a single int: the total number of parameters")
-        got = got.item()
+    """A Python int from an int or a NumPy integer; else Wrong (a float, a tensor or an array is not an int)."""
     if got is None:
         raise Wrong(f"mha_param_count returned None for {on}", "did you forget the `return` statement?")
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        raise Wrong(f"mha_param_count returned {describe(got)} for {on}, expected an int",
-                    "return one whole number, e.g. `return 4 * d_model * d_model + ...`")
-    if isinstance(got, numbers.Integral):
+    if isinstance(got, numbers.Integral) and not isinstance(got, bool):  # int, numpy.int64, ...
         return int(got)
-    if not math.isfinite(got) or not float(got).is_integer():
-        raise Wrong(f"mha_param_count returned {got!r} for {on}, which is not a whole number",
-                    "a parameter count is a whole number: use integer arithmetic (* and +, or // rather than /)")
-    return int(got)
+    if isinstance(got, Tensor) or (hasattr(got, "__array__") and not isinstance(got, numbers.Number)):
+        kind = "a tensor" if isinstance(got, Tensor) else "a NumPy array"
+        raise Wrong(f"mha_param_count returned {kind} for {on}; return an int",
+                    "count with plain Python integers, no tensors needed (int(t) turns a one-element tensor into "
+                    "an int)")
+    if isinstance(got, numbers.Real) and not isinstance(got, bool):  # float, numpy.float64, ...
+        value = float(got)
+        whole = math.isfinite(value) and value.is_integer()
+        shown = f"{value:.1f}" if whole and abs(value) < 1e16 else repr(value)
+        raise Wrong(f"mha_param_count returned {shown} for {on}; return an int: {shown} is a float"
+                    + ("" if whole else " and not a whole number"), INT_HINT)
+    raise Wrong(f"mha_param_count returned {describe(got)} for {on}, expected an int",
+                "return one whole number, e.g. `return 4 * d_model * d_model + ...`")
 
 
 def _count_mistakes(d: int, h: int, bias: bool) -> list[tuple[str, int]]:
@@ -280,6 +304,8 @@ def _count_mistakes(d: int, h: int, bias: bool) -> list[tuple[str, int]]:
         items.append(("bias=False: the projections have no biases, only the four weight matrices",
                       4 * d * d + 4 * d))
     items += [
+        ("that is the count for d_model and n_heads swapped: the check calls mha_param_count(d_model, n_heads, "
+         "bias=...), d_model first", 4 * h * h + (4 * h if bias else 0)),
         ("you multiplied by n_heads: the heads share the four d_model x d_model matrices (each head uses "
          "d_head of their columns), so the count does not depend on n_heads", h * (4 * d * d + 4 * b)),
         ("you multiplied the weight matrices by n_heads: the heads share the four d_model x d_model matrices, "
@@ -293,16 +319,30 @@ def _count_mistakes(d: int, h: int, bias: bool) -> list[tuple[str, int]]:
     return items
 
 
+def _params_functions() -> tuple[str, ...]:
+    """Every function of attnbook.models.params (the public ones and the helper _linear), as dotted paths."""
+    try:
+        from ..models import params
+    except ImportError:  # not in this version of the package, so the learner cannot call it either
+        return ()
+    return tuple(f"attnbook.models.params.{name}" for name in (*params.__all__, "_linear"))
+
+
 _COUNT_FORBIDDEN = [
     (name, "write the formula: count the weights and the biases of the four projections W_Q, W_K, W_V and W_O")
-    for name in (
-        "attnbook.models.params.mha_param_count",
+    for name in dict.fromkeys((
+        *_params_functions(),
         "attnbook.multihead.MultiHeadAttention",
+        "attnbook.layers.EncoderBlock",
+        "attnbook.layers.DecoderBlock",
         "torch.nn.MultiheadAttention",
         "torch.nn.modules.activation.MultiheadAttention",
         "torch.nn.Linear",
         "torch.nn.modules.linear.Linear",
-    )
+        "torch.nn.modules.linear.NonDynamicallyQuantizableLinear",
+        *(f"{owner}.{layer}" for owner in ("torch.nn", "torch.nn.modules.transformer")
+          for layer in ("TransformerEncoderLayer", "TransformerDecoderLayer", "Transformer"))
+    ))
 ]
 
 
@@ -338,14 +378,15 @@ def check_mha_param_count(mha_param_count) -> str:
 @exercise("3.4", "Merge the heads back", section="Merging the heads, then W_O")
 def check_merge_heads(merge_heads) -> str:
     """merge_heads(x): (B, h, n, d_head) -> (B, n, h*d_head), the heads' features one after the other."""
-    split = _heads_ref(_randn(2, 5, 12, seed=46), 3)  # (2, 3, 5, 4), not contiguous
+    split = _randn(2, 5, 12, seed=46).view(2, 5, 3, 4).transpose(1, 2)  # (2, 3, 5, 4), a view: not contiguous
     cases = [
         ("x of shape (2, 3, 5, 4)", _randn(2, 3, 5, 4, seed=41)),
         ("a batch of 1: x of shape (1, 2, 4, 3)", _randn(1, 2, 4, 3, seed=42)),
         ("one head: x of shape (2, 1, 3, 8)", _randn(2, 1, 3, 8, seed=43)),
         ("one feature per head: x of shape (2, 4, 3, 1)", _randn(2, 4, 3, 1, seed=44)),
         ("a single token: x of shape (3, 2, 1, 5)", _randn(3, 2, 1, 5, seed=45)),
-        ("x of shape (2, 3, 5, 4) that is itself a split (not contiguous in memory)", split),
+        ("x of shape (2, 3, 5, 4) that is the output of a split (a transposed view, not contiguous in memory)",
+         split),
         ("x of shape (2, 4, 6, 2) in float64", _randn(2, 4, 6, 2, seed=47, dtype=torch.float64)),
     ]
     forbid = [("attnbook.multihead.merge_heads",
@@ -368,6 +409,13 @@ def check_merge_heads(merge_heads) -> str:
             ("you transposed the wrong axes: swap the head axis (1) and the position axis (2) of "
              "(B, n_heads, n, d_head), .transpose(1, 2), before the reshape", x.transpose(2, 3).reshape(B, n, h * dh)),
         ])
-        expect_close(got, ref, what="your result", on=desc, atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
+        try:
+            expect_close(got, ref, what="your result", on=desc, atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
+        except Wrong as e:
+            if e.hint is None and not x.is_contiguous():  # right on every contiguous input before this one
+                e.hint = ("your merge was right on the contiguous inputs but not on this one, whose numbers are not "
+                          "in (B, n_heads, n, d_head) order in memory: use only shape operations (.transpose, "
+                          ".reshape), nothing that reads the raw memory (.as_strided, .view(-1) then indexing)")
+            raise
         _expect_dtype(got, x, "your result", desc)
     return f"right on {len(cases)} inputs, including one head, one token and a non-contiguous input"
