@@ -87,6 +87,8 @@ def test_every_exercise_is_task_solution_check(path):
         assert solution.metadata["mystnb"]["code_prompt_show"] == "Show solution"
         assert BEGIN in solution.source and END in solution.source
         assert checker.cell_type == "code" and f'check("{ex_id}", ' in checker.source
+        # graders find the answer under the name the registry gives
+        assert f'check("{ex_id}", {REGISTRY[ex_id].answer_name})' in checker.source, ex_id
         found.append(ex_id)
     registered = sorted((e for e in REGISTRY if e.split(".")[0] == number), key=lambda e: int(e.split(".")[1]))
     assert found == registered, "every registered exercise appears once, in order"

@@ -104,6 +104,7 @@ class Exercise:
     checker: Callable[[object], str]
     answer_kind: str = "function"
     section: str | None = None
+    answer_name: str | None = None  # the name the learner's answer is bound to in the notebook (for grading)
 
     @property
     def chapter(self) -> str:
@@ -111,13 +112,27 @@ class Exercise:
 
 
 REGISTRY: dict[str, Exercise] = {}
+# The name each exercise's answer has in the chapter (check("2.3", padding_mask) -> "padding_mask"), for graders
+# that check a submission's final definitions; a test keeps it equal to the chapters' check cells.
+ANSWER_NAMES: dict[str, str] = {
+    "1.1": "project_qkv", "1.2": "soft_lookup", "1.3": "stable_softmax",
+    "2.1": "answer_2_1", "2.2": "attention", "2.3": "padding_mask", "2.4": "dot_product_variance",
+    "3.1": "split_heads", "3.2": "multi_head_forward", "3.3": "mha_param_count", "3.4": "merge_heads",
+    "4.1": "layer_norm", "4.2": "feed_forward", "4.3": "pre_norm_block", "4.4": "encoder_param_count",
+    "5.1": "sinusoidal_table", "5.2": "max_equivariance_error", "5.3": "apply_rope", "5.4": "pe_shift_matrix",
+    "6.1": "causal_mask", "6.2": "decoder_self_mask", "6.3": "greedy_decode", "6.4": "to_allow_mask",
+    "7.1": "patchify", "7.2": "patch_embedding_as_conv", "7.3": "prepend_cls",
+    "8.1": "mlm_mask", "8.2": "causal_lm_loss", "8.3": "sample_next",
+    "9.1": "online_softmax", "9.2": "attention_cost", "9.3": "time_it",
+    "10.1": "kv_cache_bytes", "10.2": "repeat_kv", "10.3": "attend_with_cache",
+}
 _SESSION: dict[str, CheckResult] = {}
 _PASSED_BEFORE: set[str] = set()  # exercises that passed at least once in this session
 _MISSING = object()
 
 
 def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str = "function",
-             section: str | None = None):
+             section: str | None = None, answer_name: str | None = None):
     """Decorator that registers `checker` for `exercise_id` (e.g. "2.3"); answer_kind is "function" or "value";
     `section` is the heading of the chapter section that a failed check points the learner back to."""
     if answer_kind not in ("function", "value"):
@@ -126,7 +141,8 @@ def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in REGISTRY:
             raise ValueError(f"exercise {exercise_id} is registered twice")
-        REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind, section)
+        REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind, section,
+                                         answer_name or ANSWER_NAMES.get(exercise_id))
         return checker
 
     return register
