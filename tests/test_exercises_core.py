@@ -333,3 +333,32 @@ def test_misuse_is_not_an_attempt_and_names_the_exercise():
     reset_session()
     with pytest.raises(ValueError, match="summary needs a chapter number"):
         summary()
+
+
+def test_forbid_catches_a_default_argument_capture_and_patterns():
+    from attnbook.attention import softmax as library_softmax
+
+    def captured(x, _sm=library_softmax):
+        return _sm(x, dim=-1)
+
+    with pytest.raises(Wrong, match="without attnbook.attention.softmax"):
+        call(captured, torch.randn(3), forbid=["attnbook.attention.softmax"])
+    assert captured.__defaults__ == (library_softmax,)  # restored
+
+    def uses_a_module_function(x):
+        import json
+
+        return json.dumps([1])  # a Python function in another module, matched by pattern
+
+    with pytest.raises(Wrong, match="without json.dumps"):
+        call(uses_a_module_function, 1, forbid=["json.*dump*"])
+    import sys
+
+    assert sys.getprofile() is None
+    assert call(uses_a_module_function, 1, forbid=["json.loads"]) == "[1]"
+
+
+def test_a_string_answer_is_told_to_drop_the_quotes():
+    with pytest.raises(Wrong) as info:
+        call("project_qkv")
+    assert "without quotes" in info.value.hint

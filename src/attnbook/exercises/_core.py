@@ -317,6 +317,8 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     Tensor arguments are checked for in-place changes; code slower than `time_limit_s` is stopped (where the
     OS allows) and reported.
     """
+    if isinstance(fn, str):
+        raise Wrong(f"expected a function, got the string {fn!r}", "pass the function itself: its name without quotes")
     if not callable(fn):
         raise Wrong(f"expected a function, got {describe(fn)}", "pass the function itself, without calling it")
     where = f" on {on}" if on else ""
@@ -603,8 +605,11 @@ class _forbidding:
         items = [(f, None) if isinstance(f, str) else tuple(f) for f in forbid]
         self.items = items + [(alias, instead) for path, instead in items for alias in _op_aliases(path)
                               if alias not in {p for p, _ in items}]
+        self.patterns = [(path, instead) for path, instead in self.items if "*" in path]
+        self.items = [(path, instead) for path, instead in self.items if "*" not in path]
         self.fn = fn
         self.undo: list[tuple[object, str, object, bool]] = []
+        self.previous_profile = None
 
     def _patch(self, owner, name: str, replacement) -> None:
         had = name in vars(owner) if isinstance(owner, type) else True
@@ -612,6 +617,8 @@ class _forbidding:
         setattr(owner, name, replacement)
 
     def __enter__(self):
+        if self.patterns:
+            self._watch_patterns()
         if not self.items:
             return self
         user_globals = getattr(self.fn, "__globals__", {})
@@ -644,9 +651,36 @@ class _forbidding:
                         cell.cell_contents = raiser
                 except ValueError:  # an empty cell
                     pass
+            for attr in ("__defaults__", "__kwdefaults__"):  # captured as a default: def f(x, _sm=shift_matrix)
+                defaults = getattr(self.fn, attr, None)
+                if isinstance(defaults, tuple) and any(d is original for d in defaults):
+                    self.undo.append((self.fn, attr, defaults, True))
+                    setattr(self.fn, attr, tuple(raiser if d is original else d for d in defaults))
+                elif isinstance(defaults, dict) and any(d is original for d in defaults.values()):
+                    self.undo.append((self.fn, attr, defaults, True))
+                    setattr(self.fn, attr, {k: raiser if d is original else d for k, d in defaults.items()})
         return self
 
+    def _watch_patterns(self) -> None:
+        """Forbid every Python function whose dotted name matches a pattern ("transformers.models.*.rotate_half"):
+        a profile hook sees each call, wherever the function was imported from (even inside the learner's code)."""
+        import fnmatch
+
+        patterns = self.patterns
+
+        def profile(frame, event, arg):
+            if event == "call":
+                name = f"{frame.f_globals.get('__name__', '')}.{frame.f_code.co_name}"
+                for pattern, instead in patterns:
+                    if fnmatch.fnmatchcase(name, pattern):
+                        raise _Forbidden(name, instead)
+
+        self.previous_profile = sys.getprofile()
+        sys.setprofile(profile)
+
     def __exit__(self, *exc):
+        if self.patterns:
+            sys.setprofile(self.previous_profile)
         for owner, name, value, had in reversed(self.undo):
             if isinstance(owner, dict):
                 owner[name] = value
