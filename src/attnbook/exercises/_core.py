@@ -595,7 +595,7 @@ def _op_aliases(path: str) -> list[str]:
         return []
     name = parts[-1]
     return [f"torch.ops.aten.{name}.default", f"torch.ops.aten.{name}", f"torch._C._nn.{name}",
-            f"torch.ops.aten._{name}.default", f"torch.ops.aten._{name}"]
+            f"torch.ops.aten._{name}.default", f"torch.ops.aten._{name}", f"torch._{name}"]
 
 
 class _forbidding:
