@@ -9,6 +9,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
+
+# The tests use tiny tensors, for which a second thread costs more than it gives (and on a busy machine a
+# 2-thread kernel can stall for milliseconds per call). Notebook kernels are separate processes, unaffected.
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"

@@ -2,9 +2,14 @@
 tasks forbid is refused. Every wrong answer here is written out by hand, independently of the checker code."""
 from __future__ import annotations
 
+import functools
+import re
+
+import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import chapter_path
 from torch import nn
 
 from attnbook.exercises import check
@@ -171,7 +176,7 @@ def test_4_2_other_correct_answers_pass():
     (lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1) @ W2, "forgot the second bias"),
     (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2, "forgot both biases"),
     (lambda x, W1, b1, W2, b2: (torch.relu(x @ W1) + b1) @ W2 + b2, "add b1 before the ReLU"),
-    (lambda x, W1, b1, W2, b2: torch.relu(x @ W1.T + b1) @ W2.T + b2, "no transpose is needed"),
+    (lambda x, W1, b1, W2, b2: torch.relu(x @ W1.T + b1) @ W2.T + b2, "used as given, (in, out), with no transpose"),
 ])
 def test_4_2_wrong_answers_get_hints(answer, hint):
     result = check("4.2", answer)
@@ -275,13 +280,13 @@ def attention_only(x, attn, ffn, norm1, norm2):
 
 
 @pytest.mark.parametrize("answer, hint", [
-    (stale_norm_input, "reads the block's input x instead of h"),
-    (residual_from_x, "second residual starts from x instead of h"),
+    (stale_norm_input, "the feed-forward sublayer reads the block's input x"),
+    (residual_from_x, "the second residual starts from x: it must start from h"),
     (post_norm, "that is a post-norm block"),
     (no_first_residual, "forgot the first residual connection"),
     (no_second_residual, "forgot the second residual connection"),
     (norm_on_outputs, "applied the norms to the sublayer outputs"),
-    (normalised_residual, "the residual must carry the un-normalised x and h"),
+    (normalised_residual, "the residuals must carry the un-normalised stream"),
     (norm1_twice, "you used norm1 twice"),
     (norms_swapped, "norm1 and norm2 are swapped"),
     (ffn_first, "the sublayers come in the other order"),
@@ -352,7 +357,7 @@ def count(V, d, h, f, L, *, attn_bias=True, ffn_bias=True, norms=2, norm_size=2,
     ({"norms": 1}, "each block has two LayerNorms"),
     ({"norm_size": 1}, "each block has two LayerNorms"),
     ({"matrices": 3}, "attention has four matrices"),
-    ({"heads_times": True}, "the number of heads does not multiply the count"),
+    ({"heads_times": True}, "the number of heads does not change the count"),
     ({"positions": 512}, "sinusoidal positions"),
     ({"d_ff": lambda d: 4 * d}, "use the d_ff argument"),
     ({"embedding": False}, "left out the token embedding"),
@@ -407,9 +412,10 @@ def test_4_4_counting_a_built_model_is_refused():
 
         return encoder_param_count(V, d, h, f, L)
 
-    for answer in (by_building, by_package):
-        result = check("4.4", answer)
-        assert not result.passed and "the task asks you to write this without" in result.message, result.message
+    result = check("4.4", by_building)
+    assert not result.passed and "without building a model" in result.message, result.message
+    result = check("4.4", by_package)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
     assert sum(p.numel() for p in nn.Linear(2, 2).parameters()) == 6  # parameters() is restored afterwards
 
 
@@ -436,3 +442,378 @@ def test_4_3_indexing_the_attention_output_gets_a_hint():
 
     result = check("4.3", pre_norm_block)
     assert not result.passed and "without [0]" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Learner trial of chapter 4: one test per reported problem (A1-A6, B1, C1-C5, D1, E1-E6, F1-F3)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _ln_by_hand(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+
+
+def _rows(x):
+    return x.reshape(-1, x.shape[-1])  # (tokens, d)
+
+
+@pytest.mark.parametrize("shortcut", [  # A1, F1: every built-in normalisation, by every route
+    lambda x, g, b, eps=1e-5: torch.ops.aten.layer_norm(x, [x.shape[-1]], g, b, eps),
+    lambda x, g, b, eps=1e-5: torch.ops.aten.native_layer_norm(x, [x.shape[-1]], g, b, eps)[0],
+    lambda x, g, b, eps=1e-5: torch.native_layer_norm(x, [x.shape[-1]], g, b, eps)[0],
+    lambda x, g, b, eps=1e-5: torch._VF.layer_norm(x, [x.shape[-1]], g, b, eps, False),
+    lambda x, g, b, eps=1e-5: torch._refs.native_layer_norm(x, [x.shape[-1]], g, b, eps)[0],
+    lambda x, g, b, eps=1e-5: torch._refs.nn.functional.layer_norm(x, [x.shape[-1]], g, b, eps),
+    lambda x, g, b, eps=1e-5: torch.group_norm(_rows(x), 1, g, b, eps).reshape(x.shape),
+    lambda x, g, b, eps=1e-5: torch.ops.aten.group_norm(_rows(x), 1, g, b, eps).reshape(x.shape),
+    lambda x, g, b, eps=1e-5: F.group_norm(_rows(x), 1, g, b, eps).reshape(x.shape),
+    lambda x, g, b, eps=1e-5: nn.GroupNorm(1, x.shape[-1], eps=eps, affine=False)(_rows(x)).reshape(x.shape) * g + b,
+    lambda x, g, b, eps=1e-5: torch.instance_norm(_rows(x)[:, None], None, None, None, None, True, 0.0, eps,
+                                                  False).reshape(x.shape) * g + b,
+    lambda x, g, b, eps=1e-5: torch.batch_norm(_rows(x).T, None, None, None, None, True, 0.0, eps,
+                                               False).T.reshape(x.shape) * g + b,
+    lambda x, g, b, eps=1e-5: F.rms_norm(x - x.mean(-1, keepdim=True), x.shape[-1:], g, eps) + b,
+    lambda x, g, b, eps=1e-5: torch.rms_norm(x - x.mean(-1, keepdim=True), x.shape[-1:], g, eps) + b,
+    lambda x, g, b, eps=1e-5: nn.RMSNorm(x.shape[-1], eps=eps, elementwise_affine=False)(
+        x - x.mean(-1, keepdim=True)) * g + b,
+    lambda x, g, b, eps=1e-5: F.normalize(x - x.mean(-1, keepdim=True), dim=-1) * x.shape[-1] ** 0.5 * g + b,
+])
+def test_4_1_every_built_in_normalisation_is_refused(shortcut):
+    result = check("4.1", shortcut)
+    assert not result.passed
+    assert "the task asks you to write this without" in result.message, result.message
+    assert "no built-in normalisation routine" in result.message, result.message
+
+
+def test_4_1_the_task_says_no_built_in_normalisation():  # F1
+    nb = nbformat.read(chapter_path(4), as_version=4)
+    task = next(c.source for c in nb.cells if ":label: ex-4-1" in c.source)
+    assert "no built-in normalisation routine" in task
+
+
+def test_4_1_eps_passed_by_name_works_with_partial_and_keyword_only():  # B1, C4
+    assert check("4.1", functools.partial(_ln_by_hand, eps=1e-5)).passed
+
+    def keyword_only(x, gamma, beta, *, eps=1e-5):
+        return _ln_by_hand(x, gamma, beta, eps)
+
+    assert check("4.1", keyword_only).passed
+
+
+def test_4_1_a_renamed_eps_is_told_that_eps_is_passed_by_name():  # C4
+    def layer_norm(x, gamma, beta, epsilon=1e-5):
+        return _ln_by_hand(x, gamma, beta, epsilon)
+
+    result = check("4.1", layer_norm)
+    assert not result.passed and "the check passes eps by name, eps=0.1" in result.message, result.message
+
+
+@pytest.mark.parametrize("denominator, hint", [  # C1: eps present but misused is not "left out"
+    (lambda var, eps: var + eps ** 2, "not eps ** 2"),
+    (lambda var, eps: var.clamp_min(eps), "not used as a lower bound"),
+    (lambda var, eps: torch.maximum(var, torch.full_like(var, eps)), "not used as a lower bound"),
+])
+def test_4_1_eps_used_wrongly_is_not_called_missing(denominator, hint):
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(denominator(var, eps)) * gamma + beta
+
+    result = check("4.1", layer_norm)
+    assert not result.passed and hint in result.message, result.message
+    assert "you left out eps" not in result.message
+
+
+@pytest.mark.parametrize("default", [1e-6, 1e-12, 0.0])
+def test_4_1_a_wrong_default_eps_is_named(default):  # C1, E1: right when eps is given, wrong default
+    def layer_norm(x, gamma, beta, eps=default):
+        return _ln_by_hand(x, gamma, beta, eps) if eps > 0 else (
+            (x - x.mean(-1, keepdim=True)) / x.var(-1, keepdim=True, unbiased=False).sqrt() * gamma + beta)
+
+    result = check("4.1", layer_norm)
+    assert not result.passed and "so its default is wrong" in result.message, result.message
+
+
+def test_4_1_a_genuinely_missing_eps_is_still_named():  # C1: the right answer to the right mistake
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        mean = x.mean(-1, keepdim=True)
+        return torch.nan_to_num((x - mean) / x.var(-1, keepdim=True, unbiased=False).sqrt()) * gamma + beta
+
+    result = check("4.1", layer_norm)
+    assert not result.passed and "you left out eps" in result.message, result.message
+
+
+def test_4_1_a_single_token_bug_is_not_blamed_on_eps():  # the eps diagnosis asks on the failing input's shape
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        rows = x.reshape(-1, x.shape[-1]) if x.dim() == 1 else x  # a (d,) token comes back as (1, d)
+        return _ln_by_hand(rows, gamma, beta, eps)
+
+    result = check("4.1", layer_norm)
+    assert not result.passed and "x of shape (8,)" in result.message and "eps" not in result.message.split(
+        "Hint:")[-1], result.message
+
+
+@pytest.mark.parametrize("cast, dtype_name", [  # C2: the dtype hint names x's dtype and every cast
+    (lambda t: t.double(), "float32"), (lambda t: t.half(), "float64"), (lambda t: t.float(), "float64"),
+])
+def test_4_1_dtype_hint_names_the_input_dtype(cast, dtype_name):
+    result = check("4.1", lambda x, gamma, beta, eps=1e-5: cast(_ln_by_hand(x, gamma, beta, eps)))
+    assert not result.passed
+    assert f"return the dtype of x (here {dtype_name})" in result.message, result.message
+    assert "no .float(), .double() or .half() casts" in result.message
+
+
+def test_4_1_broadcast_error_hint_mentions_gamma_and_beta():  # C3
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + eps) * gamma.reshape(-1, 1) + beta.reshape(-1, 1)
+
+    result = check("4.1", layer_norm)
+    assert not result.passed and "gamma and beta, of shape (d,)" in result.message, result.message
+    assert "without reshaping" in result.message
+
+
+def _expected_and_got(message):
+    found = re.search(r"expected (\S+), got (\S+) \(max abs error", message)
+    assert found, message
+    return found.groups()
+
+
+def test_close_wrong_values_print_different_numbers():  # E1 (the core prints enough digits)
+    result = check("4.1", lambda x, gamma, beta, eps=1e-5: (x - x.mean(-1, keepdim=True) + eps) / torch.sqrt(
+        x.var(-1, keepdim=True, unbiased=False) + eps) * gamma + beta)
+    expected, got = _expected_and_got(result.message)
+    assert expected != got
+    result = check("4.2", lambda x, W1, b1, W2, b2: F.leaky_relu(x @ W1 + b1, 1e-6) @ W2 + b2)
+    expected, got = _expected_and_got(result.message)
+    assert expected != got
+
+
+def test_exercise_prefix_and_full_stop_before_the_hint():  # E5, E6
+    result = check("Exercise 4.1", _ln_by_hand)
+    assert result.passed and result.exercise_id == "4.1" and "Exercise Exercise" not in str(result)
+    result = check("4.1", make_layer_norm(eps_where="outside"))
+    assert "(6,)). Hint: eps goes inside" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [  # A2: F.linear by its low-level routes
+    lambda x, W1, b1, W2, b2: torch.ops.aten.linear(torch.relu(torch.ops.aten.linear(x, W1.T, b1)), W2.T, b2),
+    lambda x, W1, b1, W2, b2: torch._C._nn.linear(torch.relu(torch._C._nn.linear(x, W1.T, b1)), W2.T, b2),
+    lambda x, W1, b1, W2, b2: torch.ops.aten.linear.default(torch.relu(x @ W1 + b1), W2.T, b2),
+])
+def test_4_2_low_level_linear_is_refused(answer):
+    result = check("4.2", answer)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer, hint", [  # A3: a capped activation fails on large hidden values
+    (lambda x, W1, b1, W2, b2: F.relu6(x @ W1 + b1) @ W2 + b2, "ReLU has no upper limit"),
+    (lambda x, W1, b1, W2, b2: (x @ W1 + b1).clamp(0, 4) @ W2 + b2, "with large values"),
+    (lambda x, W1, b1, W2, b2: (x @ W1 + b1).clamp(0, 20) @ W2 + b2, "with large values"),
+    (lambda x, W1, b1, W2, b2: F.leaky_relu(x @ W1 + b1) @ W2 + b2, "that is a leaky ReLU"),
+])
+def test_4_2_capped_and_leaky_activations_are_rejected(answer, hint):
+    result = check("4.2", answer)
+    assert not result.passed and hint in result.message, result.message
+
+
+def test_4_2_in_place_change_names_the_weight_and_not_layer_norm_wording():  # C5
+    def feed_forward(x, W1, b1, W2, b2):
+        W1.mul_(2.0)
+        return torch.relu(x @ W1 / 2 + b1) @ W2 + b2
+
+    result = check("4.2", feed_forward)
+    assert not result.passed and "changed its input `W1` in place" in result.message, result.message
+    assert "x -= m" not in result.message
+
+
+def test_4_2_swapped_weights_get_a_swap_hint_not_a_transpose_hint():  # C5
+    result = check("4.2", lambda x, W1, b1, W2, b2: torch.relu(x @ W2 + b1) @ W1 + b2)
+    assert not result.passed and "W1 comes first" in result.message, result.message
+    assert "no transpose is needed" not in result.message
+
+    def swapped_if_square(x, W1, b1, W2, b2):
+        if W1.shape[0] != W1.shape[1]:
+            return torch.relu(x @ W1 + b1) @ W2 + b2
+        return torch.relu(x @ W2 + b1) @ W1 + b2
+
+    result = check("4.2", swapped_if_square)
+    assert not result.passed and "W1 and W2 are swapped" in result.message, result.message
+
+
+@pytest.mark.parametrize("cast, dtype_name", [(lambda t: t.float(), "float64"), (lambda t: t.double(), "float32")])
+def test_4_3_result_keeps_the_input_dtype(cast, dtype_name):  # A4
+    def pre_norm_block(x, attn, ffn, norm1, norm2):
+        return cast(solution_block(x, attn, ffn, norm1, norm2))
+
+    result = check("4.3", pre_norm_block)
+    assert not result.passed and f"return the dtype of x (here {dtype_name})" in result.message, result.message
+
+
+def solution_block(x, attn, ffn, norm1, norm2):
+    after_attention = x + attn(norm1(x))
+    return after_attention + ffn(norm2(after_attention))
+
+
+def test_4_3_a_per_sequence_loop_passes():
+    def pre_norm_block(x, attn, ffn, norm1, norm2):  # one sequence at a time, kept 3-D
+        return torch.cat([solution_block(x[i:i + 1], attn, ffn, norm1, norm2) for i in range(len(x))])
+
+    assert check("4.3", pre_norm_block).passed
+
+
+WRONG_BLOCKS = [stale_norm_input, residual_from_x, post_norm, no_first_residual, no_second_residual,
+                norm_on_outputs, normalised_residual, norm1_twice, norms_swapped, ffn_first, attention_only]
+
+
+@pytest.mark.parametrize("answer", WRONG_BLOCKS, ids=lambda f: f.__name__)
+def test_4_3_hints_do_not_spell_out_the_solution(answer):  # D1
+    message = check("4.3", answer).message
+    for line in ("x + attn(norm1(x))", "h + ffn(norm2(h))"):
+        assert line not in message, message
+
+
+def test_4_3_the_chapter_does_not_show_the_solution_before_the_exercise():  # D1
+    nb = nbformat.read(chapter_path(4), as_version=4)
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            continue
+        texts = [cell.source] + [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                                 for o in cell.get("outputs", [])]
+        for text in texts:
+            assert "h + ffn(norm2(h))" not in text and "+ pre.ffn(pre.norm2(" not in text, text
+
+
+def test_4_3_sublayers_have_readable_names():  # E2
+    def pre_norm_block(x, attn, ffn, norm1, norm2):
+        y = norm1(x)
+        h = x + attn(y, y, y)
+        return h + ffn(norm2(h))
+
+    message = check("4.3", pre_norm_block).message
+    assert "attn() takes 1 positional argument but 3 were given" in message and "<locals>" not in message, message
+
+
+def test_4_3_flattening_the_batch_gets_a_hint():  # E3
+    def pre_norm_block(x, attn, ffn, norm1, norm2):
+        B, n, d = x.shape
+        flat = x.reshape(B * n, d)
+        return solution_block(flat, attn, ffn, norm1, norm2).reshape(B, n, d)
+
+    result = check("4.3", pre_norm_block)
+    assert not result.passed and "do not flatten or reshape x" in result.message, result.message
+
+
+def _right(V, d, h, f, L):
+    return V * d + L * (4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d)
+
+
+@pytest.mark.parametrize("answer, hint", [  # E4: common slips get a hint, not only the offset
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * 4 * d * d + L * 4 * d * d * h,
+     "multiplied the attention weights"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * (4 * d * d + 4 * d) + L * 4 * (d * (d // h) + d // h),
+     "of one head only"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) + d * d + d, "no pooler"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) + 2 * d, "no final LayerNorm"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * (f + d) + L * 2 * d, "not 2 * d_model"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * (f + d) + L * 2 * f, "not 2 * d_ff"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, L) - (_right(V, d, h, f, L) - V * d) // L, "not n_layers - 1"),
+    (lambda V, d, h, f, L: (_right(V, d, h, f, L) - V * d) // L, "you returned one block's count"),
+    (lambda V, d, h, f, L: V * d + 12 * L * d * d, "rule of thumb"),
+    (lambda V, d, h, f, L: _right(30000, d, h, f, L), "use the vocab_size argument"),
+    (lambda V, d, h, f, L: _right(V, d, h, f, 12), "use the n_layers argument"),
+    (lambda V, d, f, h, L: _right(V, d, h, f, L), "reads them as (vocab_size, d_model, d_ff, n_heads, n_layers)"),
+    (lambda V, d, L, f, h: _right(V, d, h, f, L), "reads them as (vocab_size, d_model, n_layers, d_ff, n_heads)"),
+    (lambda V, d, h, f, L: V * d + L * (4 * d * d + d + 2 * d * f + f + d + 4 * d), "4 * d_model attention biases"),
+    (lambda V, d, h, f, L: 108_094_464, "whatever the arguments"),
+])
+def test_4_4_common_slips_get_hints(answer, hint):
+    result = check("4.4", answer)
+    assert not result.passed and hint in result.message, result.message
+
+
+def test_4_4_swapping_heads_and_layers_is_not_called_a_missing_block():  # E4: ambiguous on one configuration
+    result = check("4.4", lambda V, d, L, f, h: _right(V, d, h, f, L))
+    assert "n_layers - 1" not in result.message and "another order" in result.message, result.message
+
+
+def _with_helpers(V, d, h, f, L):
+    from attnbook.models import ffn_param_count, layer_norm_param_count, mha_param_count
+
+    return V * d + L * (mha_param_count(d, h) + ffn_param_count(d, f) + 2 * layer_norm_param_count(d))
+
+
+def _with_linear(V, d, h, f, L):
+    from attnbook.models.params import _linear
+
+    return V * d + L * (4 * _linear(d, d) + _linear(d, f) + _linear(f, d) + 4 * d)
+
+
+def _by_state_dict(V, d, h, f, L):
+    with torch.device("meta"):
+        layer = nn.TransformerEncoderLayer(d, h, f)
+    return V * d + L * sum(t.numel() for t in layer.state_dict().values())
+
+
+def _by_modules(V, d, h, f, L):
+    with torch.device("meta"):
+        layer = nn.TransformerEncoderLayer(d, h, f)
+    return V * d + L * sum(p.numel() for m in layer.modules() for p in m._parameters.values() if p is not None)
+
+
+def _by_package_block(V, d, h, f, L):
+    from attnbook.layers import EncoderBlock
+
+    with torch.device("meta"):
+        block = EncoderBlock(d, h, f)
+    return V * d + L * sum(t.numel() for t in block.state_dict().values())
+
+
+def _by_linear_weights(V, d, h, f, L):
+    with torch.device("meta"):
+        proj = nn.Linear(d, d)
+    return V * d + L * (4 * (proj.weight.numel() + proj.bias.numel()) + 2 * d * f + f + d + 4 * d)
+
+
+@pytest.mark.parametrize("answer, phrase", [  # A5: the package's helpers and every way of counting a model
+    (_with_helpers, "without attnbook.models.params.mha_param_count"),
+    (_with_linear, "without attnbook.models.params._linear"),
+    (_by_state_dict, "without building a model"),
+    (_by_modules, "without building a model"),
+    (_by_package_block, "without building a model"),
+    (_by_linear_weights, "without building a model"),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_4_4_helpers_and_built_models_are_refused(answer, phrase):
+    result = check("4.4", answer)
+    assert not result.passed and phrase in result.message, result.message
+    assert count_parameters_still_works()
+
+
+def count_parameters_still_works():
+    from attnbook.models import count_parameters, mha_param_count
+
+    return count_parameters(nn.Linear(3, 2)) == 8 and mha_param_count(8, 2) == 4 * 72
+
+
+def test_4_4_the_task_names_the_forbidden_helpers_and_the_return_type():  # F2, F3
+    nb = nbformat.read(chapter_path(4), as_version=4)
+    task = next(c.source for c in nb.cells if ":label: ex-4-4" in c.source)
+    for helper in ("count_parameters", "mha_param_count", "ffn_param_count", "layer_norm_param_count",
+                   "encoder_block_param_count", "encoder_param_count", "bert_param_count", "gpt_param_count"):
+        assert f"`{helper}`" in task, helper
+    assert "a NumPy integer is fine too" in task
+
+
+@pytest.mark.parametrize("kind", ["int32", "int64", "uint64"])
+def test_4_4_numpy_integers_of_every_width_are_accepted(kind):  # A6, F3
+    import numpy as np
+
+    assert check("4.4", lambda V, d, h, f, L: getattr(np, kind)(_right(V, d, h, f, L))).passed
+
+
+def test_4_4_a_tensor_is_refused_with_a_message_that_names_what_is_accepted():  # A6, F3
+    result = check("4.4", lambda V, d, h, f, L: torch.tensor(_right(V, d, h, f, L)))
+    assert not result.passed and "expected an int (a NumPy integer is fine too)" in result.message, result.message

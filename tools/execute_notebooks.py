@@ -18,6 +18,27 @@ from nbclient import NotebookClient
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
+def settle_carriage_returns(text: str) -> str:
+    """What a terminal shows: on each line, only the text after its last carriage return (progress bars)."""
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def merge_streams(outputs: list) -> list:
+    """Consecutive stream outputs of one stream as one, with carriage returns settled: a progress bar's hundreds
+    of updates become its final state (smaller diffs, and one line on the website)."""
+    merged: list = []
+    for out in outputs:
+        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
+                and merged[-1].get("name") == out.get("name"):
+            merged[-1]["text"] += out["text"]
+        else:
+            merged.append(out)
+    for out in merged:
+        if out.get("output_type") == "stream":
+            out["text"] = settle_carriage_returns(out["text"])
+    return merged
+
+
 def execute(path: Path) -> float:
     """Execute `path` in a fresh kernel with the book folder as working directory; return seconds taken."""
     nb = nbformat.read(path, as_version=4)
@@ -27,6 +48,8 @@ def execute(path: Path) -> float:
     elapsed = time.perf_counter() - start
     for cell in nb.cells:  # keep diffs small: no per-run timestamps
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
     nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
     path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
     return elapsed

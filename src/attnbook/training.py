@@ -142,12 +142,10 @@ def train(
     if schedule == "cosine" or warmup_steps:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: _lr_factor(t, total, warmup_steps, schedule))
 
-    from tqdm.auto import tqdm
-
     history = History()
     start = time.perf_counter()
     model.train()
-    bar = tqdm(total=total, desc=desc, disable=not progress, leave=True)
+    bar = _progress_bar(total=total, desc=desc, disable=not progress)
     try:
         epoch = 0
         while epochs is None or epoch < epochs:
@@ -183,6 +181,21 @@ def train(
         bar.close()
         model.eval()
         history.seconds = time.perf_counter() - start
+
+
+def _progress_bar(total, desc: str, disable: bool):
+    """tqdm.auto's bar: a widget in Jupyter and Colab when ipywidgets is there; otherwise a text bar on stdout
+    (tqdm.auto would fall back to stderr and warn, which a notebook shows as an error-coloured output)."""
+    try:
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        import sys
+
+        from tqdm.std import tqdm
+
+        return tqdm(total=total, desc=desc, disable=disable, leave=True, file=sys.stdout, mininterval=1.0)
+    return tqdm(total=total, desc=desc, disable=disable, leave=True)
 
 
 def _lr_factor(step: int, total: int, warmup_steps: int, schedule: str) -> float:

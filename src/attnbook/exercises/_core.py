@@ -617,6 +617,13 @@ class _forbidding:
         setattr(owner, name, replacement)
 
     def __enter__(self):
+        try:
+            return self._enter()
+        except BaseException:
+            self.__exit__(None, None, None)  # never leave a patch behind
+            raise
+
+    def _enter(self):
         if self.patterns:
             self._watch_patterns()
         if not self.items:

@@ -1,13 +1,14 @@
 """Checkers for chapter 4, residual connections, LayerNorm and the Transformer block."""
 from __future__ import annotations
 
+import itertools
 import numbers
 
 import torch
 from torch import Tensor, nn
 
 from ..layers import EncoderBlock, LayerNorm
-from ._core import Wrong, call, describe, exercise, expect_close
+from ._core import NotAttempted, Wrong, call, describe, exercise, expect_close
 
 _ATOL64, _RTOL64 = 1e-8, 1e-7  # float64 inputs: tight enough to tell eps inside the sqrt from eps outside it
 
@@ -33,21 +34,45 @@ def _expect_dtype(got, x: Tensor, what: str, on: str) -> None:
     """Wrong if `got` is a floating-point tensor of the right shape but another dtype than the input `x`."""
     if (isinstance(got, Tensor) and got.is_floating_point() and tuple(got.shape) == tuple(x.shape)
             and got.dtype != x.dtype):
+        name = str(x.dtype).removeprefix("torch.")
         raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {x.dtype} like the input",
-                    "build the result from the inputs (no float32 constants or .float()): it keeps their dtype")
+                    f"return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no "
+                    "constants of another dtype")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 4.1  LayerNorm from scratch
 # ---------------------------------------------------------------------------------------------------------
 
+NORMALISATION_ROUTINES = (  # every built-in normalisation; torch.ops.aten and torch._C._nn routes come with them
+    "torch.nn.functional.layer_norm", "torch.nn.functional.group_norm", "torch.nn.functional.instance_norm",
+    "torch.nn.functional.batch_norm", "torch.nn.functional.rms_norm", "torch.nn.functional.local_response_norm",
+    "torch.nn.functional.normalize",
+    "torch.layer_norm", "torch.native_layer_norm", "torch.group_norm", "torch.native_group_norm",
+    "torch.instance_norm", "torch.batch_norm", "torch.native_batch_norm", "torch._native_batch_norm_legit",
+    "torch._native_batch_norm_legit_no_training", "torch._batch_norm_impl_index", "torch.batch_norm_stats",
+    "torch.batch_norm_elemt", "torch.cudnn_batch_norm", "torch.miopen_batch_norm", "torch.rms_norm",
+    "torch._fused_rms_norm", "torch.ops.aten._batch_norm_with_update", "torch.ops.aten._batch_norm_no_update",
+    "torch._VF.layer_norm", "torch._VF.group_norm", "torch._VF.instance_norm", "torch._VF.batch_norm",
+    "torch._refs.native_layer_norm", "torch._refs.native_group_norm", "torch._refs._normalize",
+    "torch._refs.nn.functional.layer_norm", "torch._refs.nn.functional.group_norm",
+    "torch._decomp.decompositions.native_batch_norm", "torch._decomp.decompositions._native_batch_norm_legit",
+    "torch._decomp.decompositions._fused_rms_norm",
+    "torch.nn.LayerNorm", "torch.nn.GroupNorm", "torch.nn.RMSNorm", "torch.nn.LocalResponseNorm",
+    "torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.BatchNorm3d", "torch.nn.SyncBatchNorm",
+    "torch.nn.LazyBatchNorm1d", "torch.nn.LazyBatchNorm2d", "torch.nn.LazyBatchNorm3d",
+    "torch.nn.InstanceNorm1d", "torch.nn.InstanceNorm2d", "torch.nn.InstanceNorm3d",
+    "torch.nn.LazyInstanceNorm1d", "torch.nn.LazyInstanceNorm2d", "torch.nn.LazyInstanceNorm3d",
+    "attnbook.layers.LayerNorm",
+)
 LAYER_NORM_FORBIDDEN = [
-    (name, "compute the mean and the biased variance over the last dimension yourself, then "
-           "(x - mean) / sqrt(var + eps) * gamma + beta")
-    for name in ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm", "torch.nn.LayerNorm",
-                 "attnbook.layers.LayerNorm", "torch.nn.functional.group_norm", "torch.nn.functional.instance_norm",
-                 "torch.nn.functional.batch_norm")
+    (name, "no built-in normalisation routine here: compute the mean and the biased variance over the last "
+           "dimension yourself, then (x - mean) / sqrt(var + eps) * gamma + beta")
+    for name in NORMALISATION_ROUTINES
 ]
+
+NO_EPS_HINT = ("you left out eps: divide by sqrt(var + eps), which also keeps a token whose features are all equal "
+               "from dividing 0 by 0")
 
 
 def _norm_stats(x: Tensor, dims, correction: int = 0) -> tuple[Tensor, Tensor]:
@@ -77,8 +102,7 @@ def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
     out.update({
         "eps goes inside the square root: (x - mean) / sqrt(var + eps), not / (sqrt(var) + eps)":
             centred / (torch.sqrt(var) + eps) * gamma + beta,
-        "you left out eps: divide by sqrt(var + eps), which also keeps a token whose features are all equal "
-        "from dividing 0 by 0": centred / torch.sqrt(var) * gamma + beta,
+        NO_EPS_HINT: centred / torch.sqrt(var) * gamma + beta,  # refined by _eps_diagnosis: eps**2 looks the same
         "use the eps argument of your function, not a fixed 1e-5": centred / torch.sqrt(var + 1e-5) * gamma + beta,
         "you forgot gamma and beta: after normalising, scale by gamma and shift by beta": x_hat,
         "you forgot to multiply by gamma: x_hat * gamma + beta": x_hat + beta,
@@ -90,10 +114,47 @@ def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
     return out
 
 
+def _eps_diagnosis(layer_norm, x: Tensor, gamma: Tensor, beta: Tensor, default_used: bool) -> str | None:
+    """How `layer_norm`, wrong on `x`, uses eps: asked again on `x` with eps=1e-5 given by name (a wrong default),
+    then on an input of the same shape where eps matters (variance about 0.01, eps=0.1). None if in no known way."""
+
+    def run(t: Tensor, eps: float) -> Tensor | None:
+        try:
+            got = call(layer_norm, t, gamma, beta, eps=eps, what="layer_norm", forbid=LAYER_NORM_FORBIDDEN)
+        except (Wrong, NotAttempted):
+            return None
+        ok = isinstance(got, Tensor) and tuple(got.shape) == tuple(t.shape) and got.is_floating_point()
+        return got.detach().to(torch.float64) if ok else None
+
+    def close(got: Tensor | None, t: Tensor, denominator: Tensor) -> bool:
+        mean = t.mean(dim=-1, keepdim=True)
+        want = ((t - mean) / torch.sqrt(denominator) * gamma + beta).to(torch.float64)
+        return got is not None and torch.allclose(got, want, **_tolerance(t))
+
+    if default_used and close(run(x, 1e-5), x, _norm_stats(x, -1)[1] + 1e-5):
+        return ("with eps=1e-5 given by name your function is right, so its default is wrong: keep the signature "
+                "layer_norm(x, gamma, beta, eps=1e-5), PyTorch's default")
+    probe = _randn(*x.shape, seed=49, dtype=x.dtype) * 0.1 + 1  # variance about 0.01, well below eps = 0.1
+    eps = 0.1
+    got, var = run(probe, eps), _norm_stats(probe, -1)[1]
+    for hint, denominator in {
+        NO_EPS_HINT: var,
+        "add eps itself to the variance, not eps ** 2: sqrt(var + eps)": var + eps ** 2,
+        "eps is added to the variance, not used as a lower bound for it: sqrt(var + eps), not "
+        "sqrt(max(var, eps))": var.clamp_min(eps),
+    }.items():
+        if close(got, probe, denominator):
+            return hint
+    return None
+
+
 def _layer_norm_error_hint(message: str) -> str | None:
     if "must match the size" in message or "size of tensor" in message:
-        return ("keep the reduced dimension so that the mean and variance broadcast against x: "
-                "x.mean(dim=-1, keepdim=True)")
+        return ("two shapes do not line up. The mean and the variance need keepdim=True to broadcast against x "
+                "(x.mean(dim=-1, keepdim=True)), and gamma and beta, of shape (d,), broadcast over the last "
+                "dimension as they are: use them without reshaping")
+    if "unexpected keyword argument 'eps'" in message:
+        return "keep the signature layer_norm(x, gamma, beta, eps=1e-5): the check passes eps by name, eps=0.1"
     return None
 
 
@@ -116,17 +177,30 @@ def check_layer_norm(layer_norm) -> str:
     for i, (desc, x, eps) in enumerate(cases):
         d = x.size(-1)
         gamma, beta = _randn(d, seed=100 + i, dtype=x.dtype) + 1, _randn(d, seed=200 + i, dtype=x.dtype)
-        args = (x, gamma, beta) if eps is None else (x, gamma, beta, eps)
         on = desc + (" (and random gamma, beta of shape " + f"({d},))")
-        got = call(layer_norm, *args, what="layer_norm", on=on, forbid=LAYER_NORM_FORBIDDEN,
+        by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
+        got = call(layer_norm, x, gamma, beta, **by_name, what="layer_norm", on=on, forbid=LAYER_NORM_FORBIDDEN,
                    explain=_layer_norm_error_hint)
         eps_ = 1e-5 if eps is None else eps
         ref = nn.functional.layer_norm(x, (d,), gamma, beta, eps_)  # PyTorch's own, outside the learner's call
         _expect_dtype(got, x, "your result", on)
-        expect_close(got, ref, what="your result", on=on, mistakes=_layer_norm_mistakes(x, gamma, beta, eps_),
-                     nan_hint="a token whose features are all equal has variance 0: add eps inside the square "
-                              "root, sqrt(var + eps), so that you never divide by 0",
-                     **_tolerance(x))
+        try:
+            expect_close(got, ref, what="your result", on=on, mistakes=_layer_norm_mistakes(x, gamma, beta, eps_),
+                         nan_hint="a token whose features are all equal has variance 0: add eps inside the square "
+                                  "root, sqrt(var + eps), so that you never divide by 0",
+                         **_tolerance(x))
+        except Wrong as e:
+            # Where the variance is far above eps, no eps, eps ** 2 and max(var, eps) all look alike, and a wrong
+            # default eps looks like a small error: ask an input where eps matters which one it is.
+            values_wrong = isinstance(got, Tensor) and tuple(got.shape) == tuple(x.shape)
+            if values_wrong and (e.hint == NO_EPS_HINT or (e.hint is None and eps is None)):
+                hint = _eps_diagnosis(layer_norm, x, gamma, beta, default_used=eps is None)
+                if hint is None and e.hint == NO_EPS_HINT:
+                    hint = ("on this input your result equals (x - mean) / sqrt(var) * gamma + beta, as if eps had "
+                            "no effect: LayerNorm divides by sqrt(var + eps), eps added to the variance")
+                if hint is not None:
+                    raise Wrong(e.message, hint) from None
+            raise
     return f"matches nn.LayerNorm on {len(cases)} inputs, including a single token, a zero-variance token and float32"
 
 
@@ -142,12 +216,16 @@ FFN_FORBIDDEN = [
 
 
 def _ffn_mistakes(x: Tensor, W1: Tensor, b1: Tensor, W2: Tensor, b2: Tensor) -> dict[str, Tensor]:
-    relu, gelu = torch.relu, torch.nn.functional.gelu
+    relu, gelu, F = torch.relu, torch.nn.functional.gelu, torch.nn.functional
     out = {
         "that is GELU; this exercise uses ReLU, the original paper's activation: torch.relu":
             gelu(x @ W1 + b1) @ W2 + b2,
         "that is the tanh approximation of GELU; this exercise uses ReLU: torch.relu":
             gelu(x @ W1 + b1, approximate="tanh") @ W2 + b2,
+        "that is a leaky ReLU; ReLU is max(0, z), exactly 0 for every negative z: torch.relu":
+            F.leaky_relu(x @ W1 + b1) @ W2 + b2,
+        "ReLU has no upper limit: max(0, z), not relu6 or a clamp with a maximum":
+            F.relu6(x @ W1 + b1) @ W2 + b2,
         "the ReLU comes only between the two layers: the output is h @ W2 + b2, with no activation after it":
             relu(relu(x @ W1 + b1) @ W2 + b2),
         "you left out the activation: without a ReLU between them, the two layers collapse into one linear map":
@@ -159,37 +237,40 @@ def _ffn_mistakes(x: Tensor, W1: Tensor, b1: Tensor, W2: Tensor, b2: Tensor) -> 
         "the ReLU acts on the hidden layer, not on the input: relu(x @ W1 + b1) @ W2 + b2":
             (relu(x) @ W1 + b1) @ W2 + b2,
     }
-    if W1.size(0) == W1.size(1):  # square matrices: a transpose runs and gives a wrong answer
+    if W1.size(0) == W1.size(1):  # square matrices: a transpose or a swap runs and gives a wrong answer
         transposed = ("W1 and W2 are given as (in, out), so x @ W1 needs no transpose (nn.Linear stores (out, in) "
                       "and computes x @ W.T; these are already the other way round)")
         out[transposed] = relu(x @ W1.T + b1) @ W2.T + b2
         out[transposed + " (you transposed W1)"] = relu(x @ W1.T + b1) @ W2 + b2
         out[transposed + " (you transposed W2)"] = relu(x @ W1 + b1) @ W2.T + b2
+        out["W1 and W2 are swapped: W1 (d, d_ff) comes first, then W2 (d_ff, d)"] = relu(x @ W2 + b1) @ W1 + b2
     return out
 
 
 def _ffn_error_hint(message: str) -> str | None:
     if any(s in message for s in ("cannot be multiplied", "size mismatch", "must match the size", "size of tensor")):
         return ("follow the shapes: x (..., d) @ W1 (d, d_ff) + b1 (d_ff,), ReLU, then @ W2 (d_ff, d) + b2 (d,). "
-                "The matrices are given as (in, out), so no transpose is needed")
+                "W1 comes first, and both are used as given, (in, out), with no transpose")
     return None
 
 
 @exercise("4.2", "The position-wise feed-forward network", section="The position-wise feed-forward network")
 def check_feed_forward(feed_forward) -> str:
     """feed_forward(x, W1, b1, W2, b2) must equal relu(x @ W1 + b1) @ W2 + b2 on several shapes."""
-    cases = [
-        ("x of shape (5, 4) with d=4, d_ff=8", (5, 4), 8),
-        ("x of shape (2, 3, 6), a batch of sequences, with d=6, d_ff=10", (2, 3, 6), 10),
-        ("x of shape (3, 5) with square weights, d = d_ff = 5", (3, 5), 5),
-        ("x of shape (7,), a single token, with d=7, d_ff=3 (d_ff smaller than d)", (7,), 3),
-        ("x of shape (1, 1, 4), a batch of one token, with d=4, d_ff=16", (1, 1, 4), 16),
-        ("x of shape (2, 3, 4) in float32 with d=4, d_ff=8", (2, 3, 4), 8),
+    cases = [  # (description, shape of x, d_ff, scale of x)
+        ("x of shape (5, 4) with d=4, d_ff=8", (5, 4), 8, 1.0),
+        ("x of shape (2, 3, 6), a batch of sequences, with d=6, d_ff=10", (2, 3, 6), 10, 1.0),
+        ("x of shape (3, 5) with square weights, d = d_ff = 5", (3, 5), 5, 1.0),
+        ("x of shape (7,), a single token, with d=7, d_ff=3 (d_ff smaller than d)", (7,), 3, 1.0),
+        ("x of shape (1, 1, 4), a batch of one token, with d=4, d_ff=16", (1, 1, 4), 16, 1.0),
+        ("x of shape (4, 6) with large values, so that the hidden pre-activations x @ W1 + b1 reach about 40, "
+         "with d=6, d_ff=12", (4, 6), 12, 20.0),
+        ("x of shape (2, 3, 4) in float32 with d=4, d_ff=8", (2, 3, 4), 8, 1.0),
     ]
-    for i, (desc, shape, d_ff) in enumerate(cases):
+    for i, (desc, shape, d_ff, scale) in enumerate(cases):
         dtype = torch.float32 if "float32" in desc else torch.float64
         d = shape[-1]
-        x = _randn(*shape, seed=50 + i, dtype=dtype)
+        x = _randn(*shape, seed=50 + i, dtype=dtype) * scale
         W1 = _randn(d, d_ff, seed=60 + i, dtype=dtype) / d ** 0.5
         b1 = _randn(d_ff, seed=70 + i, dtype=dtype) * 0.5
         W2 = _randn(d_ff, d, seed=80 + i, dtype=dtype) / d_ff ** 0.5
@@ -201,7 +282,8 @@ def check_feed_forward(feed_forward) -> str:
         ref = hidden @ W2.double() + b2.double()  # (..., d)
         _expect_dtype(got, x, "your result", on)
         expect_close(got, ref, what="your result", on=on, mistakes=_ffn_mistakes(x, W1, b1, W2, b2), **_tolerance(x))
-    return f"matches relu(x @ W1 + b1) @ W2 + b2 on {len(cases)} inputs, including a single token and d_ff < d"
+    return (f"matches relu(x @ W1 + b1) @ W2 + b2 on {len(cases)} inputs, including a single token, d_ff < d and "
+            "large hidden values")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -209,71 +291,99 @@ def check_feed_forward(feed_forward) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 BLOCK_FORBIDDEN = [
-    (name, "compose the four callables yourself: h = x + attn(norm1(x)), then h + ffn(norm2(h))")
+    (name, "compose the four callables yourself, in the order of the pre-norm diagram")
     for name in ("attnbook.layers.EncoderBlock", "torch.nn.TransformerEncoderLayer")
 ]
 
 
 def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
-    """What common mistakes return on this input; each hint names the mistake."""
-    h = x + attn(norm1(x))
+    """What common mistakes return on this input; each hint names the mistake and the rule, not the answer."""
     y = norm1(x)
-    z = y + attn(y)
+    a_y, a_x, a_n2 = attn(y), attn(x), attn(norm2(x))  # the attention outputs the mistakes share
+    h, z, post_h = x + a_y, y + a_y, norm1(x + a_x)
     return {
-        "that is a post-norm block, norm(x + sublayer(x)); pre-norm normalises the input of each sublayer and "
-        "leaves the residual path alone: x + attn(norm1(x))": norm2(norm1(x + attn(x)) + ffn(norm1(x + attn(x)))),
-        "the second sublayer reads the block's input x instead of h = x + attn(norm1(x)): compute h first, then "
-        "h + ffn(norm2(h)) (the Add & Norm result must be the one you pass on)": h + ffn(norm2(x)),
-        "the second residual starts from x instead of h: return h + ffn(norm2(h)), where h = x + attn(norm1(x))":
+        "that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
+        "only the input of each sublayer and adds the sublayer's output to the un-normalised stream":
+            norm2(post_h + ffn(post_h)),
+        "that is a post-norm block, which normalises after each residual addition, and its second sublayer reads "
+        "the block's input x instead of h, the result of the first sublayer block, so the attention output is "
+        "lost. A pre-norm block normalises only the input of each sublayer": norm2(x + ffn(x)),
+        "that is a post-norm block, which normalises after each residual addition, and its second residual starts "
+        "from x instead of h, the result of the first sublayer block. A pre-norm block normalises only the input "
+        "of each sublayer": norm2(x + ffn(post_h)),
+        "the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
+        "block (attention with its residual), through its own norm": h + ffn(norm2(x)),
+        "the second residual starts from x: it must start from h, the output of the first sublayer block "
+        "(attention with its residual); as written, the attention output never reaches the result":
             x + ffn(norm2(h)),
-        "you forgot the first residual connection: h = x + attn(norm1(x)), not attn(norm1(x))":
-            attn(norm1(x)) + ffn(norm2(attn(norm1(x)))),
-        "you forgot the second residual connection: return h + ffn(norm2(h)), not ffn(norm2(h))": ffn(norm2(h)),
-        "you forgot both residual connections: add each sublayer's output to its input":
-            ffn(norm2(attn(norm1(x)))),
-        "you applied the norms to the sublayer outputs; in a pre-norm block they normalise the sublayer inputs: "
-        "x + attn(norm1(x))": (x + norm1(attn(x))) + norm2(ffn(x + norm1(attn(x)))),
-        "the residual must carry the un-normalised x: x + attn(norm1(x)), not norm1(x) + attn(norm1(x))":
-            z + ffn(norm2(z)),
-        "the residual must carry the un-normalised x and h: x + attn(norm1(x)), then h + ffn(norm2(h)); normalise "
-        "only what goes into each sublayer": norm2(z) + ffn(norm2(z)),
-        "the residual must carry the un-normalised h: h + ffn(norm2(h)), not norm2(h) + ffn(norm2(h))":
+        "you forgot the first residual connection: the attention sublayer's output is added to the block's input x":
+            a_y + ffn(norm2(a_y)),
+        "you forgot the second residual connection: the feed-forward sublayer's output is added to its input "
+        "stream h": ffn(norm2(h)),
+        "you forgot both residual connections: each sublayer's output is added to the stream it read from":
+            ffn(norm2(a_y)),
+        "you applied the norms to the sublayer outputs; in a pre-norm block each norm normalises the input of its "
+        "sublayer": (x + norm1(a_x)) + norm2(ffn(x + norm1(a_x))),
+        "the residual must carry the un-normalised x: normalise only what goes into attn, and add attn's output "
+        "to x itself": z + ffn(norm2(z)),
+        "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer, and add "
+        "each sublayer's output to the stream from before its norm": norm2(z) + ffn(norm2(z)),
+        "the second residual must carry the un-normalised h: normalise only what goes into ffn":
             norm2(h) + ffn(norm2(h)),
-        "you used norm1 twice: the second sublayer has its own norm, h + ffn(norm2(h))": h + ffn(norm1(h)),
-        "norm1 and norm2 are swapped: norm1 goes with attn, norm2 with ffn": (x + attn(norm2(x))) + ffn(
-            norm1(x + attn(norm2(x)))),
+        "you used norm1 twice: the feed-forward sublayer has its own norm, norm2": h + ffn(norm1(h)),
+        "norm1 and norm2 are swapped: norm1 belongs to the attention sublayer, norm2 to the feed-forward sublayer":
+            (x + a_n2) + ffn(norm1(x + a_n2)),
         "the sublayers come in the other order: attention first, then the feed-forward network":
             (x + ffn(norm1(x))) + attn(norm2(x + ffn(norm1(x)))),
-        "you stopped after the attention sublayer: add the feed-forward sublayer, h + ffn(norm2(h))": h,
-        "attn returns one tensor, not an (output, weights) tuple: use attn(norm1(x)) as it is, without [0]":
-            (x + attn(norm1(x))[0]) + ffn(norm2(x + attn(norm1(x))[0])),
+        "you stopped after the attention sublayer: the block goes on with the feed-forward sublayer and its own "
+        "residual connection": h,
+        "attn returns one tensor, not an (output, weights) tuple: use its result as it is, without [0]":
+            (x + a_y[0]) + ffn(norm2(x + a_y[0])),
     }
 
 
 def _block_error_hint(message: str) -> str | None:
+    if "attn takes one tensor of shape (batch, n, d)" in message or "must have shape (batch, seq" in message:
+        return ("keep x as it is, (batch, n, d): attention mixes the positions within each sequence, so do not "
+                "flatten or reshape x (to (batch * n, d)) before calling attn")
     if "TypeError" in message and ("positional argument" in message or "takes" in message):
-        return ("each of attn, ffn, norm1 and norm2 takes one tensor and returns one tensor: call attn(norm1(x)), "
-                "not attn(q, k, v)")
+        return ("each of attn, ffn, norm1 and norm2 takes one tensor of shape (batch, n, d) and returns one: call "
+                "attn with the normalised tensor alone, not attn(q, k, v)")
     if "not subscriptable" in message or "tuple" in message:
         return "attn returns one tensor (not an (output, weights) tuple): use its result directly"
     return None
 
 
+def _named(fn, name: str, three_d: bool = False):
+    """`fn` as a plain function called `name` (what error messages and repr show), taking one tensor; with
+    `three_d`, it refuses anything but a (batch, n, d) tensor, as attention does."""
+
+    def sublayer(t):
+        if three_d and isinstance(t, Tensor) and t.dim() != 3:
+            raise ValueError(f"{name} takes one tensor of shape (batch, n, d), got shape {tuple(t.shape)}")
+        return fn(t)
+
+    sublayer.__name__ = sublayer.__qualname__ = name
+    return sublayer
+
+
+def _block_from(block: EncoderBlock) -> tuple:
+    """(attn, ffn, norm1, norm2) of a pre-norm EncoderBlock, as one-tensor functions with readable names."""
+    return (_named(lambda t: block.self_attn(t, t, t)[0], "attn", three_d=True), _named(block.ffn, "ffn"),
+            _named(block.norm1, "norm1"), _named(block.norm2, "norm2"))
+
+
 def _block_cases():
-    """(description, x, attn, ffn, norm1, norm2, reference) for 4.3, in float64."""
+    """(description, x, attn, ffn, norm1, norm2, reference) for 4.3."""
     cases = []
     # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
     block = _randomize_(EncoderBlock(8, 2, 16, norm_first=True).double(), seed=31).eval()
     x = _randn(2, 5, 8, seed=32)
-
-    def attn(t):
-        return block.self_attn(t, t, t)[0]  # one tensor in, one tensor out
-
     with torch.no_grad():
         ref = block(x)
     cases.append(("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
                   "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta",
-                  x, attn, block.ffn, block.norm1, block.norm2, ref))
+                  x, *_block_from(block), ref))
     # 2. plain functions that mix positions, batch of one
     A, B, C = _randn(4, 4, seed=33), _randn(4, 6, seed=34), _randn(6, 4, seed=35)
     norm_a, norm_b = _randomize_(LayerNorm(4).double(), seed=36), _randomize_(LayerNorm(4).double(), seed=37)
@@ -286,46 +396,55 @@ def _block_cases():
         return torch.tanh(t @ B) @ C  # (B, n, 4)
 
     cases.append(("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
-                  "LayerNorms", x, mix, mlp, norm_a, norm_b, None))
+                  "LayerNorms", x, _named(mix, "attn", three_d=True), _named(mlp, "ffn"), _named(norm_a, "norm1"),
+                  _named(norm_b, "norm2"), None))
     # 3. one token per sequence, odd width
     block3 = _randomize_(EncoderBlock(6, 3, 5, norm_first=True).double(), seed=39).eval()
     x = _randn(3, 1, 6, seed=40)
-
-    def attn3(t):
-        return block3.self_attn(t, t, t)[0]
-
     cases.append(("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
-                  "6 -> 5 -> 6 and two LayerNorms", x, attn3, block3.ffn, block3.norm1, block3.norm2, None))
+                  "6 -> 5 -> 6 and two LayerNorms", x, *_block_from(block3), None))
+    # 4. float32: the result keeps the input's dtype
+    block4 = _randomize_(EncoderBlock(6, 2, 12, norm_first=True), seed=41).eval()
+    x = _randn(2, 4, 6, seed=42, dtype=torch.float32)
+    cases.append(("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
+                  "and two LayerNorms, all in float32", x, *_block_from(block4), None))
     return cases
 
 
 @exercise("4.3", "A pre-norm block from its sublayers", section="Pre-norm: GPT-2 and most modern models")
 def check_pre_norm_block(pre_norm_block) -> str:
-    """pre_norm_block(x, attn, ffn, norm1, norm2) must return h + ffn(norm2(h)) with h = x + attn(norm1(x))."""
+    """pre_norm_block(x, attn, ffn, norm1, norm2) must equal the pre-norm EncoderBlock made of these pieces."""
     cases = _block_cases()
     for desc, x, attn, ffn, norm1, norm2, ref in cases:
         with torch.no_grad():
             if ref is None:
-                h = x + attn(norm1(x))
-                ref = h + ffn(norm2(h))
+                h = x + attn(norm1(x))  # (B, n, d)
+                ref = h + ffn(norm2(h))  # (B, n, d)
             mistakes = _block_mistakes(x, attn, ffn, norm1, norm2)
             got = call(pre_norm_block, x, attn, ffn, norm1, norm2, what="pre_norm_block", on=desc,
                        forbid=BLOCK_FORBIDDEN, explain=_block_error_hint)
-        expect_close(got, ref, what="your result", on=desc, mistakes=mistakes, atol=1e-8, rtol=1e-7)
-    return f"the pre-norm block is right on {len(cases)} inputs, including a batch of one and one token per sequence"
+        _expect_dtype(got, x, "your result", desc)
+        expect_close(got, ref, what="your result", on=desc, mistakes=mistakes, **_tolerance(x))
+    return (f"the pre-norm block is right on {len(cases)} inputs, including a batch of one, one token per sequence "
+            "and float32")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 4.4  The encoder's parameter count
 # ---------------------------------------------------------------------------------------------------------
 
+COUNT_HELPERS = ("count_parameters", "mha_param_count", "ffn_param_count", "layer_norm_param_count",
+                 "encoder_block_param_count", "encoder_param_count", "bert_param_count", "gpt_param_count", "_linear")
 COUNT_FORBIDDEN = [
     (name, "count with a formula: embedding vocab_size * d_model, and per block the attention, feed-forward and "
            "LayerNorm weights and biases")
-    for name in ("attnbook.models.params.encoder_param_count", "attnbook.models.params.count_parameters",
-                 "attnbook.models.params.encoder_block_param_count", "torch.nn.Module.parameters",
-                 "torch.nn.Module.named_parameters")
+    for name in (*(f"attnbook.models.params.{helper}" for helper in COUNT_HELPERS),
+                 "torch.nn.Module.__init__",  # building any module, which is how a model is counted
+                 "torch.nn.Module.parameters", "torch.nn.Module.named_parameters", "torch.nn.Module.state_dict",
+                 "torch.nn.Module.modules", "torch.nn.Module.named_modules", "torch.nn.Module.children",
+                 "torch.nn.Module.named_children")
 ]
+ARGUMENTS = ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers")
 
 
 def _reference_count(vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> int:
@@ -336,11 +455,23 @@ def _reference_count(vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_l
     return embedding.weight.numel() + n_layers * sum(p.numel() for p in layer.parameters())
 
 
+def _formula(V: int, d: int, h: int, f: int, L: int) -> int:
+    """The right count, for reading the learner's arguments in another order (see _count_mistakes)."""
+    return V * d + L * (4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d)
+
+
 def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
-    """What common counting mistakes give, keyed by the hint for each."""
+    """What common counting mistakes give, keyed by the hint for each (first match wins)."""
     emb, attn, ffn, norms = V * d, 4 * d * d + 4 * d, 2 * d * f + f + d, 4 * d
-    right = emb + L * (attn + ffn + norms)
-    return {
+    block = attn + ffn + norms
+    right = emb + L * block
+    d_head = d // h
+    heads = ("the number of heads does not change the count: the heads are slices of the same d_model x d_model "
+             "projections (W_q, W_k, W_v and W_o together hold 4 d_model^2 weights and 4 d_model biases whatever "
+             "n_heads is)")
+    rule = ("12 * n_layers * d_model^2 is a rule of thumb for large models with d_ff = 4 * d_model: it leaves out "
+            "the biases and the LayerNorms. Count each piece exactly, with the d_ff argument")
+    mistakes = {
         "you left out the biases: every Linear layer from a to b features has a*b weights and b biases":
             emb + L * (4 * d * d + 2 * d * f + norms),
         "you counted only the weight matrices: add the biases (every Linear layer has one per output feature) and "
@@ -351,19 +482,30 @@ def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
         "d_model shifts beta)": emb + L * (4 * d * d + ffn + norms),
         "you left out the feed-forward biases: d_ff for the first layer and d_model for the second":
             emb + L * (attn + 2 * d * f + norms),
+        "the feed-forward biases are d_ff for the first layer (d_model -> d_ff) and d_model for the second "
+        "(d_ff -> d_model), not 2 * d_model": emb + L * (attn + 2 * d * f + 2 * d + norms),
+        "the feed-forward biases are d_ff for the first layer (d_model -> d_ff) and d_model for the second "
+        "(d_ff -> d_model), not 2 * d_ff": emb + L * (attn + 2 * d * f + 2 * f + norms),
         "each block has two LayerNorms, each with 2 * d_model parameters (gamma and beta): 4 * d_model per block":
             emb + L * (attn + ffn + 2 * d),
+        "each block has two LayerNorms, not three: 4 * d_model per block": emb + L * (attn + ffn + 6 * d),
         "attention has four matrices, W_q, W_k, W_v and the output projection W_o, each d_model x d_model with "
         "d_model biases": emb + L * (3 * d * d + 3 * d + ffn + norms),
-        "the number of heads does not multiply the count: the heads are slices of the same d_model x d_model "
-        "projections": emb + L * (h * attn + ffn + norms),
-        "the number of heads does not multiply the count: the heads are slices of the same d_model x d_model "
-        "projections (W_q, W_k, W_v and W_o together hold 4 d_model^2 weights whatever n_heads is)":
-            emb + L * (h * (3 * d * d + 3 * d) + d * d + d + ffn + norms),
+        "you multiplied the attention by n_heads; " + heads: emb + L * (h * attn + ffn + norms),
+        "you multiplied W_q, W_k and W_v by n_heads; " + heads: emb + L * (
+            h * (3 * d * d + 3 * d) + d * d + d + ffn + norms),
+        "you multiplied the attention weights by n_heads; " + heads: emb + L * (4 * (h * d * d + d) + ffn + norms),
+        "you counted the projections of one head only; " + heads: emb + L * (4 * (d * d_head + d_head) + ffn + norms),
+        "you counted the weights of one head only; " + heads: emb + L * (4 * (d * d_head + d) + ffn + norms),
+        "you counted W_q, W_k and W_v of one head only; " + heads: emb + L * (
+            3 * (d * d_head + d_head) + d * d + d + ffn + norms),
         "this encoder uses sinusoidal positions, which have no parameters: leave out the 512 * d_model learned "
         "positions": right + 512 * d,
         "that is close to BERT's count: this encoder has no learned positions, token types, embedding LayerNorm "
         "or pooler": right + 512 * d + 2 * d + 2 * d + d * d + d,
+        "this encoder has no pooler (BERT's d_model x d_model layer with biases on top)": right + d * d + d,
+        "this encoder has no final LayerNorm (pre-norm models add one after the last block) and no token-type "
+        "embeddings: 2 * d_model too many": right + 2 * d,
         "the encoder has no output layer: count the token embedding once, and no vocab_size x d_model head":
             right + V * d,
         "the encoder has no output layer: count the token embedding once, and no vocab_size x d_model head "
@@ -371,36 +513,74 @@ def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
         "use the d_ff argument for the feed-forward width, not 4 * d_model":
             emb + L * (attn + 2 * d * 4 * d + 4 * d + d + norms),
         "you left out the token embedding: vocab_size * d_model": right - emb,
-        "count the token embedding once, not once per layer": L * (emb + attn + ffn + norms),
+        "count the token embedding once, not once per layer": L * (emb + block),
         "the feed-forward network has two layers, d_model -> d_ff and d_ff -> d_model": emb + L * (
             attn + d * f + f + norms),
-        "multiply the per-block count by n_layers: every block has its own weights": emb + attn + ffn + norms,
+        "the feed-forward network has two layers, d_model -> d_ff and d_ff -> d_model, each with its own weights":
+            emb + L * (attn + d * f + f + d + norms),
+        "W_q, W_k, W_v and W_o each have d_model biases: 4 * d_model attention biases per block, not d_model":
+            emb + L * (4 * d * d + d + ffn + norms),
+        "W_q, W_k, W_v and W_o each have d_model biases, the output projection W_o too: 4 * d_model attention "
+        "biases per block": emb + L * (4 * d * d + 3 * d + ffn + norms),
+        "multiply the per-block count by n_layers: every block has its own weights": emb + block,
+        "you returned one block's count: the encoder is the token embedding plus n_layers blocks": block,
+        "count n_layers blocks, not n_layers - 1": emb + (L - 1) * block,
+        rule: emb + 12 * L * d * d,
+        rule + ", and add the token embedding": 12 * L * d * d,
+        "use the vocab_size argument: you counted a vocabulary of 30,000 whatever vocab_size is":
+            30000 * d + L * block,
+        "use the n_layers argument: you counted 12 blocks whatever n_layers is": emb + 12 * block,
+        "you return the chapter encoder's count whatever the arguments: compute it from vocab_size, d_model, d_ff "
+        "and n_layers": 108_094_464,
     }
+    args = (V, d, h, f, L)
+    for order in itertools.permutations(range(5)):  # the arguments read in another order
+        if order != tuple(range(5)):
+            names = [""] * 5
+            for k, position in enumerate(order):
+                names[position] = ARGUMENTS[k]
+            mistakes.setdefault(
+                "your count is right for the arguments in another order: the check calls encoder_param_count("
+                f"{', '.join(ARGUMENTS)}) in this order, and your function reads them as ({', '.join(names)})",
+                _formula(*(args[i] for i in order)))
+    return mistakes
 
 
 def _as_count(got, on: str) -> int:
-    """An int from the learner's answer, or Wrong with a hint about the type."""
+    """An int from the learner's answer (a NumPy integer is fine too), or Wrong with a hint about the type."""
+    expected = "an int (a NumPy integer is fine too)"
     if got is None:
-        raise Wrong(f"encoder_param_count returned None for {on}, expected an int",
+        raise Wrong(f"encoder_param_count returned None for {on}, expected {expected}",
                     "did you forget the `return` statement?")
     if isinstance(got, bool):
-        raise Wrong(f"encoder_param_count returned a bool for {on}, expected an int")
+        raise Wrong(f"encoder_param_count returned a bool for {on}, expected {expected}")
     if isinstance(got, numbers.Integral):
         return int(got)
     if isinstance(got, Tensor):
-        raise Wrong(f"encoder_param_count returned a tensor for {on}, expected a Python int",
+        raise Wrong(f"encoder_param_count returned a tensor for {on}, expected {expected}",
                     "count with plain integers (d_model * d_ff, ...), or return int(count)")
     if isinstance(got, numbers.Real):
-        raise Wrong(f"encoder_param_count returned the float {got!r} for {on}, expected an int",
+        raise Wrong(f"encoder_param_count returned the float {got!r} for {on}, expected {expected}",
                     "a count is a whole number: use integer arithmetic (// instead of /, no ** 0.5, no 1e6)")
-    raise Wrong(f"encoder_param_count returned {describe(got)} for {on}, expected an int",
+    raise Wrong(f"encoder_param_count returned {describe(got)} for {on}, expected {expected}",
                 "return the number of parameters as an int")
+
+
+def _call_count(encoder_param_count, config: tuple, on: str) -> int:
+    try:
+        got = call(encoder_param_count, *config, what="encoder_param_count", on=on, forbid=COUNT_FORBIDDEN)
+    except Wrong as e:
+        if "torch.nn.Module.__init__" in e.message:  # say it in the task's words
+            raise Wrong(f"encoder_param_count built a torch.nn.Module on {on}: the task asks you to count with a "
+                        "formula, without building a model", COUNT_FORBIDDEN[0][1]) from None
+        raise
+    return _as_count(got, on)
 
 
 @exercise("4.4", "The encoder's parameter count", section="The whole encoder")
 def check_encoder_param_count(encoder_param_count) -> str:
     """encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers) must equal a real stack's count."""
-    configs = [  # the first one tells every known mistake apart (each gives a different count)
+    configs = [
         (100, 8, 2, 20, 3),
         (50, 6, 3, 10, 3),
         (1000, 16, 4, 40, 1),
@@ -408,19 +588,27 @@ def check_encoder_param_count(encoder_param_count) -> str:
         (500, 12, 12, 7, 4),
         (30000, 768, 12, 3072, 12),
     ]
-    for V, d, h, f, L in configs:
-        on = f"vocab_size={V}, d_model={d}, n_heads={h}, d_ff={f}, n_layers={L}"
-        got = _as_count(call(encoder_param_count, V, d, h, f, L, what="encoder_param_count", on=on,
-                             forbid=COUNT_FORBIDDEN), on)
-        expected = _reference_count(V, d, h, f, L)
-        if got == expected:
-            continue
-        if got in (110_100_000, 110_000_000):
-            hint = ("110.1M is the popular tutorial's number for the big model, not a count of this model's "
-                    "parameters: add up the pieces")
-        else:
-            hint = next((hint for hint, wrong in _count_mistakes(V, d, h, f, L).items() if wrong == got), None)
-        raise Wrong(f"encoder_param_count({V}, {d}, {h}, {f}, {L}) returned {got:,}, expected {expected:,} "
-                    f"(yours is off by {got - expected:+,})", hint)
-    return (f"right on {len(configs)} configurations, including the chapter's encoder "
-            f"({_reference_count(*configs[-1]):,} parameters)")
+    answers = []  # (configuration, the learner's count, the right count)
+    for config in configs:
+        on = ", ".join(f"{name}={value}" for name, value in zip(ARGUMENTS, config))
+        try:
+            got = _call_count(encoder_param_count, config, on)
+        except Wrong:
+            if any(g != e for _, g, e in answers):  # an earlier configuration was already wrong: report that
+                break
+            raise
+        answers.append((config, got, _reference_count(*config)))
+    wrong = [(config, got, expected) for config, got, expected in answers if got != expected]
+    if not wrong:
+        return (f"right on {len(configs)} configurations, including the chapter's encoder "
+                f"({_reference_count(*configs[-1]):,} parameters)")
+    config, got, expected = wrong[0]
+    if got in (110_100_000, 110_000_000):
+        hint = ("110.1M is the popular tutorial's number for the big model, not a count of this model's "
+                "parameters: add up the pieces")
+    else:  # a mistake is named only if it explains the count on every configuration tried
+        tables = [_count_mistakes(*c) for c, _, _ in answers]
+        hint = next((hint for hint in tables[0] if all(t.get(hint) == g for t, (_, g, _) in zip(tables, answers))),
+                    None)
+    raise Wrong(f"encoder_param_count({', '.join(map(str, config))}) returned {got:,}, expected {expected:,} "
+                f"(yours is off by {got - expected:+,})", hint)

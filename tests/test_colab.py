@@ -1,0 +1,94 @@
+"""Colab, simulated: the package installed from its build (not editable) into a fresh environment that already
+has PyTorch and Colab's usual libraries, and nothing else from requirements.txt; an exercise version runs there.
+
+The set-up cell must find attnbook and not try to install it, and every check must say "not attempted yet".
+This is the only test that catches a packaging mistake (a subpackage missing from the wheel, a dependency that
+only the development environment has).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+# What a Colab runtime already has (pinned to the versions in requirements.txt, so CI stays reproducible);
+# jupyter-book, nbval, transformers and the rest of requirements.txt are deliberately absent.
+COLAB_PACKAGES = ("torch", "numpy", "matplotlib", "tqdm", "ipykernel", "nbclient", "nbformat")
+NOTEBOOKS = ("01_qkv.ipynb", "03_multi_head.ipynb")
+
+RUNNER = r'''
+import json, sys
+import nbformat
+from nbclient import NotebookClient
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
+import attnbook
+report = {"attnbook_file": attnbook.__file__, "cells": []}
+for cell in nb.cells:
+    if cell.cell_type == "code":
+        report["cells"].append({"source": cell.source, "outputs": [dict(o) for o in cell.outputs]})
+print(json.dumps(report))
+'''
+
+
+def _pins() -> list[str]:
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", line)
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return [f"{name}=={pins[name]}" for name in COLAB_PACKAGES]
+
+
+@pytest.fixture(scope="module")
+def colab_python(tmp_path_factory) -> Path:
+    """A fresh virtual environment with Colab's usual libraries and attnbook installed from its build."""
+    env_dir = tmp_path_factory.mktemp("colab") / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, *_pins()], check=True)
+    subprocess.run([*pip, "--no-deps", str(ROOT)], check=True)  # a regular (built) install, not editable
+    return python
+
+
+def test_the_install_is_a_build_with_nothing_from_requirements(colab_python):
+    listed = subprocess.run([str(colab_python), "-m", "pip", "list", "--format=json"], check=True,
+                            capture_output=True, text=True).stdout
+    names = {p["name"].lower() for p in json.loads(listed)}
+    assert "attnbook" in names
+    assert not names & {"jupyter-book", "nbval", "myst-nb", "transformers", "sphinx", "pytest"}
+    where = subprocess.run([str(colab_python), "-c", "import attnbook, sys; print(attnbook.__file__)"],
+                           check=True, capture_output=True, text=True, cwd="/").stdout.strip()
+    assert str(ROOT / "src") not in where and "site-packages" in where
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_an_exercise_version_runs_like_in_colab(colab_python, name, tmp_path):
+    runner = tmp_path / "run.py"
+    runner.write_text(RUNNER)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{colab_python.parent}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run([str(colab_python), str(runner), str(ROOT / "book" / "exercises" / name), str(tmp_path)],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "site-packages" in report["attnbook_file"] and str(ROOT / "src") not in report["attnbook_file"]
+    setup = report["cells"][0]
+    assert "import attnbook" in setup["source"] and setup["outputs"] == [], "the set-up cell tried to install"
+    checks = [o for cell in report["cells"] for o in cell["outputs"]
+              if "check" in o.get("metadata", {}).get("attnbook", {})]
+    assert checks, "no check ran"
+    statuses = {o["metadata"]["attnbook"]["check"]["status"] for o in checks}
+    assert statuses == {"not attempted"}, statuses
+    errors = [o for cell in report["cells"] for o in cell["outputs"] if o.get("output_type") == "error"]
+    assert not errors, errors[:1]
