@@ -50,3 +50,14 @@ def solutions():
         return cache[number]
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _fresh_check_session():
+    """Every test starts as a new learner: no earlier attempts (after 10 failed tries a by-hand exercise stops
+    naming wrong entries, so attempts must not leak between tests)."""
+    from attnbook.exercises import reset_session
+
+    reset_session()
+    yield
+    reset_session()

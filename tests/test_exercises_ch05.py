@@ -7,7 +7,16 @@ import pytest
 import torch
 
 from attnbook import positional
-from attnbook.exercises import check
+from attnbook.exercises import check, reset_session
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    """Each test is a new learner: failed attempts from other tests must not change the messages (5.4 stops naming
+    the wrong entries after 10 failed tries)."""
+    reset_session()
+    yield
+    reset_session()
 
 # ---------------------------------------------------------------------------------------------------------
 # 5.1 the sinusoidal table
@@ -140,6 +149,65 @@ def test_5_1_error_in_learner_code_gets_a_hint():
     assert not result.passed and "Hint:" in result.message, result.message
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_5_1_any_dtype_but_float32_gets_the_dtype_message(dtype):
+    def sinusoidal_table(max_len, d_model):
+        pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+        angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(max_len, d_model).to(dtype)
+
+    result = check("5.1", sinusoidal_table)
+    assert not result.passed
+    assert f"has dtype {dtype}" in result.message and "expected torch.float32" in result.message, result.message
+    assert "wrong values" not in result.message, result.message
+
+
+def test_5_1_default_argument_capture_is_refused():
+    def captured_table(max_len, d_model, _table=positional.sinusoidal_table):
+        return _table(max_len, d_model)
+
+    def captured_module(max_len, d_model, *, _module=positional.SinusoidalPositionalEncoding):
+        return _module(d_model, max_len=max_len).pe.float()
+
+    for answer in (captured_table, captured_module):
+        result = check("5.1", answer)
+        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
+            result.message
+
+
+def test_5_1_built_from_the_shift_operator_names_the_public_function():
+    def sinusoidal_table(max_len, d_model):  # PE(p) = R_p PE(0), with PE(0) = (0, 1, 0, 1, ...)
+        pe0 = torch.tensor([0.0, 1.0] * (d_model // 2), dtype=torch.float64)
+        return torch.stack([positional.shift_operator(p, d_model, dtype=torch.float64) @ pe0
+                            for p in range(max_len)]).float()
+
+    result = check("5.1", sinusoidal_table)
+    assert not result.passed and "called attnbook.positional.shift_operator" in result.message, result.message
+    assert "_frequencies" not in result.message, result.message
+
+
+def test_5_1_hugging_face_tables_are_refused():
+    xlm = pytest.importorskip("transformers.models.xlm.modeling_xlm")
+
+    def from_xlm(max_len, d_model):
+        out = torch.empty(max_len, d_model)
+        xlm.create_sinusoidal_embeddings(max_len, d_model, out)
+        return out
+
+    def from_marian(max_len, d_model):  # sines then cosines: interleave them back by hand
+        from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+        w = MarianSinusoidalPositionalEmbedding(max_len, d_model).create_weight()
+        h = d_model // 2
+        return torch.stack((w[:, :h], w[:, h:]), dim=-1).reshape(max_len, d_model)
+
+    for answer, name in ((from_xlm, "create_sinusoidal_embeddings"), (from_marian, "create_weight")):
+        result = check("5.1", answer)
+        assert not result.passed and f"modeling_{'xlm' if answer is from_xlm else 'marian'}.{name}" in result.message, \
+            result.message
+        assert "no library sinusoidal table" in result.message, result.message
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 5.2 how far from permutation-equivariant
 # ---------------------------------------------------------------------------------------------------------
@@ -208,7 +276,7 @@ def always_zero(f, x, perm):
 @pytest.mark.parametrize(
     "answer, hint",
     [
-        (batch_axis, "Permuting the batch axis (dim 0)"),
+        (batch_axis, "you permuted the batch axis (dim 0)"),
         (feature_axis, "you permuted the feature axis"),
         (inverse_on_output, "inverse permutation"),
         (output_not_permuted, "compare with the permuted output"),
@@ -224,6 +292,56 @@ def test_5_2_wrong_answers_get_hints(answer, hint):
     assert not result.passed, answer.__name__
     assert hint in result.message, result.message
     assert '(Re-read "Attention does not know the order".)' in result.message
+
+
+def permuted_input_not_output(f, x, perm):  # the learner trial's answer that crashed the checker
+    return (f(x[:, perm]) - x[:, perm]).abs().max().item()
+
+
+def compared_with_itself(f, x, perm):
+    return (f(x[:, perm]) - f(x[:, perm])).abs().max().item()
+
+
+def truncated_to_int(f, x, perm):
+    return int((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+
+def test_5_2_comparing_with_the_permuted_input_gets_a_hint_not_a_crash():
+    result = check("5.2", permuted_input_not_output)
+    assert not result.passed and "could not check" not in result.message, result.message
+    assert "you compared f(x[:, perm]) with the permuted input x[:, perm]" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [always_zero, compared_with_itself], ids=lambda a: a.__name__)
+def test_5_2_zero_gets_the_not_equivariant_hint_not_the_batch_axis_one(answer):
+    result = check("5.2", answer)
+    assert not result.passed and "this f is not equivariant" in result.message, result.message
+    assert "batch axis" not in result.message, result.message
+
+
+def test_5_2_int_is_refused_with_a_float_hint():
+    result = check("5.2", truncated_to_int)
+    assert not result.passed and "returned an int" in result.message, result.message
+    assert "without int()" in result.message and "batch axis" not in result.message, result.message
+
+
+def test_5_2_return_kinds_the_task_excludes_are_refused():
+    def zero_dim_array(f, x, perm):
+        return np.array((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+    def one_element_tensor(f, x, perm):
+        return (f(x[:, perm]) - f(x)[:, perm]).abs().max().reshape(1)
+
+    def integer_tensor(f, x, perm):
+        return (f(x[:, perm]) - f(x)[:, perm]).abs().max().long()
+
+    for answer, phrase in ((zero_dim_array, "returned a NumPy array of shape ()"),
+                           (one_element_tensor, "tensor of shape (1,)"),
+                           (integer_tensor, "integer tensor")):
+        result = check("5.2", answer)
+        assert not result.passed, answer.__name__
+        assert phrase in result.message and "a Python float (.item()) or a 0-d tensor" in result.message, \
+            result.message
 
 
 def test_5_2_the_exact_case_says_what_was_expected():
@@ -340,6 +458,30 @@ def test_5_3_wrong_answers_get_hints(kwargs, hint):
     assert '(Re-read "Rotary position embedding (RoPE)".)' in result.message
 
 
+def rope_at(x, positions):
+    """The right rotation at the given positions, written with rotate_half (used to build wrong answers below)."""
+    d = x.size(-1)
+    freqs = positions.double()[:, None] / 10000 ** (torch.arange(0, d, 2).double() / d)  # (seq, d/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (seq, d)
+    x1, x2 = x.chunk(2, dim=-1)
+    return (x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()).to(x.dtype)
+
+
+def test_5_3_positions_shifted_to_zero_or_assumed_consecutive_get_their_own_hints():
+    def from_zero(x, positions):
+        return rope_at(x, positions - positions.min())
+
+    def consecutive(x, positions):
+        return rope_at(x, positions[0] + torch.arange(x.size(-2)))
+
+    for answer, phrase in ((from_zero, "you shifted the positions to start at 0"),
+                           (consecutive, "you assumed consecutive positions")):
+        result = check("5.3", answer)
+        assert not result.passed and phrase in result.message, result.message
+        assert "use the positions exactly as given" in result.message, result.message
+        assert "you ignored the positions argument" not in result.message, result.message
+
+
 def test_5_3_freqs_not_concatenated_gets_the_cat_hint():
     def apply_rope(x, positions):
         d = x.size(-1)
@@ -395,6 +537,63 @@ def test_5_3_hugging_face_is_refused():
         result.message
 
 
+@pytest.mark.parametrize("model", ["mixtral", "falcon", "gemma3", "esm"])
+def test_5_3_every_hugging_face_copy_is_refused(model):
+    module = pytest.importorskip(f"transformers.models.{model}.modeling_{model}")
+    rotate_half, apply_rotary_pos_emb = module.rotate_half, module.apply_rotary_pos_emb
+
+    def with_rotate_half(x, positions):
+        d = x.size(-1)
+        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return x * emb.cos().to(x.dtype) + rotate_half(x) * emb.sin().to(x.dtype)
+
+    def with_apply_rotary_pos_emb(x, positions):
+        d = x.size(-1)
+        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return apply_rotary_pos_emb(x, x, emb.cos().to(x.dtype), emb.sin().to(x.dtype), unsqueeze_dim=0)[0]
+
+    for answer, name in ((with_rotate_half, "rotate_half"), (with_apply_rotary_pos_emb, "apply_rotary_pos_emb")):
+        result = check("5.3", answer)
+        assert not result.passed, (model, name)
+        assert f"the task asks you to write this without transformers.models.{model}" in result.message, result.message
+        assert "rotate_half(x) = cat(-x2, x1)" in result.message, result.message
+
+
+def test_5_3_the_trial_answer_importing_mixtral_inside_the_function_is_refused():
+    pytest.importorskip("transformers")
+
+    def apply_rope(x, positions):  # verbatim from the learner trial, where it passed
+        from transformers.models.mixtral.modeling_mixtral import rotate_half
+
+        d = x.shape[-1]
+        inv = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+        fr = positions.double()[:, None] * inv
+        emb = torch.cat((fr, fr), -1)
+        return x * emb.cos().to(x.dtype) + rotate_half(x) * emb.sin().to(x.dtype)
+
+    result = check("5.3", apply_rope)
+    assert not result.passed, result.message
+    assert "called transformers.models.mixtral.modeling_mixtral.rotate_half" in result.message, result.message
+
+
+def test_5_3_default_argument_capture_is_refused():
+    def captured_apply_rope(x, positions, _rope=positional.apply_rope):
+        return _rope(x, positions)
+
+    def captured_rotate_half(x, positions, *, _rotate=positional.rotate_half):
+        d = x.size(-1)
+        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (x * emb.cos() + _rotate(x) * emb.sin()).to(x.dtype)
+
+    for answer in (captured_apply_rope, captured_rotate_half):
+        result = check("5.3", answer)
+        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
+            result.message
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 5.4 the shift matrix
 # ---------------------------------------------------------------------------------------------------------
@@ -405,18 +604,31 @@ def test_5_4_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_5_4_nested_lists_and_float64_are_accepted():
-    def as_lists(k, omega):
-        angle = omega * k
-        return [[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]]
+def test_5_4_float64_and_a_matrix_exponential_are_accepted():
+    def in_float64(k, omega):
+        c, s = math.cos(omega * k), math.sin(omega * k)
+        return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
 
     def by_matrix_exponential(k, omega):  # exp(omega k J) with J the generator of the rotation
         J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
         return torch.linalg.matrix_exp(omega * k * J)
 
-    for answer in (as_lists, by_matrix_exponential):
+    for answer in (in_float64, by_matrix_exponential):
         result = check("5.4", answer)
         assert result.passed, result.message
+
+
+def test_5_4_lists_arrays_and_tuples_are_refused_the_task_asks_for_a_tensor():
+    def entries(k, omega):
+        c, s = math.cos(omega * k), math.sin(omega * k)
+        return [[c, s], [-s, c]]
+
+    answers = (entries, lambda k, omega: np.array(entries(k, omega)),
+               lambda k, omega: tuple(tuple(row) for row in entries(k, omega)))
+    for answer, kind in zip(answers, ("a list", "a NumPy array of shape (2, 2)", "a tuple")):
+        result = check("5.4", answer)
+        assert not result.passed, kind
+        assert f"returned {kind}" in result.message and "expected a torch.Tensor" in result.message, result.message
 
 
 def test_5_4_not_attempted():
@@ -475,6 +687,38 @@ def test_5_4_wrong_answers_get_hints(answer, hint):
     assert not result.passed, answer.__name__
     assert hint in result.message, result.message
     assert '(Re-read "Moving by k positions is a rotation".)' in result.message
+
+
+def test_5_4_half_precision_gets_a_dtype_message():
+    def pe_shift_matrix(k, omega):
+        c, s = math.cos(omega * k), math.sin(omega * k)
+        return torch.tensor([[c, s], [-s, c]], dtype=torch.float16)
+
+    result = check("5.4", pe_shift_matrix)
+    assert not result.passed and "dtype torch.float16" in result.message, result.message
+    assert "expected float32 or float64" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [transposed, cos_sin_swapped, rows_swapped, columns_swapped, identity],
+                         ids=lambda a: a.__name__)
+def test_5_4_hints_never_state_the_entries(answer):
+    message = check("5.4", answer).message
+    assert "Hint:" in message, message
+    for giveaway in ("row 0 is", "[cos(omega k)", "cos(omega k), sin(omega k)", "[[cos", "-sin(omega k)"):
+        assert giveaway not in message, (giveaway, message)
+
+
+def test_5_4_default_argument_capture_is_refused():
+    def captured_matrix(k, omega, _sm=positional.shift_matrix):
+        return _sm(k, omega)
+
+    def captured_operator(k, omega, *, _so=positional.shift_operator):
+        return _so(omega * k, 2)
+
+    for answer in (captured_matrix, captured_operator):
+        result = check("5.4", answer)
+        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
+            result.message
 
 
 def test_5_4_messages_never_give_the_numbers_away():

@@ -6,16 +6,17 @@ table column by column from PE[pos, 2i] = sin(pos / 10000^(2i/d)), RoPE as an ex
 """
 from __future__ import annotations
 
+import dis
+import importlib
 import math
 import numbers
 import re
-import sys
 
 import torch
 from torch import Tensor
 
 from ..multihead import MultiHeadAttention
-from ._core import Wrong, as_value, call, describe, exercise, expect_tensor, expect_value
+from ._core import Wrong, _unwrap, as_value, call, describe, exercise, expect_tensor, expect_value
 
 F64 = torch.float64
 
@@ -23,6 +24,14 @@ F64 = torch.float64
 def _randn(*shape: int, seed: int, dtype=torch.float32) -> Tensor:
     """A seeded standard normal tensor."""
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _kind(x) -> str:
+    """describe(x), with NumPy arrays named as such ("a NumPy array of shape (2, 2)")."""
+    if type(x).__module__ == "numpy" and hasattr(x, "shape") and hasattr(x, "__array__") and \
+            type(x).__name__ == "ndarray":
+        return f"a NumPy array of shape {tuple(x.shape)}"
+    return describe(x)
 
 
 def _first_match(got: Tensor, mistakes: list[tuple[str, Tensor | None, float]]) -> str | None:
@@ -35,8 +44,10 @@ def _first_match(got: Tensor, mistakes: list[tuple[str, Tensor | None, float]]) 
 
 
 def _expect_result(got, expected: Tensor, *, what: str, on: str, atol: float,
-                   mistakes: list[tuple[str, Tensor | None, float]], shape_hints: dict[tuple, str]) -> Tensor:
-    """Wrong unless `got` is a real tensor of expected's shape and close to it; name the likely mistake."""
+                   mistakes: list[tuple[str, Tensor | None, float]], shape_hints: dict[tuple, str],
+                   dtype: torch.dtype, dtype_hint: str, like: str = "") -> Tensor:
+    """Wrong unless `got` is a real tensor of expected's shape, of `dtype` and close to `expected`; name the likely
+    mistake. The dtype is checked before the values, so a table in another precision gets the dtype message."""
     got = expect_tensor(got, what=what, on=on, finite=False)
     if tuple(got.shape) != tuple(expected.shape):
         raise Wrong(f"{what} has shape {tuple(got.shape)} on {on}, expected {tuple(expected.shape)}",
@@ -46,6 +57,11 @@ def _expect_result(got, expected: Tensor, *, what: str, on: str, atol: float,
     if not got.is_floating_point():
         raise Wrong(f"{what} has the integer dtype {got.dtype} on {on}, expected floating point",
                     "sines and cosines are fractions: keep the computation in floating point (no .int() or .long())")
+    if got.dtype != dtype:
+        if got.dtype in (torch.float16, torch.bfloat16):
+            dtype_hint = ("half precision keeps only about 3 significant digits, far too few for positions; "
+                          + dtype_hint)
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {dtype}{like}", dtype_hint)
     g = got.detach().to(F64).cpu()
     if torch.allclose(g, expected, atol=atol, rtol=0):
         return got
@@ -57,6 +73,34 @@ def _expect_result(got, expected: Tensor, *, what: str, on: str, atol: float,
     idx = tuple(int(i) for i in (err == err.max()).nonzero()[0])
     raise Wrong(f"{what} has the wrong values on {on}: at index {list(idx)} expected {expected[idx].item():.4g}, "
                 f"got {g[idx].item():.4g}")
+
+
+def _import_transformers_first(fn) -> None:
+    """Import the `transformers` modules (and names) that `fn` imports in its own body, before it is called.
+
+    Hugging Face's tables and RoPE are forbidden by name patterns, which `call` watches with a profile hook; the
+    first import of transformers takes seconds, and several times longer under that hook, so an answer that
+    imports it inside the function would be stopped by the time limit instead of being told what is forbidden.
+    """
+    try:
+        codes = [getattr(_unwrap(fn), "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)]
+    except Exception:  # an odd object: `call` will say what is wrong with it
+        return
+    while codes:
+        code = codes.pop()
+        if code is None:
+            continue
+        codes += [c for c in code.co_consts if hasattr(c, "co_code")]  # nested functions and comprehensions
+        module = None
+        for ins in dis.get_instructions(code):
+            try:
+                if ins.opname == "IMPORT_NAME":
+                    name = str(ins.argval)
+                    module = importlib.import_module(name) if name.split(".")[0] == "transformers" else None
+                elif ins.opname == "IMPORT_FROM" and module is not None:
+                    getattr(module, str(ins.argval), None)  # transformers loads its submodules on first access
+            except Exception:  # not installed, or broken: the learner's own call will say so
+                module = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -106,10 +150,21 @@ _DEGREES = ("the angle pos / 10000^(2i/d) is in radians, which is what torch.sin
 _ONLY_SIN = "only the even columns are sines; the odd columns (2i+1) hold cos of the same angle"
 _ONLY_COS = "the even columns (2i) hold sines; only the odd columns (2i+1) hold cosines"
 
+_TABLE_INSTEAD = ("no library sinusoidal table (attnbook's or Hugging Face's): build it yourself from torch.arange, "
+                  "a division by 10000^(2i/d_model), torch.sin and torch.cos")
+# attnbook's table and everything in attnbook.positional that contains it (the public functions come before the
+# private helper they call, so that a message names the function the learner called). Hugging Face's tables are
+# forbidden by pattern, wherever they are imported from: module functions with "sinusoid" in their name
+# (create_sinusoidal_embeddings of XLM, sinusoids of Whisper, ...) and the methods that make the weights of the
+# *SinusoidalPositionalEmbedding classes (create_weight of Marian/Pegasus/RoFormer, make_weights and
+# get_embedding of M2M100/XGLM/Speech2Text, ...). Tables with other frequencies (tensor2tensor's spacing) fail anyway.
 TABLE_FORBIDDEN = [
-    (name, "build the table from torch.arange, a division by 10000^(2i/d_model), torch.sin and torch.cos")
+    (name, _TABLE_INSTEAD)
     for name in ("attnbook.positional.sinusoidal_table", "attnbook.positional.SinusoidalPositionalEncoding",
-                 "attnbook.positional._frequencies")
+                 "attnbook.positional.shift_operator", "attnbook.positional.shift_matrix",
+                 "attnbook.positional._frequencies",
+                 "transformers.*sinusoid*", "transformers.models.*.create_weight", "transformers.models.*.make_weight*",
+                 "transformers.models.*.get_embedding")
 ]
 
 
@@ -143,6 +198,7 @@ def _table_error_hint(message: str) -> str | None:
 def check_sinusoidal_table(sinusoidal_table) -> str:
     """sinusoidal_table(max_len, d_model) -> float32 (max_len, d_model), sin in even columns, cos in odd ones."""
     cases = [(10, 8), (6, 4), (50, 16), (7, 6), (1, 2), (3, 64)]
+    _import_transformers_first(sinusoidal_table)
     for max_len, d in cases:
         on = f"max_len={max_len}, d_model={d}"
         got = call(sinusoidal_table, max_len, d, what="sinusoidal_table", on=on, forbid=TABLE_FORBIDDEN,
@@ -153,12 +209,10 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
             (max_len, d // 2): "return all d_model columns: sin in the even ones and cos in the odd ones",
             (1, max_len, d): "return a 2-D table (max_len, d_model), without a batch dimension",
         }
-        got = _expect_result(got, ref, what="your table", on=on, atol=1e-4, mistakes=_table_mistakes(max_len, d),
-                             shape_hints=shape_hints)
-        if got.dtype != torch.float32:
-            raise Wrong(f"your table has dtype {got.dtype} on {on}, expected torch.float32",
-                        "make the table in float32, the dtype of model weights: build it from float32 tensors "
-                        "(torch.arange(..., dtype=torch.float32)) or call .float() at the end")
+        _expect_result(got, ref, what="your table", on=on, atol=1e-4, mistakes=_table_mistakes(max_len, d),
+                       shape_hints=shape_hints, dtype=torch.float32,
+                       dtype_hint="make the table in float32, the dtype of model weights: build it from float32 "
+                                  "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end")
     return f"right on {len(cases)} sizes, from one position and d_model=2 to d_model=64"
 
 
@@ -181,9 +235,12 @@ def _attention_f(d_model: int, n_heads: int, seed: int, positions: bool):
     return f
 
 
-def _ramp_f(n: int, d: int):
-    """f(x) = x + P with P[i, j] = i (j + 1): not equivariant, and the exact answer is d * max_i |i - perm[i]|."""
-    ramp = torch.arange(n, dtype=F64)[:, None] * torch.arange(1, d + 1, dtype=F64)  # (n, d)
+def _ramp_f(n: int, d: int, batch: int):
+    """f(x) = x + P with P[b, i, j] = 10 b + i (j + 1): not equivariant, and the exact answer is
+    d * max_i |i - perm[i]| (the 10 b cancels). Sequence b gets its own offset 10 b, so permuting the batch axis
+    instead of the positions gives a different, non-zero number: 10 * max_b |b - perm[b]|."""
+    ramp = 10 * torch.arange(batch, dtype=F64)[:, None, None] + \
+        torch.arange(n, dtype=F64)[:, None] * torch.arange(1, d + 1, dtype=F64)  # (batch, n, d)
 
     def f(x: Tensor) -> Tensor:
         return x + ramp.to(x.dtype)  # (B, n, d)
@@ -198,10 +255,10 @@ def _cumsum_f(x: Tensor) -> Tensor:
 
 def _equivariance_cases():
     """(description, f, x, perm, exact answer or None), ordered so that each mistake first shows where it is clear."""
-    ramp = _ramp_f(4, 4)
+    ramp = _ramp_f(4, 4, 4)
     return [
-        ("f(x) = x + P with P[i, j] = i * (j + 1) (not equivariant), x of shape (4, 4, 4), perm [3, 0, 1, 2]",
-         ramp, _randn(4, 4, 4, seed=51, dtype=F64), torch.tensor([3, 0, 1, 2]), 4 * 3.0),
+        ("f(x) = x + P with P[b, i, j] = 10 * b + i * (j + 1) (not equivariant), x of shape (4, 4, 4), "
+         "perm [3, 0, 1, 2]", ramp, _randn(4, 4, 4, seed=51, dtype=F64), torch.tensor([3, 0, 1, 2]), 4 * 3.0),
         ("the same f, x of shape (4, 4, 4), perm [1, 2, 3, 0]",
          ramp, _randn(4, 4, 4, seed=52, dtype=F64), torch.tensor([1, 2, 3, 0]), 4 * 3.0),
         ("multi-head self-attention without positions (equivariant), x of shape (2, 5, 8), perm [2, 4, 1, 0, 3]",
@@ -215,70 +272,99 @@ def _equivariance_cases():
     ]
 
 
-def _maybe(fn):
-    """fn() if it works, else None: some mistakes are impossible on some shapes."""
+def _maybe(fn) -> float | None:
+    """float(fn()) if it works, else None: some mistakes are impossible on some inputs (a permutation of the
+    positions used on the batch or feature axis of another size), and f may refuse the shape (ValueError)."""
     try:
-        return float(fn())
-    except (RuntimeError, IndexError):
+        with torch.no_grad():
+            return float(fn())
+    except Exception:
         return None
 
 
+def _batch_axis(f, x: Tensor, perm: Tensor) -> float | None:
+    """What permuting the batch axis (dim 0) instead of the positions returns, where x has that many sequences."""
+    return _maybe(lambda: (f(x[perm]) - f(x)[perm]).abs().max())
+
+
 def _equivariance_mistakes(f, x: Tensor, perm: Tensor) -> list[tuple[str, float | None]]:
-    """(hint, the number that mistake returns) on this input."""
+    """(hint, the number that mistake returns, or None where it cannot be computed) on this input."""
     inv = torch.argsort(perm)
-    a, b = f(x[:, perm]), f(x)[:, perm]  # (B, n, d) each: the two sides
+    a = lambda: f(x[:, perm])  # noqa: E731  (B, n, d): permute, then f
+    b = lambda: f(x)[:, perm]  # noqa: E731  (B, n, d): f, then permute
     return [
         ("you permuted the feature axis (the last one); perm reorders the positions, dim 1 of x (batch, n, d): "
          "x[:, perm] and f(x)[:, perm]", _maybe(lambda: (f(x[..., perm]) - f(x)[..., perm]).abs().max())),
         ("you reordered the output with the inverse permutation; use the same perm on both sides: "
-         "f(x[:, perm]) against f(x)[:, perm]", float((a - f(x)[:, inv]).abs().max())),
+         "f(x[:, perm]) against f(x)[:, perm]", _maybe(lambda: (a() - f(x)[:, inv]).abs().max())),
         ("you reordered the input with the inverse permutation; use the same perm on both sides: "
-         "f(x[:, perm]) against f(x)[:, perm]", float((f(x[:, inv]) - b).abs().max())),
+         "f(x[:, perm]) against f(x)[:, perm]", _maybe(lambda: (f(x[:, inv]) - b()).abs().max())),
         ("you compared f(x[:, perm]) with f(x) itself; an equivariant f permutes its output the same way, so "
-         "compare with the permuted output f(x)[:, perm]", float((a - f(x)).abs().max())),
+         "compare with the permuted output f(x)[:, perm]", _maybe(lambda: (a() - f(x)).abs().max())),
+        ("you compared f(x[:, perm]) with the permuted input x[:, perm]; compare it with the permuted output "
+         "f(x)[:, perm]: f applied first, then the same perm", _maybe(lambda: (a() - x[:, perm]).abs().max())),
         ("you returned the mean of the absolute differences; the task asks for the largest one, .max()",
-         float((a - b).abs().mean())),
+         _maybe(lambda: (a() - b()).abs().mean())),
         ("you returned the largest difference with its sign; take the absolute value first: "
-         "(a - b).abs().max()", float((a - b).max())),
+         "(a - b).abs().max()", _maybe(lambda: (a() - b()).max())),
         ("you returned the largest difference with its sign; take the absolute value first: "
-         "(a - b).abs().max()", float((b - a).max())),
+         "(a - b).abs().max()", _maybe(lambda: (b() - a()).max())),
         ("you returned the sum of the absolute differences; the task asks for the largest one, .max()",
-         float((a - b).abs().sum())),
+         _maybe(lambda: (a() - b()).abs().sum())),
         ("you returned the norm of the differences; the task asks for the largest absolute difference, "
-         ".abs().max()", float((a - b).norm())),
+         ".abs().max()", _maybe(lambda: (a() - b()).norm())),
         ("you returned the smallest absolute difference; the task asks for the largest one, .max()",
-         float((a - b).abs().min())),
+         _maybe(lambda: (a() - b()).abs().min())),
     ]
 
 
-_NOT_ZERO = ("this f is not equivariant, so the answer is clearly above 0. Permute the positions, dim 1 of x "
-             "(batch, n, d), on both sides: f(x[:, perm]) against f(x)[:, perm]. Permuting the batch axis (dim 0) "
-             "instead changes nothing for a layer that treats each sequence on its own")
+_BATCH_AXIS = ("you permuted the batch axis (dim 0), x[perm]; perm reorders the positions, dim 1 of x (batch, n, d): "
+               "f(x[:, perm]) against f(x)[:, perm]")
+_NOT_ZERO = ("this f is not equivariant, so the answer is clearly above 0. Compare two different computations: f of "
+             "the permuted input, f(x[:, perm]), against the permuted output, f(x)[:, perm] (perm reorders the "
+             "positions, dim 1 of x)")
+_RETURN_KINDS = "a Python float (.item()) or a 0-d tensor"
 
 
 def _as_float(got, on: str) -> float:
-    """A Python float from a float, an int, a NumPy number or a one-element tensor; else Wrong."""
-    if not isinstance(got, (Tensor, numbers.Number)) and hasattr(got, "__array__"):  # NumPy array or scalar
-        got = torch.as_tensor(got)
-    if isinstance(got, Tensor):
-        if got.is_complex():
-            raise Wrong(f"max_equivariance_error returned a complex tensor on {on}, expected one real number")
-        if got.numel() != 1:
-            raise Wrong(f"max_equivariance_error returned a tensor of shape {tuple(got.shape)} on {on}, expected "
-                        "one number", "reduce the differences to one number: the largest absolute difference, "
-                        "(a - b).abs().max(), and return it as a float with .item()")
-        got = got.detach().double().item()
+    """The value of a Python float or a 0-d floating-point tensor, the two kinds the task allows; else Wrong."""
+    fn = "max_equivariance_error"
     if got is None:
-        raise Wrong(f"max_equivariance_error returned None on {on}", "did you forget the `return` statement?")
+        raise Wrong(f"{fn} returned None on {on}", "did you forget the `return` statement?")
     if type(got).__name__ in ("max", "min") and isinstance(got, tuple):  # torch.return_types.max
-        raise Wrong(f"max_equivariance_error returned a (values, indices) pair on {on}, expected one number",
+        raise Wrong(f"{fn} returned a (values, indices) pair on {on}, expected one number",
                     "x.max(dim=...) returns values and indices; with no dim, x.abs().max() is one number")
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        raise Wrong(f"max_equivariance_error returned {describe(got)} on {on}, expected a float",
-                    "return one number: the largest absolute difference, as a float (.item())")
-    value = float(got)
+    int_hint = ("int(...) and integer tensors drop the fractional part (0.93 becomes 0): return the largest "
+                "difference itself, (a - b).abs().max().item(), without int()")
+    if isinstance(got, Tensor):
+        if got.is_complex() or got.dtype == torch.bool:
+            raise Wrong(f"{fn} returned a tensor of dtype {got.dtype} on {on}, expected one real number")
+        if got.numel() != 1:
+            raise Wrong(f"{fn} returned a tensor of shape {tuple(got.shape)} on {on}, expected one number",
+                        "reduce the differences to one number: the largest absolute difference, "
+                        "(a - b).abs().max(), and return it as a float with .item()")
+        if not got.is_floating_point():
+            raise Wrong(f"{fn} returned an integer tensor (dtype {got.dtype}) on {on}, expected {_RETURN_KINDS}",
+                        int_hint)
+        if got.dim() != 0:
+            raise Wrong(f"{fn} returned a tensor of shape {tuple(got.shape)} on {on}, expected {_RETURN_KINDS}",
+                        "take the maximum over all entries, .max() with no dim, or end with .item()")
+        value = got.detach().double().item()
+    elif isinstance(got, bool):
+        raise Wrong(f"{fn} returned a bool on {on}, expected {_RETURN_KINDS}",
+                    "return how far apart the two sides are, not whether they are equal")
+    elif isinstance(got, numbers.Integral):
+        raise Wrong(f"{fn} returned an int ({type(got).__name__}) on {on}, expected {_RETURN_KINDS}", int_hint)
+    elif isinstance(got, float):  # a Python float, or a NumPy float64 (a subclass of float)
+        value = float(got)
+    elif hasattr(got, "__array__") or isinstance(got, numbers.Number):  # a NumPy array or another kind of number
+        raise Wrong(f"{fn} returned {_kind(got)} on {on}, expected {_RETURN_KINDS}",
+                    "compute with torch on the tensors f returns and end with .item(), or convert with float(...)")
+    else:
+        raise Wrong(f"{fn} returned {describe(got)} on {on}, expected {_RETURN_KINDS}",
+                    "return one number: the largest absolute difference, (a - b).abs().max().item()")
     if math.isnan(value):
-        raise Wrong(f"max_equivariance_error returned nan on {on}",
+        raise Wrong(f"{fn} returned nan on {on}",
                     "the differences of two ordinary tensors are ordinary numbers: check each step")
     return value
 
@@ -300,7 +386,10 @@ def check_max_equivariance_error(max_equivariance_error) -> str:
                 assert _close(ref, exact), (ref, exact)  # the checker's own sanity check
             if _close(value, ref):
                 continue
-            if ref > 1e-3 and abs(value) < 1e-6:  # what permuting the batch axis gives: f treats sequences alike
+            batch = _batch_axis(f, x, perm)
+            if batch is not None and batch > 1e-6 and _close(value, batch):  # only where it differs from 0
+                hint = _BATCH_AXIS
+            elif ref > 1e-3 and abs(value) < 1e-6:
                 hint = _NOT_ZERO
             else:
                 hint = next((h for h, wrong in _equivariance_mistakes(f, x, perm)
@@ -317,8 +406,8 @@ def check_max_equivariance_error(max_equivariance_error) -> str:
 
 
 def _rope(x: Tensor, positions: Tensor, *, pairing: str = "half", sign: float = 1.0, exponent: str = "2i",
-          shift: int = 0, ignore_positions: bool = False, divide: bool = True, freqs: str = "cat",
-          base: float = 10000.0) -> Tensor:
+          shift: int = 0, ignore_positions: bool = False, from_zero: bool = False, consecutive: bool = False,
+          divide: bool = True, freqs: str = "cat", base: float = 10000.0) -> Tensor:
     """RoPE in float64 written pair by pair, or one of its usual mistakes (the defaults give the right result).
 
     Pair i is (x_i, x_{i+d/2}) ("half") or (x_{2i}, x_{2i+1}) ("interleaved"); it turns by position * theta_i
@@ -332,6 +421,10 @@ def _rope(x: Tensor, positions: Tensor, *, pairing: str = "half", sign: float = 
     e = 2 * i / d if exponent == "2i" else i / d  # (d/2,)
     theta = base ** (-e) if divide else base ** e  # (d/2,)
     pos = torch.arange(seq, dtype=F64) if ignore_positions else positions.to(F64) + shift  # (seq,)
+    if from_zero:
+        pos = pos - pos.min()  # (seq,)
+    if consecutive:
+        pos = pos[0] + torch.arange(seq, dtype=F64)  # (seq,)
     angle = sign * pos[:, None] * theta  # (seq, d/2)
     c, s = angle.cos(), angle.sin()  # (seq, d/2)
     if freqs == "repeat_interleave":
@@ -355,6 +448,11 @@ _ROPE_SIGN = ("you rotated by -angle: the result is x * cos + rotate_half(x) * s
 _ROPE_EXP = ("the frequencies are theta_i = 10000^(-2i/d) for i = 0 .. d/2 - 1, i.e. 10000 ** (-torch.arange(0, d, 2) "
              "/ d); you used 10000^(-i/d)")
 _ROPE_SHIFT = "use the positions as given: position p turns pair i by p * theta_i (you used p + 1)"
+_ROPE_FROM_ZERO = ("you shifted the positions to start at 0 (positions - positions.min()); use the positions "
+                   "exactly as given: row t turns by positions[t] * theta_i, whatever the first or smallest "
+                   "position is")
+_ROPE_CONSECUTIVE = ("you assumed consecutive positions, positions[0], positions[0] + 1, ...; use the positions "
+                     "exactly as given: row t turns by positions[t] * theta_i (they may jump or go backwards)")
 _ROPE_IGNORE = ("you ignored the positions argument and used 0, 1, ..., seq-1; rotate row t by positions[t] * theta_i "
                 "(the positions need not start at 0 or be consecutive)")
 _ROPE_MULTIPLY = "theta_i = 1 / 10000^(2i/d): divide by 10000^(2i/d), do not multiply by it"
@@ -365,20 +463,16 @@ _ROPE_NO_MINUS = "rotate_half(x) is cat(-x2, x1), with a minus on the second hal
 _ROPE_CAT_HINT = ("cos and sin have one column per pair (d/2 of them); each angle is used twice, for feature i and "
                   "feature i + d/2, so repeat them: emb = torch.cat((freqs, freqs), dim=-1), then cos = emb.cos()")
 
-_ROPE_BASE_FORBIDDEN = ("attnbook.positional.apply_rope", "attnbook.positional.rotate_half")
-_HF_ROPE_MODELS = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gpt_neox", "phi3", "olmo", "cohere")
-
-
-def _rope_forbidden() -> list[tuple[str, str]]:
-    """attnbook's RoPE, and Hugging Face's copies in model modules already imported (importing them is slow)."""
-    names = list(_ROPE_BASE_FORBIDDEN)
-    for model in _HF_ROPE_MODELS:
-        module = f"transformers.models.{model}.modeling_{model}"
-        if module in sys.modules:
-            names += [f"{module}.apply_rotary_pos_emb", f"{module}.rotate_half"]
-    instead = ("write both yourself: split x into halves x1, x2, rotate_half(x) = cat(-x2, x1), and "
-               "x * cos + rotate_half(x) * sin")
-    return [(name, instead) for name in names]
+_ROPE_INSTEAD = ("write both yourself: split x into halves x1, x2, rotate_half(x) = cat(-x2, x1), and "
+                 "x * cos + rotate_half(x) * sin")
+# attnbook's RoPE, and Hugging Face's, by pattern: every model module has its own copy of rotate_half and
+# apply_rotary_pos_emb (llama, mixtral, falcon, gemma3, ...), and a few have variants (apply_rotary_pos_emb_vision,
+# apply_multimodal_rotary_pos_emb, rotate_half_text); the patterns catch them wherever they are imported from.
+ROPE_FORBIDDEN = [
+    (name, _ROPE_INSTEAD)
+    for name in ("attnbook.positional.apply_rope", "attnbook.positional.rotate_half",
+                 "transformers.*rotate_half*", "transformers.*apply_rotary*", "transformers.*rotary_pos_emb*")
+]
 
 
 def _rope_error_hint(message: str) -> str | None:
@@ -392,6 +486,8 @@ def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
     """(description, x, positions), ordered so that each mistake first shows up where it is unambiguous."""
     return [
         ("2-D x of shape (6, 8) at positions 0..5", _randn(6, 8, seed=61), torch.arange(6)),
+        ("x of shape (2, 5, 8) at positions [7, 3, 4, 10, 5]", _randn(2, 5, 8, seed=67),
+         torch.tensor([7, 3, 4, 10, 5])),
         ("x of shape (2, 3, 5, 8) (batch, heads, seq, d) at positions [3, 4, 5, 6, 7]", _randn(2, 3, 5, 8, seed=62),
          torch.arange(3, 8)),
         ("x of shape (1, 4, 16) at positions [0, 10, 100, 1000]", _randn(1, 4, 16, seed=63),
@@ -407,8 +503,9 @@ def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
 def check_apply_rope(apply_rope) -> str:
     """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""
     cases = _rope_cases()
+    _import_transformers_first(apply_rope)
     for desc, x, positions in cases:
-        got = call(apply_rope, x, positions, what="apply_rope", on=desc, forbid=_rope_forbidden(),
+        got = call(apply_rope, x, positions, what="apply_rope", on=desc, forbid=ROPE_FORBIDDEN,
                    explain=_rope_error_hint)
         tol = 1e-4
         mistakes = [
@@ -417,6 +514,8 @@ def check_apply_rope(apply_rope) -> str:
             (_ROPE_EXP, _rope(x, positions, exponent="i"), tol),
             (_ROPE_SHIFT, _rope(x, positions, shift=1), tol),
             (_ROPE_IGNORE, _rope(x, positions, ignore_positions=True), tol),
+            (_ROPE_FROM_ZERO, _rope(x, positions, from_zero=True), tol),
+            (_ROPE_CONSECUTIVE, _rope(x, positions, consecutive=True), tol),
             (_ROPE_REPEAT, _rope(x, positions, freqs="repeat_interleave"), tol),
             (_ROPE_NO_MINUS, _rope(x, positions, freqs="no_minus"), tol),
             (_ROPE_INTERLEAVED + "; also, " + _ROPE_SIGN, _rope(x, positions, pairing="interleaved", sign=-1.0), tol),
@@ -426,13 +525,11 @@ def check_apply_rope(apply_rope) -> str:
         ]
         shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): "return all d features: the rotated first halves "
                        "of the pairs and the rotated second halves, torch.cat((..., ...), dim=-1)"}
-        got = _expect_result(got, _rope(x, positions), what="your result", on=desc, atol=1e-4, mistakes=mistakes,
-                             shape_hints=shape_hints)
-        if got.dtype != x.dtype:
-            raise Wrong(f"your result has dtype {got.dtype} on {desc}, expected {x.dtype} like x",
-                        "return the dtype of x: compute cos and sin, then .to(x.dtype), or build them from x")
-    return (f"right on {len(cases)} inputs: 2-D to 4-D, positions that do not start at 0, large positions, "
-            "float64 and a single pair")
+        _expect_result(got, _rope(x, positions), what="your result", on=desc, atol=1e-4, mistakes=mistakes,
+                       shape_hints=shape_hints, dtype=x.dtype, like=" like x",
+                       dtype_hint="return the dtype of x: compute cos and sin, then .to(x.dtype), or build them from x")
+    return (f"right on {len(cases)} inputs: 2-D to 4-D, positions that do not start at 0 or are not consecutive, "
+            "large positions, float64 and a single pair")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -486,6 +583,13 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
                    explain=_shift_error_hint)
         if got is None:
             raise Wrong(f"pe_shift_matrix returned None for {on}", "did you forget the `return` statement?")
+        if not isinstance(got, Tensor):
+            raise Wrong(f"pe_shift_matrix returned {_kind(got)} for {on}, expected a torch.Tensor of shape (2, 2)",
+                        "the task asks for a tensor: wrap the four entries as torch.tensor([[a, b], [c, d]])")
+        if got.dtype in (torch.float16, torch.bfloat16):
+            raise Wrong(f"pe_shift_matrix returned a tensor of dtype {got.dtype} for {on}, expected float32 or "
+                        "float64", "half precision keeps only about 3 significant digits: leave out .half() and "
+                        "dtype=torch.float16")
         R = as_value(got, what=f"pe_shift_matrix({k}, {omega:g})", expected="a 2x2 matrix")
         if tuple(R.shape) == (2, 2) and R.is_floating_point() and torch.isfinite(R).all():
             moved = R @ _pair(omega * ps)  # (2, 71): R applied to (sin, cos) at every position
@@ -496,16 +600,18 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
         expect_value(
             R, _shift_reference(k, omega), what=f"pe_shift_matrix({k}, {omega:g})", atol=1e-5,
             mistakes={
-                "that is the inverse rotation (the transpose of R), which moves back by k; or it is the rotation "
-                "written for the order (cos, sin). With v = (sin, cos), row 0 must give sin(a + b) = sin a cos b + "
-                "cos a sin b, so row 0 is [cos(omega k), sin(omega k)]": _rot(c, -s),
+                "that is the inverse rotation (the transpose of R), which moves back by k positions instead of "
+                "forward, or the rotation written for vectors ordered (cos, sin); here v = (sin(omega p), "
+                "cos(omega p)), sine first. Check the signs of the sine terms against the angle-sum formulas for "
+                "sin(a + b) and cos(a + b)": _rot(c, -s),
                 "the angle of the rotation is omega * k; you used k alone": _rot(ck, sk),
                 "the angle of the rotation is omega * k; you used omega alone (a shift by one position)": _rot(cw, sw),
                 "your rows are swapped: row 0 must produce sin(omega (p + k)), the first entry of the shifted vector, "
                 "and row 1 cos(omega (p + k))": torch.tensor([[-s, c], [c, s]], dtype=F64),
                 "your columns are swapped: column 0 multiplies sin(omega p), the first entry of v, and column 1 "
                 "multiplies cos(omega p)": torch.tensor([[s, c], [c, -s]], dtype=F64),
-                "you swapped cos and sin inside the matrix: row 0 is [cos(omega k), sin(omega k)]":
+                "you swapped cos and sin inside the matrix: in the angle-sum formula for sin(a + b), see which of "
+                "cos(b) and sin(b) multiplies sin(a) and which multiplies cos(a)":
                     torch.tensor([[s, c], [-c, s]], dtype=F64),
                 "that is the identity, which leaves every position where it is (a shift by k = 0); a shift by k "
                 "turns each pair by the angle omega * k": torch.eye(2, dtype=F64),
