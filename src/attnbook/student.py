@@ -1,6 +1,7 @@
 """Generate the exercise version of each chapter: solutions replaced by stubs, outputs cleared.
 
     python -m attnbook.student            # write book/exercises/NN_name.ipynb for every book/NN_name.ipynb
+    python -m attnbook.student book/03_multi_head.ipynb   # only these chapters
     python -m attnbook.student --check    # exit 1 if a committed exercise version is out of date
 
 In a cell tagged `solution`, each block between `# BEGIN SOLUTION` and `# END SOLUTION` is replaced:
@@ -119,10 +120,10 @@ def render(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def generate(book_dir: Path) -> dict[Path, str]:
-    """Map each exercise-version path to its freshly generated text."""
+def generate(book_dir: Path, chapters: list[Path] | None = None) -> dict[Path, str]:
+    """Map each exercise-version path to its freshly generated text (for every chapter, or for `chapters`)."""
     out = {}
-    for path in sorted(book_dir.glob(CHAPTER_GLOB)):
+    for path in chapters or sorted(book_dir.glob(CHAPTER_GLOB)):
         nb = nbformat.read(path, as_version=4)
         out[book_dir / "exercises" / path.name] = render(exercise_version(nb, chapter_number(path), path.name))
     return out
@@ -132,11 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attnbook.student", description=__doc__.split("\n")[0])
     parser.add_argument("--book", type=Path, default=Path("book"), help="folder of chapter notebooks")
     parser.add_argument("--check", action="store_true", help="exit 1 if an exercise version is stale")
+    parser.add_argument("chapters", nargs="*", type=Path, help="only these chapter notebooks (default: all)")
     args = parser.parse_args(argv)
     if not args.book.is_dir():
         parser.error(f"--book {args.book} is not a folder")
+    missing = [str(p) for p in args.chapters if not p.is_file()]
+    if missing:
+        parser.error(f"no such chapter: {', '.join(missing)}")
     stale = []
-    for path, text in generate(args.book).items():
+    for path, text in generate(args.book, [args.book / p.name for p in args.chapters]).items():
         if args.check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(path)

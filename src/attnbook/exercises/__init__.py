@@ -1,8 +1,15 @@
 """Graded exercises: `check("2.3", answer)` checks an answer, `summary(2)` shows a chapter's progress.
 
-Each chapter's checkers live in their own module (`ch01`, `ch02`, ...) and register themselves on import.
+Each chapter's checkers live in their own module (`ch01`, `ch02`, ...) and register themselves on import; every
+module named chNN in this package is imported here.
 """
-from . import ch01, ch02  # noqa: F401  (importing registers the checkers)
+import importlib
+import pkgutil
+import re
+
 from ._core import REGISTRY, CheckResult, check, reset_session, summary
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"ch\d\d", m.name)):
+    importlib.import_module(f"{__name__}.{_module}")  # importing registers the checkers
 
 __all__ = ["check", "summary", "CheckResult", "REGISTRY", "reset_session"]
