@@ -362,3 +362,15 @@ def test_a_string_answer_is_told_to_drop_the_quotes():
     with pytest.raises(Wrong) as info:
         call("project_qkv")
     assert "without quotes" in info.value.hint
+
+
+def test_forbid_catches_a_partial_kept_in_the_notebook():
+    import functools
+
+    from attnbook.attention import softmax as library_softmax
+
+    namespace = {"_p": functools.partial(library_softmax, dim=-1)}
+    exec("def answer(x):\n    return _p(x)\n", namespace)
+    with pytest.raises(Wrong, match="without attnbook.attention.softmax"):
+        call(namespace["answer"], torch.randn(3), forbid=["attnbook.attention.softmax"])
+    assert isinstance(namespace["_p"], functools.partial) and namespace["_p"].func is library_softmax

@@ -7,6 +7,7 @@ code, into a `CheckResult`; it never raises into the notebook.
 """
 from __future__ import annotations
 
+import functools
 import html
 import importlib
 import math
@@ -648,7 +649,7 @@ class _forbidding:
                     if value is original and not (namespace_owner is owner and attr == name):
                         self._patch(namespace_owner, attr, raiser)
             for attr, value in list(user_globals.items()):
-                if value is original:
+                if value is original or (isinstance(value, functools.partial) and value.func is original):
                     self.undo.append((user_globals, attr, value, True))
                     user_globals[attr] = raiser
             for cell in getattr(self.fn, "__closure__", None) or ():  # a name from an enclosing function
