@@ -3,7 +3,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NPM_STAMP := node_modules/.installed
 CHAPTERS  := $(wildcard book/[0-9][0-9]_*.ipynb)
+NOTEBOOKS := $(CHAPTERS) $(wildcard book/appendix_*.ipynb)
 
 .PHONY: install book serve test notebooks clean
 
@@ -16,8 +18,14 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# MathJax and mermaid for the website, from package-lock.json (the site loads nothing from other hosts)
+$(NPM_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "The website needs Node.js and npm for MathJax and mermaid (apt-get install nodejs npm)"; exit 1; }
+	npm ci --no-audit --no-fund --ignore-scripts
+	touch $(NPM_STAMP)
+
 ## make book: build the website from the committed notebook outputs
-book: install
+book: install $(NPM_STAMP)
 	$(BIN)/jupyter-book build --keep-going .
 	@echo "Book built: open _build/html/index.html (or run: make serve)"
 
@@ -26,15 +34,17 @@ serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
 
 ## make test: unit and checker tests, exercise-version sync, strict nbval on every chapter, then a
-## from-scratch book build in which any warning is an error
-test: install
-	$(BIN)/python -m pytest tests $(CHAPTERS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
+## from-scratch book build in which any warning is an error, then the website's tests on that build (nothing loaded
+## from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
+test: install $(NPM_STAMP)
+	$(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
+	ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider
 
 ## make notebooks: after editing a chapter, re-execute it and regenerate the exercise versions
 notebooks: install
-	$(BIN)/python tools/execute_notebooks.py $(CHAPTERS)
+	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
 	$(BIN)/python -m attnbook.student
 
 clean:
-	rm -rf _build
+	rm -rf _build node_modules
