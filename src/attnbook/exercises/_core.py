@@ -592,7 +592,7 @@ def _op_aliases(path: str) -> list[str]:
     """The low-level routes to the same PyTorch operation: torch.X or torch.nn.functional.X also as
     torch.ops.aten.X and torch._C._nn.X."""
     parts = path.split(".")
-    if parts[0] != "torch" or len(parts) < 2 or parts[1] in ("ops", "_C") or parts[-1][:1].isupper():
+    if parts[0] != "torch" or len(parts) < 2 or parts[1] in ("ops", "_C") or parts[-1][:1].isupper() or "*" in path:
         return []
     name = parts[-1]
     return [f"torch.ops.aten.{name}.default", f"torch.ops.aten.{name}", f"torch._C._nn.{name}",
