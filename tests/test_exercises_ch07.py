@@ -166,7 +166,7 @@ def test_7_2_assigning_new_parameters_passes():
 
 
 def make_conv(*, layout="right", bias="copy", stride=None, kernel=None, swap_channels=False, returns="conv",
-              no_grad=True):
+              no_grad=True, dtype="weight"):
     """A patch_embedding_as_conv with one deliberate mistake (the defaults give a correct one)."""
 
     def patch_embedding_as_conv(weight, bias_, patch_size):
@@ -174,7 +174,8 @@ def make_conv(*, layout="right", bias="copy", stride=None, kernel=None, swap_cha
         D, C = weight.size(0), weight.size(1) // (P * P)
         k = kernel if kernel is not None else P
         conv = nn.Conv2d(D if swap_channels else C, C if swap_channels else D, kernel_size=k,
-                         stride=stride if stride is not None else P, bias=bias != "none")
+                         stride=stride if stride is not None else P, bias=bias != "none",
+                         dtype=weight.dtype if dtype == "weight" else dtype)
         w = {"right": weight.reshape(D, P, P, C).permute(0, 3, 1, 2),
              "reshape": weight.reshape(D, C, P, P),
              "spatial": weight.reshape(D, P, P, C).permute(0, 3, 2, 1)}[layout]
@@ -335,3 +336,352 @@ def test_7_3_wrong_answers_get_hints(wrong, hint):
 def test_7_3_a_missing_expand_fails_on_a_batch_larger_than_one():
     result = check("7.3", not_expanded)
     assert "batch 3" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# After the learner trial: dtypes, shortcuts, misuse of check, gradients, and hints that named the wrong mistake
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def transformers_vision():
+    """Import the transformers modules the shortcuts use before any check: a learner's notebook has imported them
+    above, and a first import inside a checked call runs under the checker's profile hook (seconds)."""
+    pytest.importorskip("transformers")
+    import transformers.models.seggpt.modeling_seggpt  # noqa: F401
+    import transformers.models.vit_mae.modeling_vit_mae  # noqa: F401
+
+
+def _right_patchify(images, patch_size):
+    B, C, H, W = images.shape
+    P = patch_size
+    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(B, -1, P * P * C)
+
+
+@pytest.mark.parametrize(
+    "convert, got, expected",
+    [
+        (lambda t: t.float(), "torch.float32", "torch.float64"),  # exact on whole numbers, so it used to pass
+        (lambda t: t.double(), "torch.float64", "torch.float32"),  # on the float32 input
+        (lambda t: t.to(torch.int64), "torch.int64", "torch.float64"),
+    ],
+    ids=["float", "double", "long"],
+)
+def test_7_1_the_result_keeps_the_dtype_of_the_images(convert, got, expected):
+    result = check("7.1", lambda images, patch_size: convert(_right_patchify(images, patch_size)))
+    assert not result.passed
+    assert f"dtype {got}" in result.message and f"expected {expected}" in result.message, result.message
+
+
+def test_7_1_half_precision_is_still_refused():
+    result = check("7.1", lambda images, patch_size: _right_patchify(images, patch_size).half())
+    assert not result.passed and "torch.float16" in result.message, result.message
+
+
+def test_7_1_splitting_h_into_p_then_h_over_p_gets_its_own_hint():
+    def patchify(images, patch_size):  # reshape(B, C, P, H/P, P, W/P): grid and pixel indices swapped
+        B, C, H, W = images.shape
+        P = patch_size
+        x = images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1)
+        return x.reshape(B, -1, P * P * C)
+
+    result = check("7.1", patchify)
+    assert not result.passed
+    assert "split H into (P, H/P) instead of (H/P, P)" in result.message, result.message
+    assert "F.unfold" not in result.message, result.message  # it used to get the unfold-layout hint
+
+
+def test_7_1_the_unfold_layout_still_gets_its_hint_on_a_grid_unlike_the_patch():
+    result = check("7.1", patches_last)
+    assert "(batch, P*P*C, n_patches), the layout F.unfold returns" in result.message, result.message
+
+
+def _unfold_reordered(unfold):
+    """A patchify from an unfold-like function (B, C*P*P, N), with the channels moved innermost."""
+
+    def patchify(images, patch_size):
+        B, C, H, W = images.shape
+        P = patch_size
+        u = unfold(images, P).transpose(1, 2)  # (B, N, C*P*P)
+        return u.reshape(B, -1, C, P * P).transpose(2, 3).reshape(B, -1, P * P * C)
+
+    return patchify
+
+
+def _vit_mae_patchify(images, patch_size):
+    from types import SimpleNamespace
+
+    from transformers.models.vit_mae.modeling_vit_mae import ViTMAEForPreTraining
+
+    owner = SimpleNamespace(config=SimpleNamespace(patch_size=patch_size, num_channels=images.size(1)))
+    return ViTMAEForPreTraining.patchify(owner, images, interpolate_pos_encoding=True)
+
+
+def _seggpt_when_rgb(images, patch_size):
+    from transformers.models.seggpt.modeling_seggpt import patchify
+
+    return patchify(images, patch_size) if images.size(1) == 3 else _right_patchify(images, patch_size)
+
+
+def _pixel_unshuffle(unshuffle):
+    """A patchify from pixel_unshuffle: (B, C*P*P, H/P, W/P), channels outermost, reordered."""
+
+    def patchify(images, patch_size):
+        B, C, H, W = images.shape
+        P = patch_size
+        x = unshuffle(images, P).reshape(B, C, P * P, -1).permute(0, 3, 2, 1)  # (B, N, P*P, C)
+        return x.reshape(B, -1, P * P * C)
+
+    return patchify
+
+
+def _via_unpatchify(images, patch_size):  # the learner trial's index trick: unpatchify builds the permutation
+    from attnbook.patches import unpatchify
+
+    B, C, H, W = images.shape
+    P = patch_size
+    n = (H // P) * (W // P)
+    where = unpatchify(torch.arange(C * H * W).reshape(1, n, P * P * C), P, H, W).flatten()
+    return images.flatten(1)[:, torch.argsort(where)].reshape(B, n, P * P * C)
+
+
+@pytest.mark.parametrize(
+    "shortcut, name",
+    [
+        (_unfold_reordered(lambda x, p: torch.ops.aten.im2col(x, [p, p], [1, 1], [0, 0], [p, p])),
+         "torch.ops.aten.im2col"),
+        (_unfold_reordered(lambda x, p: torch._C._nn.im2col(x, [p, p], [1, 1], [0, 0], [p, p])),
+         "torch._C._nn.im2col"),
+        (_vit_mae_patchify, "transformers.models.vit_mae.modeling_vit_mae.patchify"),
+        (_seggpt_when_rgb, "transformers.models.seggpt.modeling_seggpt.patchify"),
+        (_pixel_unshuffle(F.pixel_unshuffle), "torch.nn.functional.pixel_unshuffle"),
+        (_pixel_unshuffle(torch.pixel_unshuffle), "pixel_unshuffle"),  # the same function as F.pixel_unshuffle
+        (_pixel_unshuffle(lambda images, p: nn.PixelUnshuffle(p)(images)), "torch.nn.PixelUnshuffle"),
+        (_via_unpatchify, "attnbook.patches.unpatchify"),
+    ],
+    ids=["aten.im2col", "_C._nn.im2col", "ViTMAE.patchify", "seggpt.patchify", "F.pixel_unshuffle",
+         "torch.pixel_unshuffle", "nn.PixelUnshuffle", "unpatchify"],
+)
+def test_7_1_more_shortcuts_are_refused(shortcut, name, transformers_vision):
+    result = check("7.1", shortcut)
+    assert not result.passed
+    assert "the task asks you to write this without" in result.message and name in result.message, result.message
+
+
+def test_7_1_convert_image_to_patches_is_refused_wherever_it_lives():
+    # transformers' convert_image_to_patches (lfm2_vl, siglip2, ...) needs torchvision, missing here: a function of
+    # that name in a module of that name stands in for it (the check forbids it by its dotted name).
+    namespace = {"__name__": "transformers.models.some_vl.image_processing_some_vl", "torch": torch,
+                 "_right_patchify": _right_patchify}
+    exec("def convert_image_to_patches(images, patch_size):\n    return _right_patchify(images, patch_size)\n",
+         namespace)
+    result = check("7.1", lambda images, p: namespace["convert_image_to_patches"](images, p))
+    assert not result.passed and "convert_image_to_patches" in result.message, result.message
+
+
+def test_7_1_an_identity_kernel_convolution_is_allowed():
+    def patchify(images, patch_size):  # any approach that avoids the listed functions is fine
+        B, C, H, W = images.shape
+        P = patch_size
+        eye = torch.eye(P * P * C, dtype=images.dtype).reshape(P * P * C, P, P, C).permute(0, 3, 1, 2)
+        out = F.conv2d(images, eye, stride=P)  # (B, P*P*C, H/P, W/P), each output channel picks one pixel value
+        return out.flatten(2).transpose(1, 2)
+
+    result = check("7.1", patchify)
+    assert result.passed, result.message
+
+
+def test_7_1_a_class_or_a_module_instead_of_the_function():
+    result = check("7.1", nn.Flatten)
+    assert not result.passed and "class Flatten" in result.message and "check(..., patchify)" in result.message
+    result = check("7.1", nn.Flatten(1))
+    assert not result.passed and "pass the function itself, without calling it" in result.message, result.message
+
+
+def test_7_2_the_conv_must_have_the_dtype_of_the_weights():
+    result = check("7.2", make_conv(dtype=None))  # nn.Conv2d without dtype=: float32 for float64 weights
+    assert not result.passed
+    assert "dtype torch.float32" in result.message and "expected torch.float64" in result.message, result.message
+    assert "dtype=weight.dtype" in result.message, result.message
+    result = check("7.2", make_conv(dtype=torch.float64))  # hard-coded float64: wrong for float32 weights
+    assert not result.passed
+    assert "dtype torch.float64" in result.message and "expected torch.float32" in result.message, result.message
+
+
+def test_7_2_a_float32_bias_on_float64_weights_is_caught():
+    def patch_embedding_as_conv(weight, bias, patch_size):
+        P = patch_size
+        D, C = weight.size(0), weight.size(1) // (P * P)
+        conv = nn.Conv2d(C, D, P, P)
+        conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2).clone())  # right dtype
+        with torch.no_grad():
+            conv.bias.copy_(bias)  # but the bias stays float32
+        return conv
+
+    result = check("7.2", patch_embedding_as_conv)
+    assert not result.passed and "Conv2d's bias has dtype torch.float32" in result.message, result.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "attnbook.patches.unpatchify(weight[:, None], P, P, P)",
+        "ViTMAEForPreTraining.unpatchify(SimpleNamespace(config=SimpleNamespace(patch_size=P, num_channels=C)), "
+        "weight[:, None], (P, P))",
+    ],
+    ids=["attnbook.unpatchify", "ViTMAE.unpatchify"],
+)
+def test_7_2_unpatchify_is_refused(source, transformers_vision):
+    from types import SimpleNamespace
+
+    import attnbook.patches
+    from transformers.models.vit_mae.modeling_vit_mae import ViTMAEForPreTraining
+
+    def patch_embedding_as_conv(weight, bias, patch_size):
+        P = patch_size
+        D, C = weight.size(0), weight.size(1) // (P * P)
+        conv = nn.Conv2d(C, D, P, P, dtype=weight.dtype)
+        kernel = eval(source, {"attnbook": attnbook, "ViTMAEForPreTraining": ViTMAEForPreTraining,
+                               "SimpleNamespace": SimpleNamespace, "weight": weight, "P": P, "C": C})
+        with torch.no_grad():
+            conv.weight.copy_(kernel)  # (D, C, P, P), ready-made
+            conv.bias.copy_(bias)
+        return conv
+
+    result = check("7.2", patch_embedding_as_conv)
+    assert not result.passed
+    assert "without" in result.message and "unpatchify" in result.message, result.message
+
+
+def test_7_2_a_conv_or_the_conv_class_instead_of_the_function():
+    made = make_conv()(torch.randn(8, 12), torch.randn(8), 2)  # called, then the Conv2d passed
+    result = check("7.2", made)
+    assert not result.passed
+    assert "a Conv2d module" in result.message and "without calling it" in result.message, result.message
+    result = check("7.2", nn.Conv2d)
+    assert not result.passed
+    assert "class Conv2d" in result.message and "check(..., patch_embedding_as_conv)" in result.message
+    assert "if mask" not in result.message, result.message
+
+
+def test_7_3_overwriting_the_first_patch_is_told_to_concatenate():
+    def prepend_cls(x, cls, pos):
+        y = x.clone()
+        y[:, 0] = cls[:, 0]
+        return y + pos[:, 1:]
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed
+    assert "overwrote the first patch" in result.message and "Concatenate, don't overwrite" in result.message
+    assert "added cls to every patch" not in result.message, result.message
+
+
+def test_7_3_a_result_with_n_tokens_gets_a_token_count_hint():
+    result = check("7.3", lambda x, cls, pos: x + pos[:, 1:])  # no class token at all
+    assert not result.passed and "the encoder gets N + 1" in result.message, result.message
+
+
+def test_7_3_slicing_pos_after_the_concatenation_is_told_pos_has_n_plus_1_rows():
+    def prepend_cls(x, cls, pos):
+        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, : x.shape[1]]
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed
+    assert "pos has N + 1 rows, one per token including the class token" in result.message, result.message
+    assert "keepdim" not in result.message, result.message
+
+
+def test_7_3_adding_pos_before_the_concatenation_without_slicing_gets_the_same_hint():
+    result = check("7.3", lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos], dim=1))
+    assert not result.passed and "pos has N + 1 rows" in result.message, result.message
+
+
+@pytest.mark.parametrize(
+    "prepend_cls, hint",
+    [
+        (lambda x, cls, pos: (torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos).float(), "float32"),
+        (lambda x, cls, pos: (torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos).double(), "float64"),
+    ],
+    ids=["float", "double"],
+)
+def test_7_3_the_result_keeps_the_dtype_of_x(prepend_cls, hint):
+    result = check("7.3", prepend_cls)
+    assert not result.passed
+    assert f"has dtype torch.{hint}" in result.message and "the dtype of x" in result.message, result.message
+    assert "max abs error" not in result.message, result.message
+
+
+def test_7_3_a_new_float32_tensor_filled_in_is_told_it_lost_precision():
+    def prepend_cls(x, cls, pos):
+        B, N, D = x.shape
+        out = torch.zeros(B, N + 1, D)  # float32 whatever x is
+        out[:, 0] = cls[0, 0]
+        out[:, 1:] = x
+        return out + pos
+
+    result = check("7.3", prepend_cls)  # float32 + float64 pos is float64 again, but rounded to float32 on the way
+    assert not result.passed and "right only to about float32 precision" in result.message, result.message
+    assert "dtype=<input>.dtype" in result.message, result.message
+
+
+@pytest.mark.parametrize(
+    "prepend_cls, name",
+    [
+        (lambda x, cls, pos: torch.cat([cls.detach().expand(x.size(0), -1, -1), x], dim=1) + pos, "`cls`"),
+        (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos.detach(), "`pos`"),
+        (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x.detach()], dim=1) + pos, "`x`"),
+        (lambda x, cls, pos: (torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos).detach(), "no gradient"),
+    ],
+    ids=["cls.detach", "pos.detach", "x.detach", "result.detach"],
+)
+def test_7_3_gradients_must_reach_cls_pos_and_x(prepend_cls, name):
+    result = check("7.3", prepend_cls)
+    assert not result.passed
+    assert name in result.message and "requir" in result.message, result.message
+    assert "learned parameters" in result.message, result.message
+
+
+def test_7_3_a_loop_giving_patch_i_position_i_gets_the_off_by_one_hint():
+    def prepend_cls(x, cls, pos):
+        tokens = [cls.expand(x.size(0), -1, -1) + pos[:, :1]]
+        for i in range(x.size(1)):
+            tokens.append(x[:, i : i + 1] + pos[:, i : i + 1])  # patch i gets position i, shared with the class token
+        return torch.cat(tokens, dim=1)
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed and "not pos[:, i]" in result.message, result.message
+
+
+def test_7_3_no_grad_is_refused():
+    def prepend_cls(x, cls, pos):
+        with torch.no_grad():
+            return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed and "no gradient flows back" in result.message, result.message
+
+
+def test_7_3_the_reference_sends_each_gradient_once_per_image():
+    def prepend_cls(x, cls, pos):  # cls added once per token, so its gradient is (N + 1) B instead of B
+        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos + (cls - cls.detach())
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed and "gradient of your result's sum with respect to `cls`" in result.message
+
+
+def test_the_tasks_say_what_the_checks_require():
+    import nbformat
+
+    from conftest import chapter_path
+
+    text = "\n".join(c.source for c in nbformat.read(chapter_path(7), as_version=4).cells if c.cell_type == "markdown")
+    task_1 = text[text.index("7.1 · Cut images into patches"):text.index("7.2 · The patch embedding")]
+    task_2 = text[text.index("7.2 · The patch embedding"):text.index("7.3 · Prepend the class token")]
+    task_3 = text[text.index("7.3 · Prepend the class token"):]
+    for name in ("unpatchify", "im2col", "pixel_unshuffle", "fold", "transformers", "dtype"):
+        assert name in task_1, name
+    for name in ("unpatchify", "dtype=weight.dtype"):
+        assert name in task_2, name
+    for phrase in ("gradient", "dtype", "overwrite"):
+        assert phrase in task_3, phrase

@@ -675,13 +675,20 @@ class _forbidding:
         import fnmatch
 
         patterns = self.patterns
+        verdicts: dict = {}  # code object -> (name, instead) or None: each function is matched once
 
         def profile(frame, event, arg):
-            if event == "call":
-                name = f"{frame.f_globals.get('__name__', '')}.{frame.f_code.co_name}"
-                for pattern, instead in patterns:
-                    if fnmatch.fnmatchcase(name, pattern):
-                        raise _Forbidden(name, instead)
+            if event != "call":
+                return
+            code = frame.f_code
+            verdict = verdicts.get(code, False)
+            if verdict is False:
+                name = f"{frame.f_globals.get('__name__', '')}.{code.co_name}"
+                verdict = next(((name, instead) for pattern, instead in patterns
+                                if fnmatch.fnmatchcase(name, pattern)), None)
+                verdicts[code] = verdict
+            if verdict is not None:
+                raise _Forbidden(*verdict)
 
         self.previous_profile = sys.getprofile()
         sys.setprofile(profile)

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
-from ._core import Wrong, call, describe, exercise, expect_close
+from ._core import Wrong, _resolve_or_none, call, describe, exercise, expect_close
 
 
 def _randn(*shape: int, seed: int, dtype=torch.float64) -> Tensor:
@@ -15,6 +15,47 @@ def _randn(*shape: int, seed: int, dtype=torch.float64) -> Tensor:
 def _counting(B: int, C: int, H: int, W: int, dtype=torch.float64) -> Tensor:
     """Images whose pixels count 0, 1, 2, ... in memory order: every value says where it came from."""
     return torch.arange(B * C * H * W, dtype=dtype).reshape(B, C, H, W)  # (B, C, H, W)
+
+
+def _path(item) -> str:
+    return item if isinstance(item, str) else item[0]
+
+
+def _expect_function(answer, name: str, forbidden) -> None:
+    """Wrong if `answer` is a class or a module (an object made by calling something) instead of a function."""
+    if any(answer is _resolve_or_none(_path(f)) for f in forbidden if "*" not in _path(f)):
+        return  # `call` says that this one is forbidden
+    if isinstance(answer, type):
+        raise Wrong(f"you passed the class {answer.__name__}, not your function",
+                    f"pass the function you wrote, by its name without calling it: check(..., {name})")
+    if isinstance(answer, nn.Module):
+        raise Wrong(f"you passed {describe(answer)} module, the result of calling something, not your function",
+                    f"pass the function itself, without calling it: check(..., {name}), not check(..., {name}(...))")
+
+
+DTYPE_HINT = ("keep the dtype of the input: no .float(), .double(), .half() or .to(...) on the result, and create "
+              "any new tensor with dtype=<input>.dtype (torch.zeros(...) is float32 unless told otherwise)")
+
+
+def _expect_dtype(got: Tensor, dtype: torch.dtype, input_name: str, what: str, on: str) -> None:
+    """Wrong unless the result `got` has the dtype of the input (a float32 result loses float64 precision)."""
+    if got.dtype != dtype:
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {dtype}, the dtype of {input_name}", DTYPE_HINT)
+
+
+def _dtype_first(got, expected: Tensor, input_name: str, what: str, on: str) -> None:
+    """Report a dtype change, or float64 values rounded through float32 on the way, before any value check,
+    when the values are right to float32 precision."""
+    if not (isinstance(got, Tensor) and got.is_floating_point() and got.shape == expected.shape):
+        return
+    g, e = got.detach().double(), expected.detach().double()
+    if not torch.allclose(g, e, atol=1e-4, rtol=1e-4):
+        return  # wrong values: the mistakes table speaks first
+    _expect_dtype(got, expected.dtype, input_name, what, on)
+    if expected.dtype == torch.float64 and not torch.allclose(g, e, atol=1e-10, rtol=1e-10):
+        raise Wrong(f"{what} is right only to about float32 precision on {on} (max abs error "
+                    f"{(g - e).abs().max().item():.1g}): somewhere on the way the float64 values went through a "
+                    "float32 tensor", DTYPE_HINT)
 
 
 def _worked_example() -> Tensor:
@@ -31,7 +72,13 @@ PATCHIFY_FORBIDDEN = [
     (name, "cut the image with reshape and permute: (B, C, H, W) -> (B, C, H/P, P, W/P, P), move the axes to "
            "(B, H/P, W/P, P, P, C), then reshape to (B, N, P*P*C)")
     for name in ("attnbook.patches.patchify", "attnbook.patches.unpatchify", "attnbook.patches.PatchEmbedding",
-                 "torch.nn.functional.unfold", "torch.nn.Unfold", "torch._C._nn.im2col")
+                 "torch.nn.functional.unfold", "torch.nn.Unfold", "torch._C._nn.im2col", "torch.ops.aten.im2col",
+                 "torch.nn.functional.fold", "torch.nn.Fold", "torch._C._nn.col2im", "torch.ops.aten.col2im",
+                 "torch.nn.functional.pixel_unshuffle", "torch.pixel_unshuffle", "torch.nn.PixelUnshuffle",
+                 # transformers' own patch cutters (ViTMAEForPreTraining.patchify, SegGPT's patchify,
+                 # convert_image_to_patches, ...), caught by name wherever they are imported from
+                 "transformers.models.*.patchify*", "transformers.models.*.unpatchify",
+                 "transformers.models.*to_patches", "transformers.models.*extract*patches")
 ]
 
 
@@ -54,6 +101,9 @@ def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
         "your result is the patchify of the transposed image (height and width swapped); keep the axis order "
         "grid row, grid column, pixel row, pixel column, channel":
             g.permute(0, 4, 2, 5, 3, 1).reshape(B, N, dim),
+        "you split H into (P, H/P) instead of (H/P, P), and W likewise: pixel row r lies in grid row r // P, at "
+        "row r % P inside its patch, so the grid index comes first: images.reshape(B, C, H // P, P, W // P, P)":
+            images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1).reshape(B, N, dim),
         "a plain reshape to (B, N, P*P*C) does not cut patches: it takes the values in memory order (a whole "
         "image row, then the next), so one 'patch' mixes pixels of several patches. Split H into (H/P, P) and "
         "W into (W/P, P), permute, then reshape":
@@ -80,8 +130,9 @@ def _patchify_error_hint(message: str) -> str | None:
 def check_patchify(patchify) -> str:
     """patchify(images, patch_size) -> (B, N, P*P*C) must equal attnbook.patches.patchify."""
     cases = [  # ordered so that each mistake first shows up where no other mistake gives the same output
-        ("a batch of one grey 4x4 image, images of shape (1, 1, 4, 4) holding 0, 1, 2, ..., patch_size=2",
-         _counting(1, 1, 4, 4), 2),
+        # 6 x 6 first: on 4 x 4 with P = 2, H/P = P, and splitting H into (P, H/P) looks like a transpose
+        ("a batch of one grey 6x6 image, images of shape (1, 1, 6, 6) holding 0, 1, 2, ..., patch_size=2",
+         _counting(1, 1, 6, 6), 2),
         ("the chapter's worked example, one 2x2 RGB image of shape (1, 3, 2, 2), patch_size=2",
          _worked_example(), 2),
         ("two RGB images of shape (2, 3, 4, 4) holding 0, 1, 2, ..., patch_size=2", _counting(2, 3, 4, 4), 2),
@@ -91,14 +142,18 @@ def check_patchify(patchify) -> str:
         ("images of shape (1, 3, 4, 2) with patch_size=1, every pixel its own patch", _counting(1, 3, 4, 2), 1),
         ("random float32 images of shape (2, 1, 8, 8), like the digits, patch_size=2",
          _randn(2, 1, 8, 8, seed=71, dtype=torch.float32), 2),
+        ("random float64 images of shape (2, 3, 6, 4), patch_size=2", _randn(2, 3, 6, 4, seed=72), 2),
     ]
+    _expect_function(patchify, "patchify", PATCHIFY_FORBIDDEN)
     for desc, images, P in cases:
         got = call(patchify, images, P, what="patchify", on=desc, forbid=PATCHIFY_FORBIDDEN,
                    explain=_patchify_error_hint)
-        expect_close(got, _patchify(images, P), what="your result", on=desc, atol=1e-6, rtol=1e-6,
+        expected = _patchify(images, P)  # (B, N, P*P*C)
+        expect_close(got, expected, what="your result", on=desc, atol=1e-6, rtol=1e-6,
                      mistakes=_patchify_mistakes(images, P))
+        _expect_dtype(got, images.dtype, "images", "your result", desc)  # moving values must not round them
     return (f"right on {len(cases)} inputs, including the worked example, non-square images, one patch per "
-            "image and one pixel per patch")
+            "image, one pixel per patch, and float32 and float64 images")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -106,10 +161,12 @@ def check_patchify(patchify) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 CONV_FORBIDDEN = [
-    (name, "create nn.Conv2d(C, D, kernel_size=patch_size, stride=patch_size) and copy the weight into it, "
-           "reordered from (D, P*P*C) to (D, C, P, P)")
+    (name, "create nn.Conv2d(C, D, kernel_size=patch_size, stride=patch_size, dtype=weight.dtype) and copy the "
+           "weight into it, reordered from (D, P*P*C) to (D, C, P, P) with reshape(D, P, P, C) and permute(0, 3, 1, 2)")
     for name in ("attnbook.patches.PatchEmbedding.to_conv", "attnbook.patches.PatchEmbedding.from_conv",
-                 "attnbook.patches.PatchEmbedding")  # the methods first: once the class is replaced they are unreachable
+                 "attnbook.patches.PatchEmbedding",  # the methods first: once the class is replaced they are unreachable
+                 "attnbook.patches.unpatchify",  # unpatchify(weight[:, None], P, P, P) is the kernel, ready-made
+                 "transformers.models.*.unpatchify")  # ViTMAEForPreTraining.unpatchify: the same, in transformers
 ]
 
 
@@ -196,22 +253,37 @@ def _check_conv_structure(conv, C: int, P: int, D: int, on: str) -> None:
                     "permute(0, 3, 1, 2)")
 
 
+def _check_conv_dtype(conv: nn.Conv2d, dtype: torch.dtype, on: str) -> None:
+    """Wrong unless the Conv2d's parameters have the dtype of `weight` (copy_ would round float64 silently)."""
+    for name, param in (("weight", conv.weight), ("bias", conv.bias)):
+        if param.dtype != dtype:
+            raise Wrong(f"your Conv2d's {name} has dtype {param.dtype} on {on}, expected {dtype}, the dtype of "
+                        "`weight`",
+                        "create the convolution in the dtype of the weights you copy into it: nn.Conv2d(C, D, "
+                        "kernel_size=patch_size, stride=patch_size, dtype=weight.dtype). Without dtype= it is "
+                        "float32, and copy_ silently rounds float64 weights; a fixed dtype=torch.float64 is wrong "
+                        "for float32 weights")
+
+
 @exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution")
 def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
     """patch_embedding_as_conv(weight, bias, patch_size) -> nn.Conv2d equal to patchify(images) @ weight.T + bias."""
-    cases = [  # (C, P, D, image shape): RGB first, where every weight-layout mistake changes the result
-        (3, 2, 8, (2, 3, 4, 6)),
-        (2, 3, 5, (1, 2, 6, 9)),
-        (1, 4, 6, (2, 1, 8, 4)),
-        (4, 1, 3, (2, 4, 3, 2)),
+    cases = [  # (C, P, D, image shape, dtype): RGB first, where every weight-layout mistake changes the result
+        (3, 2, 8, (2, 3, 4, 6), torch.float32),
+        (2, 3, 5, (1, 2, 6, 9), torch.float64),
+        (1, 4, 6, (2, 1, 8, 4), torch.float32),
+        (4, 1, 3, (2, 4, 3, 2), torch.float64),
     ]
-    for i, (C, P, D, shape) in enumerate(cases):
-        weight = _randn(D, P * P * C, seed=720 + i, dtype=torch.float32)  # (D, P*P*C), channels innermost
-        bias = _randn(D, seed=730 + i, dtype=torch.float32) + 1.0  # (D,), far from 0
-        on = f"weight ({D}, {P * P * C}) for d_model={D}, C={C}, patch_size={P}, and bias ({D},)"
+    _expect_function(patch_embedding_as_conv, "patch_embedding_as_conv", CONV_FORBIDDEN)
+    for i, (C, P, D, shape, dtype) in enumerate(cases):
+        weight = _randn(D, P * P * C, seed=720 + i, dtype=dtype)  # (D, P*P*C), channels innermost
+        bias = _randn(D, seed=730 + i, dtype=dtype) + 1.0  # (D,), far from 0
+        kind = "float32" if dtype == torch.float32 else "float64"
+        on = f"{kind} weight ({D}, {P * P * C}) for d_model={D}, C={C}, patch_size={P}, and bias ({D},)"
         conv = call(patch_embedding_as_conv, weight, bias, P, what="patch_embedding_as_conv", on=on,
                     forbid=CONV_FORBIDDEN, explain=_conv_error_hint)
         _check_conv_structure(conv, C, P, D, on)
+        _check_conv_dtype(conv, dtype, on)
         expect_close(conv.weight.detach(), _conv_weight(weight, C, P), what="your Conv2d's weight", on=on,
                      atol=1e-6, rtol=1e-6, mistakes=_conv_weight_mistakes(weight, C, P))
         got_bias = conv.bias.detach()
@@ -219,7 +291,7 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
             hint = ("your bias is all zeros: copy `bias` into conv.bias" if not got_bias.any() else
                     "nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias")
             raise Wrong(f"your Conv2d's bias is not `bias` on {on}", hint)
-        images = _randn(*shape, seed=740 + i).to(conv.weight.dtype)  # (B, C, H, W)
+        images = _randn(*shape, seed=740 + i, dtype=dtype)  # (B, C, H, W)
         with torch.no_grad():
             out = call(conv, images, what="your Conv2d", on=f"images of shape {shape}")  # (B, D, H/P, W/P)
         expected = _patchify(images.double(), P) @ weight.double().T + bias.double()  # (B, N, D)
@@ -228,8 +300,8 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
                         "return an ordinary nn.Conv2d, without changing its forward")
         expect_close(out.flatten(2).transpose(1, 2), expected, what="conv(images).flatten(2).transpose(1, 2)",
                      on=f"images of shape {shape} and {on}", atol=1e-4, rtol=1e-4)
-    return (f"the Conv2d equals patchify(images) @ weight.T + bias on {len(cases)} inputs, from 1 to 4 channels and "
-            "patch sizes 1 to 4")
+    return (f"the Conv2d equals patchify(images) @ weight.T + bias on {len(cases)} inputs, from 1 to 4 channels, "
+            "patch sizes 1 to 4, in float32 and float64")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -251,16 +323,47 @@ def _cls_mistakes(x: Tensor, cls: Tensor, pos: Tensor) -> dict[str, Tensor]:
             torch.cat([c, x + pos[:, 1:]], dim=1),
         "patch i must get pos[:, i + 1]: position 0 belongs to the class token. Concatenate first, then add pos":
             torch.cat([c, x + pos[:, :-1]], dim=1),
+        "patch i must get pos[:, i + 1], not pos[:, i]: position 0 belongs to the class token alone. Concatenate "
+        "first, then add all of pos": torch.cat([c + pos[:, :1], x + pos[:, :-1]], dim=1),
         "you added the positions twice: add pos once, after the concatenation": torch.cat([c, x], dim=1) + 2 * pos,
         "you forgot the positions: add pos after the concatenation": torch.cat([c, x], dim=1),
         "the positions belong to the tokens in order: add pos as it is, not flipped or shuffled":
             torch.cat([c, x], dim=1) + pos.flip(1),
-        "you added cls to every patch instead of putting it in front as a token of its own: "
-        "torch.cat([cls, x], dim=1) gives N + 1 tokens": x + cls + pos[:, 1:],
     }
 
 
+def _token_count_hint(got, x: Tensor, cls: Tensor, pos: Tensor) -> str | None:
+    """A hint for a result with N tokens instead of N + 1 (the class token overwrote or was added to a patch)."""
+    B, N, D = x.shape
+    if not isinstance(got, Tensor) or tuple(got.shape) != (B, N, D) or not got.is_floating_point():
+        return None
+    g = got.detach().double()
+    x, cls, pos = x.detach().double(), cls.detach().double(), pos.detach().double()
+    overwritten = torch.cat([cls.expand(B, 1, D), x[:, 1:]], dim=1)  # (B, N, D): patch 0 replaced by cls
+    for p in (pos[:, 1:], pos[:, :N], torch.zeros_like(pos[:, 1:])):
+        if torch.allclose(g, overwritten + p, atol=1e-5, rtol=1e-5):
+            return ("you overwrote the first patch with the class token, so that patch is lost: the class token is "
+                    "an extra token, in front of all N patches. Concatenate, don't overwrite: "
+                    "torch.cat([cls, x], dim=1) has N + 1 tokens, then add pos")
+        if torch.allclose(g, x + cls + p, atol=1e-5, rtol=1e-5):
+            return ("you added cls to every patch instead of putting it in front as a token of its own: "
+                    "torch.cat([cls, x], dim=1) gives N + 1 tokens, then add pos")
+    return ("your result has N tokens, one per patch; the encoder gets N + 1: the class token in front of all N "
+            "patches (concatenate it, don't overwrite a patch or add it to them), then add pos, whose N + 1 rows "
+            "are one per token")
+
+
 def _cls_error_hint(message: str) -> str | None:
+    import re
+
+    m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                  r"dimension 1", message)
+    if m and abs(int(m.group(1)) - int(m.group(2))) == 1:
+        return ("pos has N + 1 rows, one per token including the class token (row 0 is the class token's): "
+                "concatenate first, then add all of pos to the (B, N + 1, D) result, without slicing it")
+    if "leaf Variable that requires grad" in message:
+        return ("do not change x, cls or pos in place (x += ..., x[...] = ...): they are the model's tokens and "
+                "parameters; build a new tensor with torch.cat and +")
     if "Sizes of tensors must match except in dimension" in message:
         return ("cls has batch size 1 and x has batch size B: expand it over the batch first, "
                 "cls.expand(x.size(0), -1, -1), then torch.cat([cls, x], dim=1)")
@@ -269,23 +372,59 @@ def _cls_error_hint(message: str) -> str | None:
     return None
 
 
+def _check_gradients(got: Tensor, x: Tensor, cls: Tensor, pos: Tensor, on: str) -> None:
+    """Wrong unless the gradient of got.sum() reaches x, cls and pos with the right values (B for cls and pos)."""
+    hint = ("cls and pos are learned parameters of the ViT, and x comes from the patch embedding: they learn only "
+            "if the gradient flows back to them. Do not use .detach(), .data, torch.no_grad() or copies made with "
+            "torch.tensor(...); build the result from x, cls and pos with torch.cat and +")
+    if not got.requires_grad:
+        raise Wrong(f"no gradient flows back through your result on {on}", hint)
+    try:
+        got.sum().backward()
+    except Exception as e:  # noqa: BLE001 - anything the learner's graph raises becomes feedback
+        raise Wrong(f"backward through your result raised {type(e).__name__}: {e} on {on}", hint) from None
+    B = x.size(0)
+    for name, t, per_element in (("cls", cls, B), ("pos", pos, B), ("x", x, 1)):
+        if t.grad is None or not t.grad.abs().any():
+            raise Wrong(f"no gradient reached `{name}` through your result on {on}", hint)
+        if not torch.allclose(t.grad, torch.full_like(t, float(per_element))):
+            raise Wrong(f"the gradient of your result's sum with respect to `{name}` is not {per_element} in every "
+                        f"entry on {on}",
+                        "every token gets each value once: cls once per image (expand, not a copy per patch), "
+                        "pos once per image, x once")
+
+
 @exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions")
 def check_prepend_cls(prepend_cls) -> str:
     """prepend_cls(x, cls, pos) -> torch.cat([cls expanded over the batch, x], dim=1) + pos."""
-    cases = [  # (batch, n_patches, d_model, dtype)
-        (1, 4, 6, torch.float64),
-        (3, 16, 8, torch.float64),
-        (2, 1, 5, torch.float64),
-        (4, 9, 12, torch.float32),
+    cases = [  # (batch, n_patches, d_model, dtype, whether x, cls and pos require grad)
+        (1, 4, 6, torch.float64, False),
+        (3, 16, 8, torch.float64, False),
+        (2, 1, 5, torch.float64, False),
+        (4, 9, 12, torch.float32, False),
+        (2, 4, 6, torch.float64, True),
     ]
-    for i, (B, N, D, dtype) in enumerate(cases):
+    _expect_function(prepend_cls, "prepend_cls", CLS_FORBIDDEN)
+    for i, (B, N, D, dtype, grad) in enumerate(cases):
         x = _randn(B, N, D, seed=750 + i, dtype=dtype)  # (B, N, D)
         cls = _randn(1, 1, D, seed=760 + i, dtype=dtype) + 2.0  # (1, 1, D), unlike any patch
         pos = _randn(1, N + 1, D, seed=770 + i, dtype=dtype)  # (1, N + 1, D)
-        on = (f"x of shape ({B}, {N}, {D}) (batch {B}, {N} patch{'es' if N > 1 else ''}), cls (1, 1, {D}) "
-              f"and pos (1, {N + 1}, {D})")
-        got = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN, explain=_cls_error_hint)
+        on = (f"{'float32' if dtype == torch.float32 else 'float64'} x of shape ({B}, {N}, {D}) (batch {B}, {N} "
+              f"patch{'es' if N > 1 else ''}), cls (1, 1, {D}) and pos (1, {N + 1}, {D})"
+              + (", all three requiring grad (as in a ViT)" if grad else ""))
         expected = torch.cat([cls.expand(B, 1, D), x], dim=1) + pos  # (B, N + 1, D)
+        mistakes = _cls_mistakes(x, cls, pos)
+        for t in (x, cls, pos):
+            t.requires_grad_(grad)
+        got = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN, explain=_cls_error_hint)
+        hint = _token_count_hint(got, x, cls, pos)
+        if hint is not None:
+            raise Wrong(f"your result has shape {tuple(got.shape)} on {on}, expected {tuple(expected.shape)}", hint)
+        _dtype_first(got, expected, "x", "your result", on)
         tol = dict(atol=1e-10, rtol=1e-10) if dtype == torch.float64 else dict(atol=1e-6, rtol=1e-6)
-        expect_close(got, expected, what="your result", on=on, mistakes=_cls_mistakes(x, cls, pos), **tol)
-    return f"right on {len(cases)} inputs, including a batch of one, a batch of 4 and a single patch"
+        expect_close(got, expected, what="your result", on=on, mistakes=mistakes, **tol)
+        _expect_dtype(got, dtype, "x", "your result", on)
+        if grad:
+            _check_gradients(got, x, cls, pos, on)
+    return (f"right on {len(cases)} inputs, including a batch of one, a batch of 4, a single patch, float32 and "
+            "float64, and the gradients reach x, cls and pos")
