@@ -1,0 +1,453 @@
+"""Checkers for chapter 8, BERT vs GPT.
+
+8.1 (BERT's masking) and 8.3 (sampling) are random. A learner may draw the random numbers in any order, so the
+checks cannot compare draws with a reference. They test the structure exactly (what may change, what the labels
+hold, the shape and dtype), the proportions statistically over many draws, and the use of the generator:
+the same generator seed must give the same result whatever the state of the global generators, and another
+seed another result. The references are written out here from the definitions; 8.2's is F.cross_entropy on the
+shifted logits and ids.
+
+Statistical bounds. A count of successes in n independent trials of probability p is accepted when it lies within
+t = L/3 + sqrt(L^2/9 + 2 L n p (1 - p)) of n p, with L = ln(2 / 2e-9). By Bernstein's inequality a right answer
+falls outside one window with probability below 2e-9, also for small p where the normal approximation fails
+(for large n p the window is about 6.4 standard deviations wide). A check tests at most 60 windows, so a right
+answer, drawing its random numbers in any order, fails with probability below 1.2e-7. A mistake is recognised
+when its own expected proportions fit the same windows and the right ones do not.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ._core import Wrong, call, exercise, expect_close, expect_tensor, expect_tuple
+
+FALSE_FAILURE = 2e-9  # the probability that a right count falls outside its window (see the module docstring)
+_L = math.log(2 / FALSE_FAILURE)
+
+
+def _within(count: float, n: int, p: float) -> bool:
+    """Whether `count` successes in `n` trials fit a binomial(n, p), by Bernstein's inequality."""
+    if p <= 0 or p >= 1:  # an impossible (or certain) outcome: exactly
+        return count == (n if p >= 1 else 0)
+    variance = n * p * (1 - p)
+    return abs(count - n * p) <= _L / 3 + math.sqrt(_L * _L / 9 + 2 * _L * variance) + 1e-9
+
+
+def _is_integer_tensor(t: Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.1 BERT's masking
+# ---------------------------------------------------------------------------------------------------------
+
+_V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
+_P_CHOOSE, _P_MASK, _P_RANDOM = 0.15, 0.8, 0.1
+GENERATOR_HINT = ("draw every random number from the generator you are given: pass generator=generator to "
+                  "torch.rand, torch.randint, torch.bernoulli, torch.multinomial or torch.randperm")
+OVERLAP_HINT = ("your cases overlap (two independent draws, one overriding the other): draw one number r per "
+                "position and use r < 0.8 for [MASK], 0.8 <= r < 0.9 for a random id, r >= 0.9 for unchanged")
+MLM_FORBIDDEN = [("attnbook.data.mlm_mask", "choose positions with torch.rand(ids.shape, generator=generator) < 0.15, "
+                  "then split the chosen ones 80/10/10 with a second torch.rand")]
+
+
+def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
+    return torch.randint(low, high, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: int, on: str, seed: int = 0):
+    """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes."""
+    got = call(mlm_mask, ids, mask_id, vocab_size, torch.Generator().manual_seed(gen_seed), what="mlm_mask", on=on,
+               forbid=MLM_FORBIDDEN, seed=seed)
+    if isinstance(got, (tuple, list)) and len(got) == 3:
+        raise Wrong(f"mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)",
+                    "return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "
+                    "this exercise does not)")
+    masked, labels = expect_tuple(got, ("masked_ids", "labels"), "mlm_mask", on)
+    for name, t in (("masked_ids", masked), ("labels", labels)):
+        t = expect_tensor(t, what=f"{name} (the {'first' if name == 'masked_ids' else 'second'} item you return)",
+                          on=on, finite=False)
+        if tuple(t.shape) != tuple(ids.shape):
+            raise Wrong(f"{name} has shape {tuple(t.shape)} on {on}, expected the shape of ids {tuple(ids.shape)}",
+                        "keep one entry per position of ids: build the result with torch.where or masked_fill "
+                        "rather than by indexing, which flattens")
+        if not _is_integer_tensor(t):
+            raise Wrong(f"{name} has dtype {t.dtype} on {on}, expected an integer tensor like ids ({ids.dtype})",
+                        "token ids are integers: build the result from ids with torch.where / masked_fill, and "
+                        "keep random ids from torch.randint")
+    return masked, labels
+
+
+def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, vocab_size: int, on: str) -> Tensor:
+    """The exact rules (who may change, what the labels hold); returns the chosen positions."""
+    n = ids.numel()
+    chosen = labels != -100
+    # Every position chosen has probability 0.15^n (below 1e-8 from n = 10 on); none chosen 0.85^n (below 1e-7
+    # from n = 100 on): only then are they mistakes rather than bad luck.
+    if (n >= 10 and bool(chosen.all())) or (n >= 100 and not chosen.any()):
+        zeros = int((labels == 0).sum())
+        if zeros > 0.5 * n:
+            raise Wrong(f"labels has no -100 on {on}; {zeros / n:.0%} of its entries are 0",
+                        "positions that are not chosen must be labelled -100, the ignore_index of F.cross_entropy "
+                        "(0 is the id of a real token, [PAD] in the chapter, and would be trained on)")
+        if torch.equal(labels, ids):
+            raise Wrong(f"labels equals ids at every position on {on}",
+                        "label only the chosen positions: the original id where chosen, -100 everywhere else, so "
+                        "that the loss is computed at the chosen 15% only")
+        if not chosen.any():
+            raise Wrong(f"every label is -100 on {on}: no position was chosen",
+                        "choose each position with probability 0.15 (torch.rand(ids.shape, generator=generator) "
+                        "< 0.15) and label it with its original id")
+        raise Wrong(f"labels has no -100 on {on}: every position is labelled",
+                    "label only the chosen positions: the original id where chosen, -100 everywhere else")
+    if not torch.equal(labels[chosen], ids[chosen]):
+        if torch.equal(labels[chosen], masked[chosen]):
+            raise Wrong(f"labels holds the masked ids at the chosen positions on {on}",
+                        "the label of a chosen position is its ORIGINAL id (what the model must recover), not "
+                        "[MASK] or the random id that replaced it")
+        raise Wrong(f"labels holds ids other than the original ones at chosen positions on {on}",
+                    "at a chosen position the label is ids at that position; elsewhere it is -100")
+    changed = masked != ids
+    if (changed & ~chosen).any():
+        share = float((changed & ~chosen).sum()) / max(1, int((~chosen).sum()))
+        hint = ("label every chosen position, also those that got a random id or kept their own: a position that "
+                "changed must have a label" if share < 0.1 else
+                "only chosen positions may change: apply the 80/10/10 split to the chosen positions only")
+        raise Wrong(f"masked_ids differs from ids at {share:.1%} of the positions labelled -100 on {on}", hint)
+    if int(masked.min()) < 0 or int(masked.max()) >= vocab_size:
+        raise Wrong(f"masked_ids holds values in [{int(masked.min())}, {int(masked.max())}] on {on}, outside "
+                    f"[0, vocab_size={vocab_size})",
+                    "draw random ids with torch.randint(vocab_size, ids.shape, generator=generator)")
+    return chosen
+
+
+def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> None:
+    """15% chosen; of those 80% [MASK], 10% another id, 10% unchanged (random ids that hit the original count as
+    unchanged); the random ids spread over the whole vocabulary."""
+    n, k = ids.numel(), int(chosen.sum())
+    share = k / n
+    if not _within(k, n, _P_CHOOSE):
+        known = [(_P_CHOOSE * _P_MASK, "you labelled only the positions that became [MASK]: label every chosen "
+                  "position, also those that got a random id or kept their own"),
+                 (_P_CHOOSE * (_P_MASK + _P_RANDOM), "you labelled only the positions that changed: label every "
+                  "chosen position, also the 10% that keep their id"),
+                 (1 - _P_CHOOSE, "your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
+                  "labelled -100")]
+        for p, hint in known:
+            if _within(k, n, p):
+                raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%", hint)
+        raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
+                    "choose each position with probability 0.15: torch.rand(ids.shape, generator=generator) < 0.15")
+    to_mask = int((masked[chosen] == _MASK).sum())
+    same = int((masked[chosen] == ids[chosen]).sum())
+    got = (to_mask, same, k - to_mask - same)  # [MASK], unchanged, another id
+
+    def observed(p_mask: float, p_random: float, p_keep: float) -> tuple[float, float, float]:
+        """Expected shares of [MASK], unchanged, another id: a random id is [MASK] or the original w.p. 1/V each."""
+        return p_mask + p_random / _V, p_keep + p_random / _V, p_random * (_V - 2) / _V
+
+    if not all(_within(c, k, p) for c, p in zip(got, observed(_P_MASK, _P_RANDOM, 1 - _P_MASK - _P_RANDOM))):
+        shares = f"{got[0] / k:.1%} [MASK], {got[2] / k:.1%} another id, {got[1] / k:.1%} unchanged"
+        known = [((1.0, 0.0, 0.0), "every chosen position became [MASK]: replace 80% of them by [MASK], 10% by a "
+                  "random id, and leave 10% unchanged"),
+                 ((0.8, 0.0, 0.2), "no chosen position got a random id: 10% of them must get an id drawn with "
+                  "torch.randint(vocab_size, ..., generator=generator)"),
+                 ((0.8, 0.2, 0.0), "no chosen position kept its id: 10% of them must stay unchanged (they are "
+                  "still labelled, so the model learns that any token may be wrong)"),
+                 ((0.1, 0.8, 0.1), "the split is the wrong way round: 80% of the chosen positions become [MASK], "
+                  "10% a random id"),
+                 ((0.1, 0.1, 0.8), "the split is the wrong way round: 80% of the chosen positions become [MASK], "
+                  "10% stay unchanged"),
+                 ((0.72, 0.1, 0.18), OVERLAP_HINT), ((0.8, 0.02, 0.18), OVERLAP_HINT)]
+        for actions, hint in known:
+            if all(_within(c, k, p) for c, p in zip(got, observed(*actions))):
+                raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", hint)
+        raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%",
+                    "draw one number r per position with torch.rand(ids.shape, generator=generator): [MASK] where "
+                    "chosen and r < 0.8, a random id where chosen and 0.8 <= r < 0.9, unchanged otherwise")
+    replaced = masked[chosen & (masked != ids) & (masked != _MASK)].double()  # (other,) the random ids
+    m = replaced.numel()
+    low, high = int((replaced < _V / 2).sum()), int((replaced >= 0.9 * _V).sum())  # uniform: half, a tenth
+    if m and not (_within(low, m, 0.5) and _within(high, m, 0.1)):
+        raise Wrong(f"the random ids on {on} lie in [{int(replaced.min())}, {int(replaced.max())}], {low / m:.0%} of "
+                    f"them below {_V // 2}; ids drawn uniformly from [0, vocab_size={_V}) spread over the whole "
+                    "range, half of them below the middle", "draw them with torch.randint(vocab_size, ids.shape, "
+                    "generator=generator)")
+
+
+@exercise("8.1", "BERT's masking, 80/10/10", section="Masked language modelling (BERT)")
+def check_mlm_mask(mlm_mask) -> str:
+    """mlm_mask(ids, mask_id, vocab_size, generator) -> (masked_ids, labels) with BERT's 15% and 80/10/10."""
+    # structure first, on small inputs that are easy to read
+    small = [
+        ("ids of shape (2, 8) with vocab_size=1000, mask_id=3", _ids((2, 8), 4, _V, 801), _MASK, _V),
+        ("a batch of 1: ids of shape (1, 5)", _ids((1, 5), 4, _V, 802), _MASK, _V),
+        ("ids of shape (64, 30) with a small vocabulary: vocab_size=6, mask_id=5", _ids((64, 30), 0, 5, 803), 5, 6),
+    ]
+    for on, ids, mask_id, vocab_size in small:
+        masked, labels = _mlm_call(mlm_mask, ids, mask_id, vocab_size, 11, on)
+        _check_structure(ids, masked, labels, vocab_size, on)
+    # the proportions, on 100,000 positions
+    on = "ids of shape (200, 500) with vocab_size=1000, mask_id=3"
+    ids = _ids((200, 500), 4, _V, 810)  # never the [MASK] id 3
+    masked, labels = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on)
+    chosen = _check_structure(ids, masked, labels, _V, on)
+    _check_proportions(ids, masked, chosen, on)
+    # the generator: the same seed, whatever the global generators; another seed, another mask
+    again = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=1)
+    if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
+        raise Wrong("two calls with generators seeded alike (torch.Generator().manual_seed(1234)) gave different "
+                    "masks when the global random generator was in another state", GENERATOR_HINT)
+    other = _mlm_call(mlm_mask, ids, _MASK, _V, 4321, on)
+    if torch.equal(other[0], masked) and torch.equal(other[1], labels):
+        raise Wrong("generators seeded with 1234 and with 4321 gave exactly the same masks",
+                    "use the generator argument for every random draw, not a generator you create and seed yourself")
+    return ("15% chosen and 80/10/10 within statistical bounds on 100,000 positions; labels, unchosen positions "
+            "and the generator are right")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.2 causal-LM loss
+# ---------------------------------------------------------------------------------------------------------
+
+LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.ForCausalLMLoss",
+                      "shift by hand: logits[:, :-1] against ids[:, 1:], then F.cross_entropy")]
+CLASS_DIM_HINT = ("F.cross_entropy wants the classes in dimension 1: flatten the logits to (batch * positions, "
+                  "vocab_size) and the targets to (batch * positions,), or pass logits.transpose(1, 2)")
+
+
+def _loss_error_hint(message: str) -> str | None:
+    if "Expected target size" in message or ("Expected input batch_size" in message and "target batch_size" in message):
+        return CLASS_DIM_HINT
+    if "expected scalar type Long" in message or "expected target dtype" in message:
+        return "the targets of F.cross_entropy are class indices: pass the integer ids (no .float())"
+    return None
+
+
+def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
+    """The results of plausible mistakes on this input, keyed by the hint for each."""
+    B, T, V = logits.shape
+
+    def ce(lg: Tensor, tg: Tensor, reduction: str = "mean") -> Tensor:
+        return F.cross_entropy(lg.reshape(-1, V), tg.reshape(-1), reduction=reduction)
+
+    right = ce(logits[:, :-1], ids[:, 1:])
+    out = {
+        "no shift: the output at position t predicts the NEXT token, ids[:, t + 1]; compare logits[:, :-1] with "
+        "ids[:, 1:]": ce(logits, ids),
+        "the shift goes the wrong way: logits[:, :-1] (every position but the last) predict ids[:, 1:] (every "
+        "token but the first), not logits[:, 1:] and ids[:, :-1]": ce(logits[:, 1:], ids[:, :-1]),
+        "you summed the losses; take the mean over all batch * (seq - 1) predictions": ce(logits[:, :-1], ids[:, 1:],
+                                                                                          "sum"),
+        "you applied a softmax before F.cross_entropy, which applies log-softmax itself: pass the raw logits":
+            ce(torch.softmax(logits, dim=-1)[:, :-1], ids[:, 1:]),
+        "F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits":
+            F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
+        "shift by exactly one position: logits[:, :-1] against ids[:, 1:]": ce(logits[:, :-2], ids[:, 2:])
+        if T > 2 else right + 1.0,
+        "the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)": -right,
+        "you took the mean over each sequence, then summed over the batch; take one mean over all predictions":
+            ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
+    }
+    if B > 1:
+        out["you used only the first sequence of the batch; the mean runs over every sequence"] = ce(
+            logits[:1, :-1], ids[:1, 1:])
+    return {hint: value for hint, value in out.items() if not torch.allclose(value, right)}
+
+
+@exercise("8.2", "The causal language-modelling loss", section="Next-token prediction (GPT)")
+def check_causal_lm_loss(causal_lm_loss) -> str:
+    """causal_lm_loss(logits, ids) = mean cross-entropy of logits[:, t] against ids[:, t + 1]."""
+
+    def case(B: int, T: int, V: int, seed: int, dtype=torch.float64, scale: float = 2.0):
+        g = torch.Generator().manual_seed(seed)
+        logits = (scale * torch.randn(B, T, V, generator=g, dtype=dtype)).requires_grad_()
+        return logits, torch.randint(V, (B, T), generator=g)
+
+    cases = [
+        ("logits of shape (2, 5, 7) and ids of shape (2, 5)", *case(2, 5, 7, 820)),
+        ("logits (3, 9, 11) and ids (3, 9)", *case(3, 9, 11, 821)),
+        ("a batch of 1: logits (1, 6, 13) and ids (1, 6)", *case(1, 6, 13, 822)),
+        ("two tokens, so one prediction: logits (4, 2, 5) and ids (4, 2)", *case(4, 2, 5, 823)),
+        ("float32 logits (2, 12, 50) and ids (2, 12)", *case(2, 12, 50, 824, torch.float32)),
+    ]
+    for on, logits, ids in cases:
+        got = call(causal_lm_loss, logits, ids, what="causal_lm_loss", on=on, forbid=LM_LOSS_FORBIDDEN,
+                   explain=_loss_error_hint)
+        if isinstance(got, numbers.Real) and not isinstance(got, bool):
+            raise Wrong(f"causal_lm_loss returned a Python {type(got).__name__} on {on}, expected a tensor",
+                        "return the loss tensor itself, without .item() or float(): training calls "
+                        "loss.backward() on it")
+        got = expect_tensor(got, what="your loss", on=on, finite=False)
+        V = logits.size(-1)
+        right = F.cross_entropy(logits.detach()[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))  # ()
+        if got.numel() != 1:
+            per_position = F.cross_entropy(logits.detach()[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
+                                           reduction="none")
+            hint = ("you returned one loss per prediction (reduction='none'): return their mean, a single number"
+                    if got.numel() == per_position.numel() else "return one number: the mean loss over all predictions")
+            raise Wrong(f"your loss has shape {tuple(got.shape)} on {on}, expected a single number (shape ())", hint)
+        if not got.is_floating_point():
+            raise Wrong(f"your loss has dtype {got.dtype} on {on}, expected floating point",
+                        "keep the loss in floating point (no .long() or .int())")
+        expect_close(got.detach().reshape(()), right, what="your loss", on=on, atol=1e-5, rtol=1e-5,
+                     mistakes=_lm_mistakes(logits.detach(), ids))
+        if not got.requires_grad:
+            raise Wrong(f"your loss has the right value on {on} but no gradient can flow back to the logits",
+                        "compute it from logits with tensor operations; .item(), float() or torch.tensor(...) "
+                        "cut it off from the graph, and training calls loss.backward()")
+    return f"right on {len(cases)} inputs, including a batch of 1, a single prediction and float32"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.3 temperature and top-k sampling
+# ---------------------------------------------------------------------------------------------------------
+
+SAMPLE_FORBIDDEN = [(name, "divide the logits by the temperature, set all but the top_k largest to -inf, softmax, "
+                           "then torch.multinomial(probs, 1, generator=generator)")
+                    for name in ("attnbook.models.gpt.sample_next", "attnbook.models.gpt.GPT.generate")]
+_ROWS = torch.tensor([[1.0, -1.5, 2.2, 0.3, -0.4, 1.6],  # two different rows, the largest logits not first
+                      [-0.5, 0.8, -2.0, 1.9, 0.1, 1.2]], dtype=torch.float64)
+_N = 20_000  # samples per row
+
+
+def _sample_error_hint(message: str) -> str | None:
+    if "probability tensor contains either `inf`, `nan` or element < 0" in message or "invalid multinomial" in message:
+        return ("torch.multinomial takes probabilities (non-negative, finite): apply softmax to the (scaled) logits "
+                "first; and with temperature 0 return the argmax without dividing by it")
+    return None
+
+
+def _probs(logits: Tensor, temperature: float, top_k: int | None, *, smallest: bool = False) -> Tensor:
+    """softmax(logits / temperature) over the top_k largest (or smallest) logits of each row, in float64."""
+    scaled = logits.double() / temperature
+    if top_k is not None:
+        kept = torch.topk(scaled, top_k, dim=-1, largest=not smallest).indices  # (R, k)
+        keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, kept, True)
+        scaled = scaled.masked_fill(~keep, float("-inf"))
+    return torch.softmax(scaled, dim=-1)
+
+
+def _sample_mistakes(temperature: float, top_k: int | None) -> dict[str, Tensor]:
+    """The distributions that plausible mistakes sample from, per row of _ROWS, keyed by the hint for each."""
+    out = {
+        "you multiplied the logits by the temperature; divide them: softmax(logits / temperature)":
+            _probs(_ROWS, 1 / temperature, top_k),
+        "the temperature changes nothing in your samples: divide the logits by it before the softmax":
+            _probs(_ROWS, 1.0, top_k),
+    }
+    if top_k is not None:
+        unmapped = torch.zeros_like(_ROWS)  # sampled a position among the top k and returned it as the id
+        unmapped[:, :top_k] = torch.softmax(torch.topk(_ROWS / temperature, top_k, dim=-1).values, dim=-1)
+        out.update({
+            "your samples include tokens outside the top_k: set every logit below the k-th largest to -inf before "
+            "the softmax": _probs(_ROWS, temperature, None),
+            "you kept the top_k SMALLEST logits: keep the largest (torch.topk returns the largest by default)":
+                _probs(_ROWS, temperature, top_k, smallest=True),
+            "you returned the position within the top k (0 .. top_k - 1) instead of the token id: map it back "
+            "through the indices that torch.topk returns (topk.indices.gather(-1, choice))": unmapped,
+        })
+        keep = (_probs(_ROWS, temperature, top_k) > 0).double()  # (R, V): the top k of each row
+        out["you sampled the top_k tokens uniformly: weight them by softmax(logits / temperature)"] = (
+            keep / keep.sum(dim=-1, keepdim=True))
+    return out
+
+
+def _counts(ids: Tensor, rows: int, vocab: int) -> Tensor:
+    """(rows, vocab) counts of each id among the samples of each row (the samples come in blocks of _N per row)."""
+    return torch.stack([torch.bincount(ids[r * _N:(r + 1) * _N].long(), minlength=vocab)[:vocab]
+                        for r in range(rows)]).double()
+
+
+def _fits(counts: Tensor, probs: Tensor) -> bool:
+    """Whether every count fits its binomial(_N, p) window (and ids with probability 0 never occur)."""
+    return all(_within(float(c), _N, float(p)) for c, p in zip(counts.flatten(), probs.flatten()))
+
+
+def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int, on: str, seed: int = 0) -> Tensor:
+    got = call(sample_next, logits, temperature, top_k, torch.Generator().manual_seed(gen_seed), what="sample_next",
+               on=on, forbid=SAMPLE_FORBIDDEN, seed=seed, explain=_sample_error_hint)
+    got = expect_tensor(got, what="your result", on=on, finite=False)
+    B = logits.size(0)
+    if tuple(got.shape) != (B,):
+        hint = ("return one id per row, shape (batch,): torch.multinomial(probs, 1) gives (batch, 1), so "
+                "squeeze the last dimension (.squeeze(-1))" if tuple(got.shape) == (B, 1) else
+                "return one token id per row of logits, a tensor of shape (batch,)")
+        raise Wrong(f"your result has shape {tuple(got.shape)} on {on}, expected ({B},)", hint)
+    if not _is_integer_tensor(got):
+        raise Wrong(f"your result has dtype {got.dtype} on {on}, expected integer token ids (torch.long)",
+                    "return the indices (argmax, torch.multinomial, topk indices), not probabilities or logits")
+    V = logits.size(-1)
+    if int(got.min()) < 0 or int(got.max()) >= V:
+        raise Wrong(f"your result holds ids in [{int(got.min())}, {int(got.max())}] on {on}, outside [0, {V})")
+    return got
+
+
+@exercise("8.3", "Temperature and top-k sampling", section="Temperature and top-k")
+def check_sample_next(sample_next) -> str:
+    """sample_next(logits, temperature, top_k, generator) -> (B,) ids: greedy at 0, else softmax(l/T) on the top k."""
+    g = torch.Generator().manual_seed(830)
+    greedy = [
+        ("logits of shape (3, 10), temperature=0, top_k=None", torch.randn(3, 10, generator=g), 0.0, None),
+        ("a batch of 1: logits (1, 7), temperature=0, top_k=3", torch.randn(1, 7, generator=g), 0.0, 3),
+        ("logits (5, 12), temperature=1.0, top_k=1 (only the largest logit is left)",
+         torch.randn(5, 12, generator=g), 1.0, 1),
+    ]
+    for on, logits, temperature, top_k in greedy:
+        got = _sample_call(sample_next, logits, temperature, top_k, 5, on)
+        if torch.equal(got, logits.argmax(dim=-1)):
+            continue
+        if top_k == 1 and not got.any() and logits.argmax(dim=-1).any():
+            raise Wrong(f"your result is 0 in every row on {on}, expected the argmax of each row",
+                        "you returned the position within the top k (always 0 when top_k=1) instead of the token "
+                        "id: map it back through the indices that torch.topk returns")
+        if torch.equal(got, logits.argmin(dim=-1)):
+            raise Wrong(f"your result is the argmin of each row on {on}, expected the argmax",
+                        "the most likely token has the LARGEST logit"
+                        + ("; torch.topk returns the largest by default" if top_k else ""))
+        hint = ("temperature 0 means greedy: return logits.argmax(dim=-1), with no randomness" if temperature == 0
+                else "with top_k=1 only the largest logit survives, so the sample must be the argmax of each row")
+        raise Wrong(f"your result is not the argmax of each row on {on}", hint)
+    configs = [(1.0, None), (0.5, None), (1.0, 3), (2.0, 4), (0.7, 2)]
+    R, V = _ROWS.shape
+    for temperature, top_k in configs:
+        on = (f"logits of shape ({R * _N}, {V}) ({_N:,} copies of each of two rows), temperature={temperature}, "
+              f"top_k={top_k}")
+        logits = _ROWS.float().repeat_interleave(_N, dim=0)  # (R * _N, V): row r fills block r
+        got = _sample_call(sample_next, logits, temperature, top_k, 7, on)
+        counts = _counts(got, R, V)
+        expected = _probs(_ROWS, temperature, top_k)
+        if _fits(counts, expected):
+            if (temperature, top_k) == configs[0]:
+                _check_generator(sample_next, logits, got, on)
+            continue
+        for hint, probs in _sample_mistakes(temperature, top_k).items():
+            if not torch.allclose(probs, expected) and _fits(counts, probs):
+                raise Wrong(f"the frequencies of your samples do not match softmax(logits / temperature) over the "
+                            f"top_k largest logits on {on}", hint)
+        r, j = divmod(int(((counts - _N * expected).abs() / (_N * expected * (1 - expected)).clamp_min(1e-12).sqrt()
+                           ).flatten().argmax()), V)
+        raise Wrong(f"the frequencies of your samples do not match softmax(logits / temperature) over the top_k "
+                    f"largest logits on {on}: in row {r}, token {j} came {int(counts[r, j]):,} times in {_N:,} "
+                    f"draws, expected about {_N * float(expected[r, j]):,.0f}",
+                    "scale, then cut to the top k, then softmax, then one torch.multinomial draw per row; each row "
+                    "samples from its own logits")
+    return (f"greedy at temperature 0, the argmax at top_k=1, and frequencies within statistical bounds for "
+            f"{len(configs)} settings of temperature and top_k")
+
+
+def _check_generator(sample_next, logits: Tensor, first: Tensor, on: str) -> None:
+    """The same generator seed gives the same samples whatever the global generators; another seed others."""
+    again = _sample_call(sample_next, logits, 1.0, None, 7, on, seed=1)
+    if not torch.equal(again, first):
+        raise Wrong("two calls with generators seeded alike (torch.Generator().manual_seed(7)) gave different "
+                    "samples when the global random generator was in another state",
+                    "pass generator=generator to torch.multinomial (and to any other random draw)")
+    other = _sample_call(sample_next, logits, 1.0, None, 8, on)
+    if torch.equal(other, first):
+        raise Wrong("generators seeded with 7 and with 8 gave exactly the same samples",
+                    "use the generator argument in torch.multinomial, not a generator you create and seed yourself")

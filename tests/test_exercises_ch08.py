@@ -1,0 +1,294 @@
+"""Chapter 8 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint.
+
+The wrong answers are written here from scratch, each with one deliberate mistake, independently of the checker's
+own table of mistakes.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnbook.exercises import check
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.1 BERT's masking
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_8_1_reference_passes(solutions):
+    result = check("8.1", solutions(8)["mlm_mask"])
+    assert result.passed, result.message
+
+
+def make_mlm_mask(*, p=0.15, split=(0.8, 0.9), where="chosen", labels="chosen", rng="generator", label_fill=-100,
+                  random_high=None, outputs=2, in_place=False, order="rand-first"):
+    """An mlm_mask with one deliberate mistake (the defaults give a correct one)."""
+
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        if rng == "generator":
+            g = generator
+        elif rng == "own":
+            g = torch.Generator().manual_seed(0)
+        else:
+            g = None  # torch's global generator
+        r_choose = torch.rand(ids.shape, generator=g)
+        r_what = torch.rand(ids.shape, generator=g)
+        random_ids = torch.randint(random_high or vocab_size, ids.shape, generator=g)
+        chosen = r_choose < p if p <= 1 else r_choose > 0.15
+        region = chosen if where == "chosen" else torch.ones_like(chosen)
+        to_mask = region & (r_what < split[0])
+        to_random = region & (r_what >= split[0]) & (r_what < split[1])
+        if order == "overlap":  # two independent draws, the random id overriding [MASK]
+            to_random = region & (torch.rand(ids.shape, generator=g) < 0.1)
+        if in_place:
+            masked = ids
+            masked[to_mask] = mask_id
+        else:
+            masked = torch.where(to_mask, mask_id, ids)
+        masked = torch.where(to_random, random_ids, masked)
+        if labels == "chosen":
+            out_labels = torch.where(chosen, ids, label_fill)
+        elif labels == "everywhere":
+            out_labels = ids.clone()
+        elif labels == "masked-only":
+            out_labels = torch.where(to_mask, ids, -100)
+        elif labels == "after":
+            out_labels = torch.where(chosen, masked, -100)
+        else:  # float
+            out_labels = torch.where(chosen, ids, -100).float()
+        return (masked, out_labels, chosen) if outputs == 3 else (masked, out_labels)
+
+    return mlm_mask
+
+
+def test_8_1_a_correct_variant_passes():
+    assert check("8.1", make_mlm_mask()).passed
+
+
+def test_8_1_other_right_answers_pass():
+    def with_bernoulli(ids, mask_id, vocab_size, generator):  # Hugging Face's order of draws
+        labels = ids.clone()
+        chosen = torch.bernoulli(torch.full(ids.shape, 0.15), generator=generator).bool()
+        labels[~chosen] = -100
+        replaced = torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool() & chosen
+        out = ids.clone()
+        out[replaced] = mask_id
+        rand = torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool() & chosen & ~replaced
+        out[rand] = torch.randint(vocab_size, ids.shape, generator=generator)[rand]
+        return out, labels
+
+    result = check("8.1", with_bernoulli)
+    assert result.passed, result.message
+
+
+def test_8_1_not_attempted():
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        raise NotImplementedError
+
+    assert check("8.1", mlm_mask).status == "not attempted"
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"split": (1.0, 1.0)}, "every chosen position became [MASK]"),
+    ({"split": (0.8, 1.0)}, "no chosen position kept its id"),
+    ({"split": (0.8, 0.8)}, "no chosen position got a random id"),
+    ({"where": "everywhere"}, "only chosen positions may change"),
+    ({"labels": "everywhere"}, "label only the chosen positions"),
+    ({"label_fill": 0}, "must be labelled -100"),
+    ({"labels": "masked-only"}, "label every chosen position, also those that got a random id"),
+    ({"labels": "masked-only", "split": (0.8, 0.8)}, "labelled only the positions that became [MASK]"),
+    ({"labels": "after"}, "ORIGINAL id"),
+    ({"labels": "float"}, "dtype torch.float32"),
+    ({"p": 2}, "your choice is inverted"),
+    ({"p": 0.3}, "choose each position with probability 0.15"),
+    ({"rng": "global"}, "pass generator=generator"),
+    ({"rng": "own"}, "not a generator you create and seed yourself"),
+    ({"random_high": 10}, "torch.randint(vocab_size"),
+    ({"outputs": 3}, "return only masked_ids and labels"),
+    ({"in_place": True}, "in place"),
+    ({"order": "overlap"}, "your cases overlap"),
+], ids=lambda x: str(x) if isinstance(x, dict) else "")
+def test_8_1_wrong_answers_get_hints(kwargs, hint):
+    result = check("8.1", make_mlm_mask(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+
+
+def test_8_1_messages_name_the_input_and_the_section():
+    result = check("8.1", make_mlm_mask(split=(1.0, 1.0)))
+    assert "ids of shape (200, 500)" in result.message and "Masked language modelling (BERT)" in result.message
+
+
+def test_8_1_the_package_function_is_refused():
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        from attnbook.data import mlm_mask as package_mask
+
+        return package_mask(ids, mask_id, vocab_size, generator)[:2]
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "without attnbook.data.mlm_mask" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.2 causal-LM loss
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_8_2_reference_passes(solutions):
+    result = check("8.2", solutions(8)["causal_lm_loss"])
+    assert result.passed, result.message
+
+
+def test_8_2_other_right_answers_pass():
+    def transposed(logits, ids):
+        return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
+
+    def by_hand(logits, ids):
+        logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (B, T-1, V)
+        return -logp.gather(-1, ids[:, 1:, None]).mean()
+
+    for answer in (transposed, by_hand):
+        result = check("8.2", answer)
+        assert result.passed, result.message
+
+
+def test_8_2_not_attempted():
+    def causal_lm_loss(logits, ids):
+        raise NotImplementedError
+
+    assert check("8.2", causal_lm_loss).status == "not attempted"
+
+
+def _flat(logits, ids):
+    return logits.reshape(-1, logits.size(-1)), ids.reshape(-1)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda logits, ids: F.cross_entropy(*_flat(logits, ids)), "no shift"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, 1:], ids[:, :-1])), "the shift goes the wrong way"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), reduction="sum"), "you summed"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits.softmax(-1)[:, :-1], ids[:, 1:])), "applied a softmax"),
+    (lambda logits, ids: F.cross_entropy(logits[:, :-1], ids[:, 1:]), "classes in dimension 1"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:])).item(), "without .item()"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), reduction="none"),
+     "one loss per prediction"),
+    (lambda logits, ids: F.nll_loss(*_flat(logits[:, :-1], ids[:, 1:])), "F.nll_loss expects log-probabilities"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits[:1, :-1], ids[:1, 1:])), "only the first sequence"),
+    (lambda logits, ids: torch.tensor(F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:])).item()), "no gradient"),
+    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:].float())), "class indices"),
+], ids=["no-shift", "wrong-direction", "sum", "softmax", "class-dim", "item", "no-reduction", "nll", "first-only",
+        "detached", "float-targets"])
+def test_8_2_wrong_answers_get_hints(fn, hint):
+    result = check("8.2", fn)
+    assert not result.passed
+    assert hint in result.message, result.message
+
+
+def test_8_2_messages_name_the_input():
+    result = check("8.2", lambda logits, ids: F.cross_entropy(*_flat(logits, ids)))
+    assert "logits of shape (2, 5, 7)" in result.message and "Next-token prediction (GPT)" in result.message
+
+
+def test_8_2_transformers_loss_is_refused():
+    pytest.importorskip("transformers")
+
+    def causal_lm_loss(logits, ids):
+        from transformers.loss.loss_utils import ForCausalLMLoss
+
+        return ForCausalLMLoss(logits, ids, logits.size(-1))
+
+    result = check("8.2", causal_lm_loss)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.3 temperature and top-k sampling
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_8_3_reference_passes(solutions):
+    result = check("8.3", solutions(8)["sample_next"])
+    assert result.passed, result.message
+
+
+def make_sample_next(*, temperature="divide", top_k="largest", rng="generator", shape="flat", greedy=True,
+                     probs="softmax"):
+    """A sample_next with one deliberate mistake (the defaults give a correct one)."""
+
+    def sample_next(logits, temperature_, top_k_, generator):
+        if greedy and temperature_ == 0:
+            return logits.argmax(dim=-1)
+        t = temperature_  # a division by 0 when greedy=False
+        scaled = {"divide": logits / t, "multiply": logits * t, "ignore": logits}[temperature]
+        if top_k_ is not None and top_k != "ignore":
+            values, indices = torch.topk(scaled, top_k_, dim=-1, largest=top_k != "smallest")
+            if top_k == "unmapped":
+                choice = torch.multinomial(torch.softmax(values, -1), 1, generator=generator).squeeze(-1)
+                return choice
+            weights = torch.ones_like(values) if probs == "uniform" else values
+            kept = torch.full_like(scaled, float("-inf")).scatter(-1, indices, weights)
+            scaled = kept
+        p = torch.softmax(scaled, dim=-1) if probs != "raw" else scaled
+        g = {"generator": generator, "global": None, "own": torch.Generator().manual_seed(1)}[rng]
+        out = torch.multinomial(p, 1, generator=g)
+        return out if shape == "column" else out.squeeze(-1)
+
+    return sample_next
+
+
+def test_8_3_a_correct_variant_passes():
+    assert check("8.3", make_sample_next()).passed
+
+
+def test_8_3_not_attempted():
+    def sample_next(logits, temperature, top_k, generator):
+        raise NotImplementedError
+
+    assert check("8.3", sample_next).status == "not attempted"
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"temperature": "multiply"}, "you multiplied the logits by the temperature"),
+    ({"temperature": "ignore"}, "the temperature changes nothing"),
+    ({"top_k": "ignore"}, "only the largest logit survives"),
+    ({"top_k": "smallest"}, "LARGEST"),
+    ({"top_k": "unmapped"}, "position within the top k"),
+    ({"probs": "uniform"}, "uniformly"),
+    ({"shape": "column"}, ".squeeze(-1)"),
+    ({"rng": "global"}, "pass generator=generator to torch.multinomial"),
+    ({"rng": "own"}, "not a generator you create and seed yourself"),
+    ({"greedy": False}, "with temperature 0 return the argmax"),
+    ({"probs": "raw"}, "torch.multinomial takes probabilities"),
+], ids=lambda x: str(x) if isinstance(x, dict) else "")
+def test_8_3_wrong_answers_get_hints(kwargs, hint):
+    result = check("8.3", make_sample_next(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+
+
+def test_8_3_top_k_ignored_at_larger_k_is_named():
+    def sample_next(logits, temperature, top_k, generator):  # right for top_k=1, ignores larger top_k
+        if temperature == 0 or top_k == 1:
+            return logits.argmax(dim=-1)
+        return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator).squeeze(-1)
+
+    result = check("8.3", sample_next)
+    assert not result.passed and "outside the top_k" in result.message, result.message
+
+
+def test_8_3_messages_name_the_input():
+    result = check("8.3", make_sample_next(temperature="multiply"))
+    assert "temperature=0.5" in result.message and "Temperature and top-k" in result.message, result.message
+
+
+@pytest.mark.parametrize("path", ["attnbook.models.sample_next", "attnbook.models.gpt.sample_next"])
+def test_8_3_the_package_sampler_is_refused(path):
+    module, name = path.rsplit(".", 1)
+
+    def sample_next(logits, temperature, top_k, generator):
+        import importlib
+
+        fn = getattr(importlib.import_module(module), name)
+        return fn(logits, temperature, top_k, generator).squeeze(-1)
+
+    result = check("8.3", sample_next)
+    assert not result.passed and "the task asks you to write this without" in result.message, result.message
