@@ -234,3 +234,26 @@ def test_the_website_hides_nbval_markers_but_keeps_the_code():
     assert out["cells"][0]["source"] == "x = 1  # NBVAL_ in a comment stays\n"
     assert out["cells"][1]["source"] == "# NBVAL_IGNORE_OUTPUT"  # markdown is left alone
     assert "nbval_markers" in CONFIG["sphinx"]["local_extensions"]
+
+
+APPENDICES = sorted(BOOK.glob("appendix_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", APPENDICES, ids=lambda p: p.stem)
+def test_appendix_notebooks_follow_the_chapter_hygiene(path):
+    """Appendix pages run under nbval too: same set-up cell, exact markers, clean outputs, no recorded attempts."""
+    nb = read(path)
+    cells = code_cells(nb)
+    assert cells[0].source == SETUP_CELL
+    for cell in cells:
+        assert cell.execution_count is not None, f"unexecuted cell: {cell.source[:60]!r}"
+        for line in cell.source.split("\n"):
+            if "NBVAL_" in line:
+                assert line.strip() in NBVAL_MARKERS
+        for out in cell.outputs:
+            assert out.output_type != "error", cell.source[:60]
+            assert not (out.output_type == "stream" and out.name == "stderr"), cell.source[:60]
+            assert "check" not in out.get("metadata", {}).get("attnbook", {}), "a check result is displayed"
+    text = path.read_text(encoding="utf-8")
+    for local in ("/work/", "/root/", "/tmp/", "/home/"):
+        assert local not in text, f"{path.name} contains a path of this machine ({local})"
