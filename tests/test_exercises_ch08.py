@@ -292,3 +292,162 @@ def test_8_3_the_package_sampler_is_refused(path):
 
     result = check("8.3", sample_next)
     assert not result.passed and "the task asks you to write this without" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Fixes from the learner trial
+# ---------------------------------------------------------------------------------------------------------
+
+import functools  # noqa: E402
+
+import attnbook.data  # noqa: E402
+
+_PARTIAL_MLM = functools.partial(attnbook.data.mlm_mask)  # a global, as a notebook cell would keep it
+
+
+def test_8_1_the_package_function_through_a_partial_in_globals_is_refused():
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        return _PARTIAL_MLM(ids, mask_id, vocab_size, generator)[:2]
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "without attnbook.data.mlm_mask" in result.message, result.message
+
+
+def test_8_1_transformers_collator_is_refused():
+    pytest.importorskip("transformers")
+    from transformers import DataCollatorForLanguageModeling
+
+    class Tok:
+        mask_token, pad_token, pad_token_id = "[MASK]", "[PAD]", 0
+
+        def __init__(self, vocab_size, mask_id):
+            self.vocab_size, self.mask_token_id = vocab_size, mask_id
+
+        def __len__(self):
+            return self.vocab_size
+
+        def get_special_tokens_mask(self, v, already_has_special_tokens=True):
+            return [0] * len(v)
+
+        def convert_tokens_to_ids(self, t):
+            return self.mask_token_id
+
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        collator = DataCollatorForLanguageModeling(Tok(vocab_size, mask_id), mlm_probability=0.15)
+        collator.generator = generator
+        return collator.torch_mask_tokens(ids.clone(), special_tokens_mask=torch.zeros_like(ids, dtype=torch.bool))
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "the task asks you to write this without transformers" in result.message, \
+        result.message
+
+
+def make_random_ids(draw):
+    """A right mlm_mask except for how the random ids are drawn: draw(ids, vocab_size, generator)."""
+
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        chosen = torch.rand(ids.shape, generator=generator) < 0.15
+        r = torch.rand(ids.shape, generator=generator)
+        random_ids = draw(ids, vocab_size, generator)
+        masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+        masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, masked)
+        return masked, torch.where(chosen, ids, -100)
+
+    return mlm_mask
+
+
+def _pool(ids, vocab_size, generator):  # random ids drawn only among the tokens in the batch
+    pool = ids.unique()
+    return pool[torch.randint(pool.numel(), ids.shape, generator=generator)]
+
+
+@pytest.mark.parametrize("draw, hint", [
+    (lambda ids, V, g: torch.randint(1, V, ids.shape, generator=g), "the lower bound is 0"),
+    (lambda ids, V, g: torch.randint(V - 1, ids.shape, generator=g), "upper bound, vocab_size, is exclusive"),
+    (lambda ids, V, g: (ids + torch.randint(1, V, ids.shape, generator=g)) % V,
+     "a random id may equal the original one"),
+    (lambda ids, V, g: torch.randint(4, V, ids.shape, generator=g), "from the whole vocabulary"),
+    (_pool, "not from the tokens in the batch"),
+], ids=["never-0", "never-V-1", "never-original", "skip-specials", "batch-pool"])
+def test_8_1_random_ids_from_the_wrong_range_are_rejected(draw, hint):
+    result = check("8.1", make_random_ids(draw))
+    assert not result.passed
+    assert hint in result.message, result.message
+
+
+def test_8_1_random_ids_that_avoid_mask_id_are_rejected():
+    def draw(ids, V, g):  # every id but the [MASK] id (3 in the big case, 2 in the small one)
+        r = torch.randint(V - 1, ids.shape, generator=g)
+        return r + (r >= (2 if V == 5 else 3)).long()
+
+    result = check("8.1", make_random_ids(draw))
+    assert not result.passed and "may be mask_id too" in result.message, result.message
+
+
+def test_8_1_right_random_ids_pass_the_small_vocabulary():
+    result = check("8.1", make_random_ids(lambda ids, V, g: torch.randint(V, ids.shape, generator=g)))
+    assert result.passed and "vocabulary" in result.message, result.message
+
+
+def test_8_1_swapped_outputs_are_named():
+    right = make_mlm_mask()
+
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        masked, labels = right(ids, mask_id, vocab_size, generator)
+        return labels, masked
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "return (masked_ids, labels) in this order" in result.message, result.message
+
+
+def make_correlated(choose):
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        chosen = choose(ids, generator)
+        r = torch.rand(ids.shape, generator=generator)
+        masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+        random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+        masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, masked)
+        return masked, torch.where(chosen, ids, -100)
+
+    return mlm_mask
+
+
+@pytest.mark.parametrize("choose", [
+    lambda ids, g: (torch.rand(ids.shape[1], generator=g) < 0.15).expand(ids.shape),  # same columns every row
+    lambda ids, g: (torch.rand(ids.shape[0], 1, generator=g) < 0.15).expand(ids.shape),  # one choice per row
+], ids=["same-columns", "per-row"])
+def test_8_1_correlated_choices_are_named(choose):
+    result = check("8.1", make_correlated(choose))
+    assert not result.passed
+    assert "choose each position independently" in result.message, result.message
+    assert "labelled only" not in result.message, result.message
+
+
+def _ce(logits, ids, **kwargs):
+    return F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), **kwargs)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda logits, ids: _ce(logits, ids, reduction="none").view(ids.size(0), -1).sum(1).mean(),
+     "summed over the positions of each sequence"),
+    (lambda logits, ids: _ce(logits, ids, ignore_index=0), "ignore_index=0"),
+    (lambda logits, ids: F.nll_loss(*_flat(torch.log_softmax(logits, dim=1)[:, :-1], ids[:, 1:])), "dim=-1"),
+], ids=["sum-then-mean", "ignore-0", "log-softmax-dim1"])
+def test_8_2_more_wrong_answers_get_hints(fn, hint):
+    result = check("8.2", fn)
+    assert not result.passed
+    assert hint in result.message, result.message
+
+
+def test_8_3_softmax_over_the_batch_is_named():
+    def sample_next(logits, temperature, top_k, generator):
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        scaled = logits / temperature
+        if top_k is not None:
+            kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        return torch.multinomial(torch.softmax(scaled, dim=0), 1, generator=generator).squeeze(-1)
+
+    result = check("8.3", sample_next)
+    assert not result.passed and "dim=-1" in result.message, result.message

@@ -1,11 +1,19 @@
 """Chapter 10 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+import importlib
+import io
 import math
+import sys
+import tokenize
+from fractions import Fraction
 
+import nbformat
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from attnbook.exercises import check
+from conftest import chapter_path
 
 # ---------------------------------------------------------------------------------------------------------
 # 10.1 the size of a KV cache
@@ -129,6 +137,98 @@ def test_10_1_not_attempted():
     assert check("10.1", kv_cache_bytes).status == "not attempted"
 
 
+def test_10_1_a_fixed_4_bytes_is_not_mistaken_for_a_missing_factor_2():
+    # on the first case (bytes_per_el=8) a fixed 4 bytes gives the size of a forgotten factor 2: 2 * n * 4 == n * 8
+    def fixed_fp32(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * 4
+
+    result = check("10.1", fixed_fp32)
+    assert not result.passed
+    assert "instead of a fixed 4 bytes" in result.message, result.message
+    assert "multiply by 2" not in result.message, result.message
+    # ... and the missing factor 2 still gets its own hint
+    assert "multiply by 2" in check("10.1", no_factor_two).message
+
+
+def test_10_1_forgotten_bytes_is_not_called_a_fixed_byte():
+    result = check("10.1", no_bytes)  # the same sizes as "a fixed 1 byte per number" on every case
+    assert "multiply by bytes_per_el" in result.message and "fixed 1 byte" not in result.message, result.message
+
+
+def test_10_1_wrong_defaults_are_named():
+    def fp32_default(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=4):
+        return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
+
+    result = check("10.1", fp32_default)
+    assert not result.passed and "wrong with the defaults" in result.message, result.message
+
+
+def test_10_1_k_and_v_counted_twice_and_a_forgotten_d_head():
+    def four(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return 4 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
+
+    def no_d_head(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return 2 * n_layers * n_kv_heads * seq_len * batch * bytes_per_el
+
+    assert "the factor for them is 2, and it appears once" in check("10.1", four).message
+    assert "multiply by d_head" in check("10.1", no_d_head).message
+
+
+def test_10_1_int32_overflow_is_explained():
+    def int32_product(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        n = 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
+        return int(np.array(n % 2**32, dtype=np.uint32).astype(np.int32))  # what int32 arithmetic keeps
+
+    result = check("10.1", int32_product)
+    assert not result.passed and "overflowed" in result.message, result.message
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda n: torch.tensor(n),                 # a 0-d int64 tensor
+    lambda n: torch.tensor([n]),               # shape (1,)
+    lambda n: torch.tensor(float(n)),          # a float tensor
+    lambda n: np.array(n),                     # a 0-d NumPy array
+], ids=["0d", "shape1", "float", "ndarray"])
+def test_10_1_tensors_and_arrays_are_refused_with_how_to_convert(wrap):
+    def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return wrap(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el)
+
+    result = check("10.1", kv_cache_bytes)
+    assert not result.passed and "expected an int" in result.message, result.message
+    assert "int(t)" in result.message or "int(a)" in result.message, result.message
+
+
+def test_10_1_numpy_integers_are_ints():
+    def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return np.prod([2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], dtype=np.int64)
+
+    assert check("10.1", kv_cache_bytes).passed
+
+
+def test_10_1_a_fraction_is_reported_not_crashed_on():
+    def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return Fraction(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el)
+
+    result = check("10.1", kv_cache_bytes)
+    assert not result.passed and "could not check" not in result.message, result.message
+    assert "a Fraction (18480)" in result.message and "expected an int" in result.message, result.message
+
+
+def test_10_1_hints_do_not_give_the_formula_away():
+    def plus_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return 2 * n_layers * n_kv_heads * d_head * seq_len * batch + bytes_per_el  # no known mistake
+
+    from attnbook import timing
+
+    def via_package(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return timing.kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch, torch.float16)
+
+    for fn in (plus_bytes, via_package):
+        message = check("10.1", fn).message
+        assert "n_layers · n_kv_heads" not in message and "× layers ×" not in message, message
+    assert "check the factors of your product one by one" in check("10.1", plus_bytes).message
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 10.2 repeat_kv
 # ---------------------------------------------------------------------------------------------------------
@@ -167,7 +267,7 @@ def test_10_2_a_correct_variant_passes():
         (lambda x, n_rep: x.repeat_interleave(n_rep, dim=1).float(), "dtype"),
         (lambda x, n_rep: x.expand(x.size(0), x.size(1) * n_rep, x.size(2), x.size(3)), "expand can only stretch"),
         (lambda x, n_rep: x[:, :, None].expand(-1, -1, n_rep, -1, -1).view(x.size(0), -1, x.size(2), x.size(3)),
-         ".contiguous() before .view()"),
+         "expand makes a view with zero strides"),
     ],
     ids=["tiled", "dim2", "dim0", "dim3", "cat", "float", "expand", "view"],
 )
@@ -188,6 +288,57 @@ def test_10_2_total_heads_instead_of_copies_per_head():
 def test_10_2_returning_x_unchanged():
     result = check("10.2", lambda x, n_rep: x.clone())
     assert not result.passed and "repeat each of them n_rep=2 times" in result.message, result.message
+
+
+def test_10_2_view_of_a_non_contiguous_x_names_the_transpose():
+    def repeat_kv(x, n_rep):
+        B, n_kv, S, d = x.shape
+        return x.view(B, n_kv, 1, S * d).expand(B, n_kv, n_rep, S * d).reshape(B, n_kv * n_rep, S, d)
+
+    result = check("10.2", repeat_kv)
+    assert not result.passed and "this x is not contiguous" in result.message, result.message
+    assert "float64 x of shape (2, 2, 7, 3), not contiguous" in result.message
+
+
+def test_10_2_float16_keeps_its_dtype():
+    def promotes(x, n_rep):  # float32 ones turn a float16 x into float32; float32 and float64 x are unchanged
+        return (x[:, :, None] * torch.ones(n_rep, 1, 1)).reshape(x.size(0), -1, x.size(2), x.size(3))
+
+    result = check("10.2", promotes)
+    assert not result.passed, result.message
+    assert "dtype torch.float32 on float16 x" in result.message and "expected torch.float16" in result.message
+    assert "torch.ones or torch.zeros without dtype=x.dtype" in result.message
+
+
+def test_10_2_reshape_with_minus_one_on_an_empty_cache():
+    result = check("10.2", lambda x, n_rep: x.repeat_interleave(n_rep, dim=1).reshape(x.size(0), -1, x.size(2),
+                                                                                       x.size(3)))
+    assert not result.passed and "an empty x has 0 elements" in result.message, result.message
+
+
+def test_10_2_a_compiled_answer_passes():
+    pytest.importorskip("torch._dynamo")
+    compiled = torch.compile(lambda x, n_rep: x.repeat_interleave(n_rep, dim=1), backend="eager")
+    assert check("10.2", compiled).passed
+
+
+def test_10_2_the_forbidden_hint_does_not_give_the_recipe_away():
+    from attnbook import multihead
+
+    message = check("10.2", lambda x, n_rep: multihead.repeat_kv(x, n_rep)).message
+    assert "without attnbook.multihead.repeat_kv" in message
+    assert "x[:, :, None]" not in message and "repeat_interleave(n_rep, dim=1)" not in message, message
+
+
+def test_10_2_forbids_transformers_imported_inside_by_name():
+    pytest.importorskip("transformers")
+
+    def by_name(x, n_rep):
+        module = importlib.import_module("transformers.models.qwen2.modeling_qwen2")
+        return getattr(module, "repeat_kv")(x, n_rep)
+
+    result = check("10.2", by_name)
+    assert not result.passed and "modeling_qwen2.repeat_kv" in result.message, result.message
 
 
 def test_10_2_forbids_the_package_and_transformers():
@@ -342,3 +493,189 @@ def test_10_3_not_attempted():
         raise NotImplementedError
 
     assert check("10.3", attend_with_cache).status == "not attempted"
+
+
+def test_10_3_forbids_transformers_attention_functions_imported_at_top_level():
+    modeling_llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    eager_attention_forward = modeling_llama.eager_attention_forward
+
+    class Module(torch.nn.Module):
+        num_key_value_groups = 1
+
+    def with_eager(q, k_cache, v_cache, k_new, v_new):
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        L, S = q.size(-2), k.size(-2)
+        bias = torch.zeros(L, S, dtype=q.dtype).masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(S - L),
+                                                            float("-inf"))
+        out, _ = eager_attention_forward(Module().eval(), q, k, v, bias[None, None], scaling=q.size(-1) ** -0.5)
+        return out.transpose(1, 2), k, v  # (B, L, h, d_v) -> (B, h, L, d_v)
+
+    g = torch.Generator().manual_seed(0)
+    q, kc, vc, kn, vn = (torch.randn(1, 2, n, 4, generator=g) for n in (3, 5, 5, 3, 3))
+    out, k, v = with_eager(q, kc, vc, kn, vn)
+    assert torch.allclose(out, sdpa_reference(q, k, v), atol=1e-6)  # right, but made with a shortcut
+    result = check("10.3", with_eager)
+    assert not result.passed, result.message
+    assert "called transformers.models.llama.modeling_llama.eager_attention_forward" in result.message, result.message
+
+
+def test_10_3_forbids_transformers_sdpa_attention_forward_imported_inside():
+    pytest.importorskip("transformers")
+
+    def with_sdpa_forward(q, k_cache, v_cache, k_new, v_new):
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        L, S = q.size(-2), k.size(-2)
+        mask = torch.ones(L, S, dtype=torch.bool).tril(S - L)[None, None]
+        out, _ = sdpa_attention_forward(torch.nn.Module().eval(), q, k, v, mask, is_causal=False)
+        return out.transpose(1, 2), k, v
+
+    result = check("10.3", with_sdpa_forward)
+    assert not result.passed and "sdpa_attention_forward" in result.message, result.message
+
+
+def test_10_3_a_correct_answer_that_imports_a_module_on_first_use_passes(tmp_path, monkeypatch):
+    # Like torch._dynamo or torch.distributed.tensor: a module that, when imported, registers a handler for an
+    # attention op and so touches a name the task forbids, although the learner never calls it.
+    (tmp_path / "registers_attention_handlers.py").write_text(
+        "import torch\n"
+        "HANDLERS = {torch.ops.aten._scaled_dot_product_flash_attention.default: None}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "registers_attention_handlers", raising=False)
+
+    def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+        import registers_attention_handlers  # noqa: F401 - imported on first use, as lazy imports are
+
+        return make_attend()(q, k_cache, v_cache, k_new, v_new)
+
+    result = check("10.3", attend_with_cache)
+    assert result.passed, result.message
+
+
+def test_10_3_a_compiled_answer_passes_and_a_compiled_shortcut_does_not():
+    pytest.importorskip("torch._dynamo")
+    assert check("10.3", torch.compile(make_attend(), backend="eager")).passed
+
+    def with_sdpa(q, k_cache, v_cache, k_new, v_new):
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).tril(k.size(-2) - q.size(-2))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), k, v
+
+    result = check("10.3", torch.compile(with_sdpa, backend="eager"))
+    assert not result.passed and "scaled_dot_product_attention" in result.message, result.message
+
+
+def test_10_3_results_in_another_order_are_named():
+    def rotated(q, k_cache, v_cache, k_new, v_new):
+        out, k, v = make_attend()(q, k_cache, v_cache, k_new, v_new)
+        return k, v, out
+
+    result = check("10.3", rotated)
+    assert not result.passed
+    assert "returned (k_cache, v_cache, output)" in result.message, result.message
+    assert "`return output, k_cache, v_cache`" in result.message
+
+
+def hides_itself(q, k_cache, v_cache, k_new, v_new):
+    """Appends the new keys, but the mask tril(S - L - 1) hides each new token from its own key."""
+    k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    allowed = torch.ones(L, S, dtype=torch.bool).tril(S - L - 1)
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v, k, v
+
+
+def upper_triangle(q, k_cache, v_cache, k_new, v_new):
+    k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    allowed = torch.ones(L, S, dtype=torch.bool).triu(S - L)
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v, k, v
+
+
+def scale_by_new_tokens(q, k_cache, v_cache, k_new, v_new):
+    k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-2))  # d = q.size(-2): the number of new tokens
+    allowed = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v, k, v
+
+
+@pytest.mark.parametrize("fn, hint, not_hint", [
+    # on one new token each of these gives the output of another mistake; the chunks tell them apart
+    (hides_itself, "off by one: it hides each new token from its own key", "ignores the new tokens' own keys"),
+    (upper_triangle, "your mask is upper-triangular (triu)", "attends only to the new tokens"),
+    (scale_by_new_tokens, "the scale uses d = q.size(-1), the size of the last dimension", "left out the scale"),
+], ids=["tril(S-L-1)", "triu", "q.size(-2)"])
+def test_10_3_mistakes_that_look_alike_on_one_token_get_their_own_hint(fn, hint, not_hint):
+    result = check("10.3", fn)
+    assert not result.passed
+    assert hint in result.message and not_hint not in result.message, result.message
+    assert "one new token: q (2, 3, 1, 4)" in result.message  # reported on the first input that fails
+
+
+def test_10_3_the_mistakes_they_look_like_keep_their_hints():
+    assert "ignores the new tokens' own keys" in check("10.3", make_attend(use_new=False)).message
+    assert "attends only to the new tokens" in check("10.3", make_attend(use_cache=False)).message
+    assert "left out the scale" in check("10.3", make_attend(scale="none")).message
+
+
+def test_10_3_float16_keeps_its_dtype():
+    def float32_bias(q, k_cache, v_cache, k_new, v_new):  # an additive mask in float32 promotes float16 scores
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        L, S = q.size(-2), k.size(-2)
+        bias = torch.zeros(L, S).masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(S - L), float("-inf"))
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + bias, dim=-1) @ v, k, v
+
+    result = check("10.3", float32_bias)  # right in float32 and float64; float32 weights @ float16 values fail
+    assert not result.passed and "on float16, a half-precision cache" in result.message, result.message
+    assert "the tensors have different dtypes" in result.message, result.message
+
+    def upcasts_half(q, k_cache, v_cache, k_new, v_new):  # computes half in float32, forgets to cast back
+        up = [t.float() if t.dtype == torch.float16 else t for t in (q, k_cache, v_cache, k_new, v_new)]
+        out, k, v = make_attend()(*up)
+        return out, k.to(q.dtype), v.to(q.dtype)
+
+    result = check("10.3", upcasts_half)
+    assert not result.passed and "the output has dtype torch.float32 on float16" in result.message, result.message
+
+
+def test_10_3_a_fill_value_that_overflows_float16_is_explained():
+    def large_negative(q, k_cache, v_cache, k_new, v_new):
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        L, S = q.size(-2), k.size(-2)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(
+            ~torch.ones(L, S, dtype=torch.bool).tril(S - L), -1e9)
+        return torch.softmax(scores, dim=-1) @ v, k, v
+
+    result = check("10.3", large_negative)
+    assert not result.passed and "float16 holds numbers up to about 65504" in result.message, result.message
+
+
+def test_10_3_the_forbidden_hint_does_not_give_the_recipe_away():
+    message = check("10.3", lambda q, kc, vc, kn, vn: (F.scaled_dot_product_attention(q, kc, vc), kc, vc)).message
+    assert "without torch.nn.functional.scaled_dot_product_attention" in message, message
+    assert "q @ k.transpose" not in message and "tril(S - L)" not in message, message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the chapter's own cells
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_cannot_shadow_them():
+    """The exercises define kv_cache_bytes and repeat_kv (with other signatures than the package's); the chapter's
+    cells must reach the package's through their modules, so re-running them after an exercise still works."""
+    nb = nbformat.read(chapter_path(10), as_version=4)
+    exercises = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## Exercises"))
+    for cell in nb.cells[:exercises]:  # the check cells after it pass the learner's own functions
+        if cell.cell_type != "code":
+            continue
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(cell.source).readline)
+                  if t.type in (tokenize.NAME, tokenize.OP)]  # names and operators, outside strings and comments
+        for i, token in enumerate(tokens):
+            for name, module in (("kv_cache_bytes", "timing"), ("repeat_kv", "multihead")):
+                if token.string == name:
+                    assert i >= 2 and [t.string for t in tokens[i - 2:i]] == [module, "."], (name, cell.source)

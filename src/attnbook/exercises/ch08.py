@@ -51,8 +51,15 @@ GENERATOR_HINT = ("draw every random number from the generator you are given: pa
                   "torch.rand, torch.randint, torch.bernoulli, torch.multinomial or torch.randperm")
 OVERLAP_HINT = ("your cases overlap (two independent draws, one overriding the other): draw one number r per "
                 "position and use r < 0.8 for [MASK], 0.8 <= r < 0.9 for a random id, r >= 0.9 for unchanged")
-MLM_FORBIDDEN = [("attnbook.data.mlm_mask", "choose positions with torch.rand(ids.shape, generator=generator) < 0.15, "
-                  "then split the chosen ones 80/10/10 with a second torch.rand")]
+_MLM_INSTEAD = ("choose positions with torch.rand(ids.shape, generator=generator) < 0.15, then split the chosen ones "
+                "80/10/10 with a second torch.rand")
+# The package's masker, and transformers' collators (DataCollatorForLanguageModeling.torch_mask_tokens and the
+# rest of that module), matched by a pattern wherever they are imported from.
+MLM_FORBIDDEN = [("attnbook.data.mlm_mask", _MLM_INSTEAD),
+                 ("transformers.data.data_collator.*mask_tokens*", _MLM_INSTEAD),
+                 ("transformers.data.data_collator.*", _MLM_INSTEAD)]
+INDEPENDENT_HINT = ("choose each position independently, with its own random number: torch.rand(ids.shape, "
+                    "generator=generator) < 0.15 (not one number per row or per column)")
 
 
 def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
@@ -62,12 +69,17 @@ def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
 def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: int, on: str, seed: int = 0):
     """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes."""
     got = call(mlm_mask, ids, mask_id, vocab_size, torch.Generator().manual_seed(gen_seed), what="mlm_mask", on=on,
-               forbid=MLM_FORBIDDEN, seed=seed)
+               forbid=MLM_FORBIDDEN, seed=seed, explain=_mlm_error_hint)
     if isinstance(got, (tuple, list)) and len(got) == 3:
         raise Wrong(f"mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)",
                     "return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "
                     "this exercise does not)")
     masked, labels = expect_tuple(got, ("masked_ids", "labels"), "mlm_mask", on)
+    if (isinstance(masked, Tensor) and isinstance(labels, Tensor) and bool((masked == -100).any())
+            and not bool((labels == -100).any())):
+        raise Wrong(f"the first tensor you return holds -100s on {on} and the second none: they look swapped",
+                    "return (masked_ids, labels) in this order: the masked ids first, the labels (-100 where not "
+                    "chosen) second")
     for name, t in (("masked_ids", masked), ("labels", labels)):
         t = expect_tensor(t, what=f"{name} (the {'first' if name == 'masked_ids' else 'second'} item you return)",
                           on=on, finite=False)
@@ -130,15 +142,25 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
     unchanged); the random ids spread over the whole vocabulary."""
     n, k = ids.numel(), int(chosen.sum())
     share = k / n
+    # Independent choices make every row (and column) differ: equal rows or all-or-nothing rows have probability
+    # below 1e-30 here.
+    rows_equal = bool((chosen == chosen[:1]).all())
+    rows_uniform = bool((chosen.all(dim=1) | ~chosen.any(dim=1)).all())
+    if ids.size(0) > 1 and (rows_equal or rows_uniform):
+        what = ("the same positions are chosen in every row" if rows_equal else
+                "each row is chosen entirely or not at all")
+        raise Wrong(f"{what} on {on}", INDEPENDENT_HINT)
     if not _within(k, n, _P_CHOOSE):
-        known = [(_P_CHOOSE * _P_MASK, "you labelled only the positions that became [MASK]: label every chosen "
-                  "position, also those that got a random id or kept their own"),
-                 (_P_CHOOSE * (_P_MASK + _P_RANDOM), "you labelled only the positions that changed: label every "
-                  "chosen position, also the 10% that keep their id"),
-                 (1 - _P_CHOOSE, "your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
+        all_masked = bool((masked[chosen] == _MASK).all())
+        all_changed = bool((masked[chosen] != ids[chosen]).all())
+        known = [(_P_CHOOSE * _P_MASK, all_masked, "you labelled only the positions that became [MASK]: label every "
+                  "chosen position, also those that got a random id or kept their own"),
+                 (_P_CHOOSE * (_P_MASK + _P_RANDOM), all_changed, "you labelled only the positions that changed: "
+                  "label every chosen position, also the 10% that keep their id"),
+                 (1 - _P_CHOOSE, True, "your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
                   "labelled -100")]
-        for p, hint in known:
-            if _within(k, n, p):
+        for p, confirmed, hint in known:
+            if confirmed and _within(k, n, p):
                 raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%", hint)
         raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
                     "choose each position with probability 0.15: torch.rand(ids.shape, generator=generator) < 0.15")
@@ -179,6 +201,63 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
                     "generator=generator)")
 
 
+def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int, vocab_size: int, on: str) -> None:
+    """With a small vocabulary, every id in [0, vocab_size) is drawn as a random id with probability 1/vocab_size:
+    also 0, vocab_size - 1, ids absent from the batch, mask_id and the original id (vocab_size + 1 windows)."""
+    k = int(chosen.sum())
+    p_each = _P_RANDOM / vocab_size
+    where = (f"among the {k:,} chosen positions on {on}, where each id in [0, {vocab_size}) should come as the "
+             f"random id 10% x 1/{vocab_size} = {p_each:.1%} of the time")
+    present = set(ids.unique().tolist())
+    shares, failed = {}, []  # id -> share among the chosen positions not holding it; the ids outside their window
+    for j in range(vocab_size):
+        if j == mask_id:
+            continue
+        others = chosen & (ids != j)  # a chosen position not holding j shows j only through a random id
+        n, count = int(others.sum()), int((masked[others] == j).sum())
+        shares[j] = count / max(n, 1)
+        if not _within(count, n, p_each):
+            failed.append(j)
+    same = int((masked[chosen] == ids[chosen]).sum())
+    to_mask = int((masked[chosen] == mask_id).sum())
+    same_ok = _within(same, k, 1 - _P_MASK - _P_RANDOM + p_each)
+    mask_ok = _within(to_mask, k, _P_MASK + p_each)
+    rare = [j for j in failed if shares[j] < p_each]
+    if rare in ([0], [vocab_size - 1]):
+        j = rare[0]
+        raise Wrong(f"id {j} replaced a chosen position other than its own {shares[j]:.2%} of the time {where}",
+                    "torch.randint(vocab_size, ...) draws every id from 0 to vocab_size - 1: the lower bound is 0 "
+                    "(also the special ids) and the upper bound, vocab_size, is exclusive")
+    for j in rare:  # an id never (or too rarely) drawn names the mistake best
+        if j not in present:
+            raise Wrong(f"id {j}, which is not in the batch, replaced a chosen position {shares[j]:.2%} of the time "
+                        f"{where}", "draw random ids from the whole vocabulary, not from the tokens in the batch: "
+                        "torch.randint(vocab_size, ids.shape, generator=generator)")
+    if not same_ok and same < k * (1 - _P_MASK - _P_RANDOM + p_each):
+        raise Wrong(f"{same / k:.1%} of the chosen positions kept their id {where}; expected 10% unchanged + "
+                    f"{p_each:.1%} that drew their own id",
+                    "a random id may equal the original one (probability 1/vocab_size): draw it with "
+                    "torch.randint(vocab_size, ids.shape, generator=generator) and keep it, without shifting or "
+                    "redrawing it")
+    if not mask_ok and to_mask < k * (_P_MASK + p_each):
+        raise Wrong(f"{to_mask / k:.1%} of the chosen positions hold mask_id {where}; expected 80% [MASK] + "
+                    f"{p_each:.1%} that drew mask_id as their random id",
+                    "a random id may be mask_id too: draw it from all of [0, vocab_size) with "
+                    "torch.randint(vocab_size, ids.shape, generator=generator)")
+    if failed or not (same_ok and mask_ok):
+        detail = (f"id {failed[0]} replaced a chosen position other than its own {shares[failed[0]]:.2%} of the time"
+                  if failed else f"{same / k:.1%} kept their id and {to_mask / k:.1%} hold mask_id")
+        raise Wrong(f"{detail} {where}",
+                    "draw the random ids uniformly with torch.randint(vocab_size, ids.shape, generator=generator)")
+
+
+def _mlm_error_hint(message: str) -> str | None:
+    if "random_ expects 'from' to be less than 'to'" in message:
+        return ("draw random ids from the whole vocabulary, 0 included: torch.randint(vocab_size, ids.shape, "
+                "generator=generator)")
+    return None
+
+
 @exercise("8.1", "BERT's masking, 80/10/10", section="Masked language modelling (BERT)")
 def check_mlm_mask(mlm_mask) -> str:
     """mlm_mask(ids, mask_id, vocab_size, generator) -> (masked_ids, labels) with BERT's 15% and 80/10/10."""
@@ -206,8 +285,14 @@ def check_mlm_mask(mlm_mask) -> str:
     if torch.equal(other[0], masked) and torch.equal(other[1], labels):
         raise Wrong("generators seeded with 1234 and with 4321 gave exactly the same masks",
                     "use the generator argument for every random draw, not a generator you create and seed yourself")
-    return ("15% chosen and 80/10/10 within statistical bounds on 100,000 positions; labels, unchosen positions "
-            "and the generator are right")
+    # the random ids, with a vocabulary of 5 and ids only 0 and 1: every id must come, 0, 3 and 4 (not in the
+    # batch), mask_id 2 and the original included (300,000 positions, so that 1/5 of the 10% shows)
+    on = "ids of shape (600, 500) holding only 0 and 1, with vocab_size=5, mask_id=2"
+    ids = _ids((600, 500), 0, 2, 811)
+    masked, labels = _mlm_call(mlm_mask, ids, 2, 5, 99, on)
+    _check_random_ids(ids, masked, _check_structure(ids, masked, labels, 5, on), 2, 5, on)
+    return ("15% chosen and 80/10/10 within statistical bounds on 100,000 positions; random ids uniform over the "
+            "whole vocabulary; labels, unchosen positions and the generator are right")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -253,6 +338,15 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
         "you took the mean over each sequence, then summed over the batch; take one mean over all predictions":
             ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
     }
+    out.update({
+        "you summed over the positions of each sequence, then took the mean over the batch; take one mean over all "
+        "batch * (seq - 1) predictions": ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
+        "ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
+        "ignore_index out": F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
+        if bool((ids[:, 1:] == 0).any()) else right + 1.0,
+        "your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1": F.nll_loss(
+            torch.log_softmax(logits, dim=1)[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
+    })
     if B > 1:
         out["you used only the first sequence of the batch; the mean runs over every sequence"] = ce(
             logits[:1, :-1], ids[:1, 1:])
@@ -317,8 +411,9 @@ _N = 20_000  # samples per row
 
 def _sample_error_hint(message: str) -> str | None:
     if "probability tensor contains either `inf`, `nan` or element < 0" in message or "invalid multinomial" in message:
-        return ("torch.multinomial takes probabilities (non-negative, finite): apply softmax to the (scaled) logits "
-                "first; and with temperature 0 return the argmax without dividing by it")
+        return ("torch.multinomial takes probabilities (non-negative, finite): apply the softmax over the vocabulary "
+                "(dim=-1) to the (scaled) logits first (over another dimension a column of -inf gives NaN); and with "
+                "temperature 0 return the argmax without dividing by it")
     return None
 
 
@@ -340,6 +435,10 @@ def _sample_mistakes(temperature: float, top_k: int | None) -> dict[str, Tensor]
         "the temperature changes nothing in your samples: divide the logits by it before the softmax":
             _probs(_ROWS, 1.0, top_k),
     }
+    if top_k is None:  # softmax over the batch (dim=0) of _N copies of each row; multinomial renormalises each row
+        over_batch = torch.softmax(_ROWS / temperature, dim=0)  # (R, V): the _N factor cancels
+        out["you applied the softmax over the batch (dim=0): take it over the vocabulary, dim=-1"] = (
+            over_batch / over_batch.sum(dim=-1, keepdim=True))
     if top_k is not None:
         unmapped = torch.zeros_like(_ROWS)  # sampled a position among the top k and returned it as the id
         unmapped[:, :top_k] = torch.softmax(torch.topk(_ROWS / temperature, top_k, dim=-1).values, dim=-1)
