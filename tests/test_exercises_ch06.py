@@ -383,3 +383,39 @@ def test_6_4_shape_change_and_forbidden_function():
 
     result = check("6.4", with_package)
     assert not result.passed and "without attnbook.masks.convert_mask" in result.message, result.message
+
+
+# Learner trial: hints that named the wrong mistake in 6.3
+
+
+def _loop(feed_last=False, first_position=False, overwrite_eos=False):
+    def greedy_decode(model, src, max_len, bos_id, eos_id):
+        model.eval()
+        m = model.make_src_mask(src)
+        mem = model.encode(src, m)
+        ys = torch.full((src.size(0), 1), bos_id)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        with torch.no_grad():
+            while ys.size(1) < max_len and not done.all():
+                logits = model.decode(ys[:, -1:] if feed_last else ys, mem, m)
+                nxt = (logits[:, 0] if first_position else logits[:, -1]).argmax(-1)
+                if overwrite_eos:
+                    done |= nxt == eos_id
+                    nxt = torch.where(done, 0, nxt)
+                else:
+                    nxt = torch.where(done, 0, nxt)
+                    done |= nxt == eos_id
+                ys = torch.cat([ys, nxt[:, None]], 1)
+        return ys
+    return greedy_decode
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"feed_last": True}, "not only the latest token"),
+    ({"first_position": True}, "read the LAST position's logits"),
+    ({"overwrite_eos": True}, "keep the EOS token itself"),
+])
+def test_6_3_learner_trial_mistakes_get_their_own_hint(kwargs, hint):
+    assert check("6.3", _loop()).passed
+    result = check("6.3", _loop(**kwargs))
+    assert not result.passed and hint in result.message, result.message

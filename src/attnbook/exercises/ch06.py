@@ -256,17 +256,24 @@ def _greedy(model, src: Tensor, max_len: int, *, feed: str = "prediction", posit
             tgt_in = ys
         elif feed == "bos":  # the prediction is never fed back: every step sees BOS alone
             tgt_in = ys[:, :1]
+        elif feed == "last":  # only the latest token, not the whole prefix
+            tgt_in = ys[:, -1:]
         else:  # "source": the source tokens fed as the decoder input (teacher forcing with src)
             tgt_in = torch.cat([ys[:, :1], src[:, :t]], dim=1)[:, : t + 1]
         logits = model.decode(tgt_in, memory, src_mask)  # (B, T, V)
         if position == "last":
             nxt = logits[:, -1].argmax(dim=-1)  # (B,)
+        elif position == "first":  # the first position's logits instead of the last one's
+            nxt = logits[:, 0].argmax(dim=-1)
         else:  # "positions": argmax over the positions instead of the vocabulary
             nxt = logits.argmax(dim=1)[:, -1]
         if fill == "pad":
             nxt = nxt.masked_fill(done, PAD)
         elif fill == "eos":
             nxt = nxt.masked_fill(done, EOS)
+        if fill == "overwrite":  # marks the row done first, so its EOS itself becomes PAD
+            done = done | (nxt == EOS)
+            nxt = nxt.masked_fill(done, PAD)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done = done | (nxt == EOS)
         if (stop == "all" and done.all()) or (stop == "any" and done.any()):
@@ -282,6 +289,11 @@ def _decode_mistakes(model, src: Tensor, max_len: int) -> dict[str, Tensor]:
         "every step predicted from BOS alone: append each new token to the decoder input "
         "(ys = torch.cat([ys, next_id[:, None]], dim=1)), run the decoder on all of ys, and read the LAST "
         "position's logits, logits[:, -1]": g(feed="bos"),
+        "the decoder must read the whole prefix generated so far (BOS and every token since), not only the "
+        "latest token: pass all of ys to decode": g(feed="last"),
+        "read the LAST position's logits, logits[:, -1]: the first position only ever predicts the token after "
+        "BOS": g(position="first"),
+        "keep the EOS token itself: only the positions AFTER a row's EOS become PAD": g(fill="overwrite"),
         "the decoder must read its own predictions (BOS and the tokens generated so far), not the source "
         "tokens: at generation time there is no target to teacher-force with": g(feed="source"),
         "the argmax must run over the vocabulary (dim=-1) of the last position's logits (batch, vocab); you "
