@@ -374,3 +374,23 @@ def test_forbid_catches_a_partial_kept_in_the_notebook():
     with pytest.raises(Wrong, match="without attnbook.attention.softmax"):
         call(namespace["answer"], torch.randn(3), forbid=["attnbook.attention.softmax"])
     assert isinstance(namespace["_p"], functools.partial) and namespace["_p"].func is library_softmax
+
+
+def test_a_read_only_forbidden_attribute_does_not_break_right_answers():
+    # torch._C._VariableFunctions.softmax cannot be replaced; listing it must not make every answer fail.
+    out = call(lambda x: x + 1, torch.zeros(2), forbid=["torch._C._VariableFunctions.softmax", "torch.softmax"])
+    assert torch.equal(out, torch.ones(2))
+    assert torch.softmax(torch.zeros(2), dim=0).sum() == 1  # and what could be patched is back
+
+
+def test_patches_restore_attributes_dict_entries_and_inherited_methods():
+    from attnbook.exercises._core import Patches
+
+    namespace = {"a": 1}
+    patches = Patches()
+    patches.set(namespace, "a", 2)
+    patches.set(namespace, "b", 3)
+    patches.set(torch.Tensor, "softmax", None)  # inherited from the C base class
+    assert namespace == {"a": 2, "b": 3} and torch.Tensor.softmax is None
+    patches.restore()
+    assert namespace == {"a": 1} and "softmax" not in vars(torch.Tensor)

@@ -573,6 +573,40 @@ def _resolve(path: str):
     raise ValueError(f"cannot resolve forbidden name {path!r}")
 
 
+class Patches:
+    """Temporary replacements of attributes and dict entries, undone in reverse order by `restore`.
+
+    Shared by `call(forbid=...)` and checkers that stand in for library functions (chapter 9's clock). A
+    replacement that fails (a read-only attribute) raises and is not recorded, so `restore` never trips on it.
+    """
+
+    def __init__(self):
+        self.undo: list[tuple[object, str, object, bool]] = []
+
+    def set(self, owner, name: str, value) -> None:
+        if isinstance(owner, dict):
+            old, had = owner.get(name), name in owner
+            owner[name] = value
+        else:
+            had = name in vars(owner) if isinstance(owner, type) else True  # a class may inherit it
+            old = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name)
+            setattr(owner, name, value)
+        self.undo.append((owner, name, old, had))
+
+    def restore(self) -> None:
+        for owner, name, old, had in reversed(self.undo):
+            if isinstance(owner, dict):
+                if had:
+                    owner[name] = old
+                else:
+                    owner.pop(name, None)
+            elif had:
+                setattr(owner, name, old)
+            else:
+                delattr(owner, name)
+        self.undo.clear()
+
+
 class _Raiser:
     """Stands in for a forbidden function: calling it, or reaching through it (`.default` of an op), raises."""
 
@@ -609,13 +643,8 @@ class _forbidding:
         self.patterns = [(path, instead) for path, instead in self.items if "*" in path]
         self.items = [(path, instead) for path, instead in self.items if "*" not in path]
         self.fn = fn
-        self.undo: list[tuple[object, str, object, bool]] = []
+        self.patches = Patches()
         self.previous_profile = None
-
-    def _patch(self, owner, name: str, replacement) -> None:
-        had = name in vars(owner) if isinstance(owner, type) else True
-        self.undo.append((owner, name, vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name), had))
-        setattr(owner, name, replacement)
 
     def __enter__(self):
         try:
@@ -640,33 +669,29 @@ class _forbidding:
         for path, instead, owner, name, original in resolved:
             raiser = _Raiser(path, instead)
             try:
-                self._patch(owner, name, raiser)
+                self.patches.set(owner, name, raiser)
             except (AttributeError, TypeError):  # a read-only C attribute: nobody reaches it by accident
                 continue
             # The same object reached another way: a name imported into the notebook or another module.
             for namespace_owner in [*modules]:
                 for attr, value in list(vars(namespace_owner).items()):
                     if value is original and not (namespace_owner is owner and attr == name):
-                        self._patch(namespace_owner, attr, raiser)
+                        self.patches.set(namespace_owner, attr, raiser)
             for attr, value in list(user_globals.items()):
                 if value is original or (isinstance(value, functools.partial) and value.func is original):
-                    self.undo.append((user_globals, attr, value, True))
-                    user_globals[attr] = raiser
+                    self.patches.set(user_globals, attr, raiser)
             for cell in getattr(self.fn, "__closure__", None) or ():  # a name from an enclosing function
                 try:
                     if cell.cell_contents is original:
-                        self.undo.append((cell, "cell_contents", original, True))
-                        cell.cell_contents = raiser
+                        self.patches.set(cell, "cell_contents", raiser)
                 except ValueError:  # an empty cell
                     pass
             for attr in ("__defaults__", "__kwdefaults__"):  # captured as a default: def f(x, _sm=shift_matrix)
                 defaults = getattr(self.fn, attr, None)
                 if isinstance(defaults, tuple) and any(d is original for d in defaults):
-                    self.undo.append((self.fn, attr, defaults, True))
-                    setattr(self.fn, attr, tuple(raiser if d is original else d for d in defaults))
+                    self.patches.set(self.fn, attr, tuple(raiser if d is original else d for d in defaults))
                 elif isinstance(defaults, dict) and any(d is original for d in defaults.values()):
-                    self.undo.append((self.fn, attr, defaults, True))
-                    setattr(self.fn, attr, {k: raiser if d is original else d for k, d in defaults.items()})
+                    self.patches.set(self.fn, attr, {k: raiser if d is original else d for k, d in defaults.items()})
         return self
 
     def _watch_patterns(self) -> None:
@@ -696,14 +721,7 @@ class _forbidding:
     def __exit__(self, *exc):
         if self.patterns:
             sys.setprofile(self.previous_profile)
-        for owner, name, value, had in reversed(self.undo):
-            if isinstance(owner, dict):
-                owner[name] = value
-            elif had:
-                setattr(owner, name, value)
-            else:
-                delattr(owner, name)
-        self.undo.clear()
+        self.patches.restore()
         return False
 
 
@@ -886,6 +904,11 @@ def _pair(expected: float, got: float) -> str:
         if a != b:
             return f"{a}, got {b}"
     return f"{expected:.17g}, got {got:.17g}"
+
+
+def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, std: float = 1.0) -> Tensor:
+    """A checker's test input: standard normal (times `std`) from its own generator seeded with `seed`."""
+    return std * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def describe(x) -> str:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._core import ATTENTION_SHORTCUTS, Wrong, as_value, call, describe, exercise, expect_close, expect_tensor, expect_tuple, expect_value
+from ._core import ATTENTION_SHORTCUTS, Wrong, as_value, call, describe, exercise, expect_close, expect_tensor, expect_tuple, expect_value, randn
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
@@ -64,20 +64,18 @@ def check_by_hand(answer) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _randn(*shape: int, seed: int) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _qkv(batch: tuple[int, ...], L: int, S: int, d_k: int, d_v: int, seed: int):
-    q = _randn(*batch, L, d_k, seed=seed)
-    return q, _randn(*batch, S, d_k, seed=seed + 1), _randn(*batch, S, d_v, seed=seed + 2)
+    q = randn(*batch, L, d_k, seed=seed)
+    return q, randn(*batch, S, d_k, seed=seed + 1), randn(*batch, S, d_v, seed=seed + 2)
 
 
 def _attention_cases() -> list[tuple[str, tuple[Tensor, Tensor, Tensor], Tensor | None]]:
     """(description, (q, k, v), mask) for 2.2, ordered so that each mistake shows up first where it is unambiguous."""
     padding = torch.arange(5)[None, :] < torch.tensor([4, 2, 3])[:, None]  # (3, 5); every row keeps a key either way
     causal = torch.ones(6, 6, dtype=torch.bool).tril()  # (6, 6)
-    lonely = _randn(2, 1, 4, 6, seed=90) > 0  # (2, 1, 4, 6) random mask ...
+    lonely = randn(2, 1, 4, 6, seed=90) > 0  # (2, 1, 4, 6) random mask ...
     lonely[:, :, 0] = True  # ... every row allowed somewhere ...
     lonely[1, 0, 2] = False  # ... except query 2 of batch element 1, which may attend to nothing
     return [

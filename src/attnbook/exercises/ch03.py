@@ -13,14 +13,11 @@ import re
 import torch
 from torch import Tensor
 
-from ._core import ATTENTION_SHORTCUTS, Wrong, call, describe, exercise, expect_close
+from ._core import ATTENTION_SHORTCUTS, Wrong, call, describe, exercise, expect_close, randn
 
 _ATOL, _RTOL = 1e-5, 1e-4
 
 
-def _randn(*shape: int, seed: int, dtype=torch.float32, std: float = 1.0) -> Tensor:
-    """A seeded standard normal tensor times `std`."""
-    return std * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def _heads_ref(x: Tensor, n_heads: int) -> Tensor:
@@ -70,12 +67,12 @@ def _split_error_hint(message: str) -> str | None:
 def check_split_heads(split_heads) -> str:
     """split_heads(x, n_heads): (B, n, d) -> (B, h, n, d/h), head i holding features i*d_head .. (i+1)*d_head-1."""
     cases = [
-        ("x of shape (2, 5, 12) with n_heads=3", _randn(2, 5, 12, seed=31), 3),
-        ("a batch of 1: x of shape (1, 4, 6) with n_heads=2", _randn(1, 4, 6, seed=32), 2),
-        ("x of shape (2, 3, 8) with n_heads=1 (one head)", _randn(2, 3, 8, seed=33), 1),
-        ("x of shape (2, 3, 4) with n_heads=4 (one feature per head)", _randn(2, 3, 4, seed=34), 4),
-        ("a single token: x of shape (3, 1, 10) with n_heads=5", _randn(3, 1, 10, seed=35), 5),
-        ("x of shape (2, 6, 16) in float64 with n_heads=4", _randn(2, 6, 16, seed=36, dtype=torch.float64), 4),
+        ("x of shape (2, 5, 12) with n_heads=3", randn(2, 5, 12, seed=31), 3),
+        ("a batch of 1: x of shape (1, 4, 6) with n_heads=2", randn(1, 4, 6, seed=32), 2),
+        ("x of shape (2, 3, 8) with n_heads=1 (one head)", randn(2, 3, 8, seed=33), 1),
+        ("x of shape (2, 3, 4) with n_heads=4 (one feature per head)", randn(2, 3, 4, seed=34), 4),
+        ("a single token: x of shape (3, 1, 10) with n_heads=5", randn(3, 1, 10, seed=35), 5),
+        ("x of shape (2, 6, 16) in float64 with n_heads=4", randn(2, 6, 16, seed=36, dtype=torch.float64), 4),
     ]
     forbid = [("attnbook.multihead.split_heads",
                "write it with x.view(B, n, n_heads, d_head) (or reshape) and .transpose(1, 2)")]
@@ -194,8 +191,8 @@ def _forward_cases() -> list[tuple[str, tuple]]:
     """(description, (x, W_q, W_k, W_v, W_o, n_heads)); weights scaled by 1/sqrt(d) so scores stay moderate."""
 
     def case(B, n, d, h, seed, dtype=torch.float64):
-        x = _randn(B, n, d, seed=seed, dtype=dtype)
-        Ws = [_randn(d, d, seed=seed + i + 1, dtype=dtype, std=1 / math.sqrt(d)) for i in range(4)]
+        x = randn(B, n, d, seed=seed, dtype=dtype)
+        Ws = [randn(d, d, seed=seed + i + 1, dtype=dtype, std=1 / math.sqrt(d)) for i in range(4)]
         return (x, *Ws, h)
 
     return [
@@ -378,16 +375,16 @@ def check_mha_param_count(mha_param_count) -> str:
 @exercise("3.4", "Merge the heads back", section="Merging the heads, then W_O")
 def check_merge_heads(merge_heads) -> str:
     """merge_heads(x): (B, h, n, d_head) -> (B, n, h*d_head), the heads' features one after the other."""
-    split = _randn(2, 5, 12, seed=46).view(2, 5, 3, 4).transpose(1, 2)  # (2, 3, 5, 4), a view: not contiguous
+    split = randn(2, 5, 12, seed=46).view(2, 5, 3, 4).transpose(1, 2)  # (2, 3, 5, 4), a view: not contiguous
     cases = [
-        ("x of shape (2, 3, 5, 4)", _randn(2, 3, 5, 4, seed=41)),
-        ("a batch of 1: x of shape (1, 2, 4, 3)", _randn(1, 2, 4, 3, seed=42)),
-        ("one head: x of shape (2, 1, 3, 8)", _randn(2, 1, 3, 8, seed=43)),
-        ("one feature per head: x of shape (2, 4, 3, 1)", _randn(2, 4, 3, 1, seed=44)),
-        ("a single token: x of shape (3, 2, 1, 5)", _randn(3, 2, 1, 5, seed=45)),
+        ("x of shape (2, 3, 5, 4)", randn(2, 3, 5, 4, seed=41)),
+        ("a batch of 1: x of shape (1, 2, 4, 3)", randn(1, 2, 4, 3, seed=42)),
+        ("one head: x of shape (2, 1, 3, 8)", randn(2, 1, 3, 8, seed=43)),
+        ("one feature per head: x of shape (2, 4, 3, 1)", randn(2, 4, 3, 1, seed=44)),
+        ("a single token: x of shape (3, 2, 1, 5)", randn(3, 2, 1, 5, seed=45)),
         ("x of shape (2, 3, 5, 4) that is the output of a split (a transposed view, not contiguous in memory)",
          split),
-        ("x of shape (2, 4, 6, 2) in float64", _randn(2, 4, 6, 2, seed=47, dtype=torch.float64)),
+        ("x of shape (2, 4, 6, 2) in float64", randn(2, 4, 6, 2, seed=47, dtype=torch.float64)),
     ]
     forbid = [("attnbook.multihead.merge_heads",
                "write it with .transpose(1, 2) and .reshape (or .contiguous().view)")]

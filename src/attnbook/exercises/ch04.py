@@ -1,6 +1,8 @@
 """Checkers for chapter 4, residual connections, LayerNorm and the Transformer block."""
 from __future__ import annotations
 
+import functools
+
 import itertools
 import numbers
 
@@ -8,13 +10,12 @@ import torch
 from torch import Tensor, nn
 
 from ..layers import EncoderBlock, LayerNorm
-from ._core import NotAttempted, Wrong, call, describe, exercise, expect_close
+from ._core import NotAttempted, Wrong, call, describe, exercise, expect_close, randn
 
 _ATOL64, _RTOL64 = 1e-8, 1e-7  # float64 inputs: tight enough to tell eps inside the sqrt from eps outside it
 
 
-def _randn(*shape: int, seed: int, dtype=torch.float64) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+_randn = functools.partial(randn, dtype=torch.float64)
 
 
 def _randomize_(module: nn.Module, seed: int) -> nn.Module:

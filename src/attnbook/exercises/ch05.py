@@ -16,14 +16,11 @@ import torch
 from torch import Tensor
 
 from ..multihead import MultiHeadAttention
-from ._core import Wrong, _unwrap, as_value, call, describe, exercise, expect_tensor, expect_value
+from ._core import Wrong, _unwrap, as_value, call, describe, exercise, expect_tensor, expect_value, randn
 
 F64 = torch.float64
 
 
-def _randn(*shape: int, seed: int, dtype=torch.float32) -> Tensor:
-    """A seeded standard normal tensor."""
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
 def _kind(x) -> str:
@@ -258,17 +255,17 @@ def _equivariance_cases():
     ramp = _ramp_f(4, 4, 4)
     return [
         ("f(x) = x + P with P[b, i, j] = 10 * b + i * (j + 1) (not equivariant), x of shape (4, 4, 4), "
-         "perm [3, 0, 1, 2]", ramp, _randn(4, 4, 4, seed=51, dtype=F64), torch.tensor([3, 0, 1, 2]), 4 * 3.0),
+         "perm [3, 0, 1, 2]", ramp, randn(4, 4, 4, seed=51, dtype=F64), torch.tensor([3, 0, 1, 2]), 4 * 3.0),
         ("the same f, x of shape (4, 4, 4), perm [1, 2, 3, 0]",
-         ramp, _randn(4, 4, 4, seed=52, dtype=F64), torch.tensor([1, 2, 3, 0]), 4 * 3.0),
+         ramp, randn(4, 4, 4, seed=52, dtype=F64), torch.tensor([1, 2, 3, 0]), 4 * 3.0),
         ("multi-head self-attention without positions (equivariant), x of shape (2, 5, 8), perm [2, 4, 1, 0, 3]",
-         _attention_f(8, 2, seed=53, positions=False), _randn(2, 5, 8, seed=54, dtype=F64),
+         _attention_f(8, 2, seed=53, positions=False), randn(2, 5, 8, seed=54, dtype=F64),
          torch.tensor([2, 4, 1, 0, 3]), None),
         ("multi-head self-attention with sinusoidal positions added, x of shape (1, 6, 8), perm [5, 4, 3, 2, 1, 0]",
-         _attention_f(8, 2, seed=55, positions=True), _randn(1, 6, 8, seed=56, dtype=F64),
+         _attention_f(8, 2, seed=55, positions=True), randn(1, 6, 8, seed=56, dtype=F64),
          torch.tensor([5, 4, 3, 2, 1, 0]), None),
         ("f = a running sum over the positions (x.cumsum(dim=1)), x of shape (3, 4, 2), perm [1, 3, 0, 2]",
-         _cumsum_f, _randn(3, 4, 2, seed=57, dtype=F64), torch.tensor([1, 3, 0, 2]), None),
+         _cumsum_f, randn(3, 4, 2, seed=57, dtype=F64), torch.tensor([1, 3, 0, 2]), None),
     ]
 
 
@@ -485,17 +482,17 @@ def _rope_error_hint(message: str) -> str | None:
 def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
     """(description, x, positions), ordered so that each mistake first shows up where it is unambiguous."""
     return [
-        ("2-D x of shape (6, 8) at positions 0..5", _randn(6, 8, seed=61), torch.arange(6)),
-        ("x of shape (2, 5, 8) at positions [7, 3, 4, 10, 5]", _randn(2, 5, 8, seed=67),
+        ("2-D x of shape (6, 8) at positions 0..5", randn(6, 8, seed=61), torch.arange(6)),
+        ("x of shape (2, 5, 8) at positions [7, 3, 4, 10, 5]", randn(2, 5, 8, seed=67),
          torch.tensor([7, 3, 4, 10, 5])),
-        ("x of shape (2, 3, 5, 8) (batch, heads, seq, d) at positions [3, 4, 5, 6, 7]", _randn(2, 3, 5, 8, seed=62),
+        ("x of shape (2, 3, 5, 8) (batch, heads, seq, d) at positions [3, 4, 5, 6, 7]", randn(2, 3, 5, 8, seed=62),
          torch.arange(3, 8)),
-        ("x of shape (1, 4, 16) at positions [0, 10, 100, 1000]", _randn(1, 4, 16, seed=63),
+        ("x of shape (1, 4, 16) at positions [0, 10, 100, 1000]", randn(1, 4, 16, seed=63),
          torch.tensor([0, 10, 100, 1000])),
-        ("float64 x of shape (2, 7, 6) at positions [5, 3, 0, 2, 9, 1, 4]", _randn(2, 7, 6, seed=64, dtype=F64),
+        ("float64 x of shape (2, 7, 6) at positions [5, 3, 0, 2, 9, 1, 4]", randn(2, 7, 6, seed=64, dtype=F64),
          torch.tensor([5, 3, 0, 2, 9, 1, 4])),
-        ("x of shape (3, 2) (one pair) at positions [0, 1, 7]", _randn(3, 2, seed=65), torch.tensor([0, 1, 7])),
-        ("one position: x of shape (1, 1, 1, 4) at positions [42]", _randn(1, 1, 1, 4, seed=66), torch.tensor([42])),
+        ("x of shape (3, 2) (one pair) at positions [0, 1, 7]", randn(3, 2, seed=65), torch.tensor([0, 1, 7])),
+        ("one position: x of shape (1, 1, 1, 4) at positions [42]", randn(1, 1, 1, 4, seed=66), torch.tensor([42])),
     ]
 
 

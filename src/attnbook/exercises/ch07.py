@@ -1,15 +1,16 @@
 """Checkers for chapter 7, images as sequences: patchify, the patch embedding as a convolution, the class token."""
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
-from ._core import Wrong, _resolve_or_none, call, describe, exercise, expect_close
+from ._core import Wrong, _resolve_or_none, call, describe, exercise, expect_close, randn
 
 
-def _randn(*shape: int, seed: int, dtype=torch.float64) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+_randn = functools.partial(randn, dtype=torch.float64)
 
 
 def _counting(B: int, C: int, H: int, W: int, dtype=torch.float64) -> Tensor:

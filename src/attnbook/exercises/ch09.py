@@ -17,7 +17,7 @@ from torch import Tensor
 from ..attention import softmax
 from ..timing import attention_flops, score_matrix_bytes
 from . import _core
-from ._core import Wrong, call, describe, exercise, expect_close, expect_tensor, expect_tuple
+from ._core import Patches, Wrong, call, describe, exercise, expect_close, expect_tensor, expect_tuple
 
 # ---------------------------------------------------------------------------------------------------------
 # 9.1 online softmax over blocks
@@ -549,7 +549,7 @@ class _CheckClock:
         self.wall_reads: set[int] = set()  # k: a reading after k calls of fn (before call k)
         self.cpu_reads = 0
         self.thread = threading.get_ident()
-        self.undo: list[tuple[object, str, object, bool]] = []
+        self.patches = Patches()
 
         def fn():
             """The function that the check times: each call takes a set time on the check's clock."""
@@ -625,12 +625,7 @@ class _CheckClock:
     # -- putting them in place ------------------------------------------------------------------------------
 
     def _set(self, owner, name: str, value) -> None:
-        if isinstance(owner, dict):
-            self.undo.append((owner, name, owner[name], True))
-            owner[name] = value
-        else:
-            self.undo.append((owner, name, getattr(owner, name), True))
-            setattr(owner, name, value)
+        self.patches.set(owner, name, value)
 
     def __enter__(self):
         import timeit
@@ -707,12 +702,7 @@ class _CheckClock:
         return self
 
     def __exit__(self, *exc):
-        for owner, name, value, _ in reversed(self.undo):
-            if isinstance(owner, dict):
-                owner[name] = value
-            else:
-                setattr(owner, name, value)
-        self.undo.clear()
+        self.patches.restore()
         return False
 
 
