@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from attnbook.exercises import REGISTRY, CheckResult, check, reset_session, summary
-from attnbook.exercises._core import Wrong, call, expect_close, expect_tensor, expect_tuple
+from attnbook.exercises.compare import expect_close, expect_tensor, expect_tuple
+from attnbook.exercises.guard import call
+from attnbook.exercises.registry import Wrong
 
 
 def raises_value_error(*args, **kwargs):
@@ -295,7 +297,7 @@ def test_an_exercise_specific_explanation_wins_over_the_general_one():
 
 
 def test_expect_value_names_wrong_entries_without_the_expected_numbers():
-    from attnbook.exercises._core import as_value, expect_value
+    from attnbook.exercises.compare import as_value, expect_value
 
     expected = torch.tensor([[0.123456, 2.5], [3.25, 4.0]], dtype=torch.float64)
     with pytest.raises(Wrong) as info:
@@ -384,7 +386,7 @@ def test_a_read_only_forbidden_attribute_does_not_break_right_answers():
 
 
 def test_patches_restore_attributes_dict_entries_and_inherited_methods():
-    from attnbook.exercises._core import Patches
+    from attnbook.exercises.guard import Patches
 
     namespace = {"a": 1}
     patches = Patches()

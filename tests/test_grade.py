@@ -118,7 +118,7 @@ def crafted(tmp_path) -> dict[str, tuple]:
     write("check_cells_deleted.ipynb", nb, full1)
 
     nb = solved(1, only=())  # nothing solved, but check always "passes" and the records say so
-    fake = ("from attnbook.exercises._core import CheckResult\n\n"
+    fake = ("from attnbook.exercises.results import CheckResult\n\n"
             "def check(exercise_id, answer):\n"
             "    return CheckResult(exercise_id, 'passed', 1.0, 1.0, 'all tests passed')")
     nb.cells.insert(3, nbformat.v4.new_code_cell(fake))
@@ -130,12 +130,13 @@ def crafted(tmp_path) -> dict[str, tuple]:
     subs["forged.ipynb"] = ({e: "0" for e in ch1}, None)
 
     nb = solved(1, only=())  # nothing solved, but the package's check and checkers are replaced
-    patch = ("import dataclasses\nimport attnbook.exercises as exercises\nimport attnbook.exercises._core as core\n\n"
+    patch = ("import dataclasses\nimport attnbook.exercises as exercises\nimport attnbook.exercises.results as core\n"
+             "import attnbook.exercises.registry as registry\n\n"
              "def check(exercise_id, answer):\n"
              "    return core.CheckResult(exercise_id, 'passed', 1.0, 1.0, 'all tests passed')\n\n"
              "exercises.check = core.check = check\n"
-             "for key, ex in list(core.REGISTRY.items()):\n"
-             "    core.REGISTRY[key] = dataclasses.replace(ex, checker=lambda answer: 'all tests passed')")
+             "for key, ex in list(registry.REGISTRY.items()):\n"
+             "    registry.REGISTRY[key] = dataclasses.replace(ex, checker=lambda answer: 'all tests passed')")
     nb.cells.insert(3, nbformat.v4.new_code_cell(patch))
     nb.cells.append(nbformat.v4.new_code_cell("import os, sys\nsys.stdout = open(os.devnull, 'w')  # hide the rest"))
     write("check_patched.ipynb", nb, {e: "0" for e in ch1})

@@ -49,7 +49,8 @@ from pathlib import Path
 import nbformat
 
 from . import exercises
-from .exercises._core import FAILED, METADATA_KEY, NOT_ATTEMPTED, PASSED, REGISTRY, Exercise, _id_key
+from .exercises.registry import REGISTRY, Exercise, id_key
+from .exercises.results import FAILED, METADATA_KEY, NOT_ATTEMPTED, PASSED
 
 DEFAULT_TIMEOUT_S = 120.0  # per cell, and per exercise's check
 DEFAULT_NOTEBOOK_TIMEOUT_S = 900.0  # per submission, restarts included
@@ -167,7 +168,7 @@ def recognise_chapter(nb: nbformat.NotebookNode) -> str | None:
 
 def chapter_exercises(chapter: str) -> list[Exercise]:
     """The registered exercises of `chapter` ("2"), in order."""
-    return sorted((ex for ex in REGISTRY.values() if ex.chapter == chapter), key=lambda e: _id_key(e.exercise_id))
+    return sorted((ex for ex in REGISTRY.values() if ex.chapter == chapter), key=lambda e: id_key(e.exercise_id))
 
 
 def known_chapters() -> list[str]:
@@ -249,7 +250,7 @@ def _grade(marker, exercise_id, answer_name, package_dir, limit_s):
         package = importlib.util.module_from_spec(spec)
         sys.modules["attnbook.exercises"] = package
         spec.loader.exec_module(package)
-        core = sys.modules["attnbook.exercises._core"]
+        core = sys.modules["attnbook.exercises.results"]
         if os.path.dirname(os.path.realpath(core.__file__)) != package_dir:
             raise RuntimeError("the checkers did not load from the grader's files")
         namespace = get_ipython().user_ns
@@ -574,7 +575,7 @@ def grade_all(paths: list[Path | str], *, jobs: int = 1, progress=None, **option
 def gradebook_columns(grades: list[SubmissionGrade]) -> list[str]:
     """submission, every exercise id seen (in numeric order: 9.3 before 10.1), total, max_total, problems."""
     seen = {ex_id for g in grades for ex_id in g.exercises}
-    return ["submission", *sorted(seen, key=_id_key), "total", "max_total", "problems"]
+    return ["submission", *sorted(seen, key=id_key), "total", "max_total", "problems"]
 
 
 def gradebook_rows(grades: list[SubmissionGrade]) -> list[dict[str, str]]:

@@ -8,7 +8,9 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from ._core import Wrong, call, exercise, expect_close, expect_tensor, expect_tuple
+from .compare import expect_close, expect_tensor, expect_tuple
+from .guard import call
+from .registry import exercise, Wrong
 
 _ATOL, _RTOL = 1e-5, 1e-4
 
@@ -221,7 +223,8 @@ SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
 )]
 
 
-@exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum")
+@exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum",
+          references=("attnbook.attention.softmax",))
 def check_stable_softmax(stable_softmax) -> str:
     """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""
     g = torch.Generator().manual_seed(13)

@@ -8,7 +8,10 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention, softmax
-from ._core import ATTENTION_SHORTCUTS, Wrong, as_value, call, describe, exercise, expect_close, expect_tensor, expect_tuple, expect_value, randn
+from .compare import as_value, expect_close, expect_tensor, expect_tuple, expect_value, randn
+from .guard import ATTENTION_SHORTCUTS, call
+from .hints import describe
+from .registry import exercise, Wrong
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
@@ -136,7 +139,8 @@ ATTENTION_FORBIDDEN = [
 ]
 
 
-@exercise("2.2", "Scaled dot-product attention with a mask", section="The formula, one step at a time")
+@exercise("2.2", "Scaled dot-product attention with a mask", section="The formula, one step at a time",
+          references=("attnbook.attention.scaled_dot_product_attention",))
 def check_attention(attention) -> str:
     """attention(q, k, v, mask=None) -> (output, weights) must match scaled_dot_product_attention."""
     cases = _attention_cases()
@@ -176,7 +180,8 @@ def _show(row: Tensor) -> str:
     return "[" + ", ".join(str(bool(x)) if row.dtype == torch.bool else f"{x.item():g}" for x in row) + "]"
 
 
-@exercise("2.3", "A padding mask from sequence lengths", section="Masking: keep attention off the padding")
+@exercise("2.3", "A padding mask from sequence lengths", section="Masking: keep attention off the padding",
+          references=("attnbook.masks.padding_mask",))
 def check_padding_mask(padding_mask) -> str:
     """padding_mask(lengths, max_len) -> bool (batch, max_len), True at the first lengths[b] positions."""
     cases = [

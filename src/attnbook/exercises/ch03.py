@@ -13,7 +13,10 @@ import re
 import torch
 from torch import Tensor
 
-from ._core import ATTENTION_SHORTCUTS, Wrong, call, describe, exercise, expect_close, randn
+from .compare import expect_close, randn
+from .guard import ATTENTION_SHORTCUTS, call
+from .hints import describe
+from .registry import exercise, Wrong
 
 _ATOL, _RTOL = 1e-5, 1e-4
 
@@ -63,7 +66,8 @@ def _split_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("3.1", "Split a tensor into heads", section="Splitting a tensor into heads")
+@exercise("3.1", "Split a tensor into heads", section="Splitting a tensor into heads",
+          references=("attnbook.multihead.split_heads",))
 def check_split_heads(split_heads) -> str:
     """split_heads(x, n_heads): (B, n, d) -> (B, h, n, d/h), head i holding features i*d_head .. (i+1)*d_head-1."""
     cases = [
@@ -227,7 +231,8 @@ FORWARD_FORBIDDEN = [
 ]
 
 
-@exercise("3.2", "Multi-head attention from four matrices", section="The shapes, step by step")
+@exercise("3.2", "Multi-head attention from four matrices", section="The shapes, step by step",
+          references=("attnbook.multihead.MultiHeadAttention",))
 def check_multi_head_forward(multi_head_forward) -> str:
     """multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads) -> Concat(head_1..head_h) W_o, matrices applied as x @ W."""
     cases = _forward_cases()
@@ -343,7 +348,8 @@ _COUNT_FORBIDDEN = [
 ]
 
 
-@exercise("3.3", "Count the parameters of a multi-head attention layer", section="Counting parameters")
+@exercise("3.3", "Count the parameters of a multi-head attention layer", section="Counting parameters",
+          references=("attnbook.models.params.mha_param_count",))
 def check_mha_param_count(mha_param_count) -> str:
     """mha_param_count(d_model, n_heads, bias=True) -> 4 d^2 + 4 d (4 d^2 without bias), an int."""
     cases = [(512, 8, None), (768, 12, True), (768, 12, False), (64, 1, True), (1024, 16, False),
@@ -372,7 +378,8 @@ def check_mha_param_count(mha_param_count) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-@exercise("3.4", "Merge the heads back", section="Merging the heads, then W_O")
+@exercise("3.4", "Merge the heads back", section="Merging the heads, then W_O",
+          references=("attnbook.multihead.merge_heads",))
 def check_merge_heads(merge_heads) -> str:
     """merge_heads(x): (B, h, n, d_head) -> (B, n, h*d_head), the heads' features one after the other."""
     split = randn(2, 5, 12, seed=46).view(2, 5, 3, 4).transpose(1, 2)  # (2, 3, 5, 4), a view: not contiguous

@@ -10,7 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from ..layers import EncoderBlock, LayerNorm
-from ._core import NotAttempted, Wrong, call, describe, exercise, expect_close, randn
+from .compare import expect_close, randn
+from .guard import call
+from .hints import describe
+from .registry import exercise, NotAttempted, Wrong
 
 _ATOL64, _RTOL64 = 1e-8, 1e-7  # float64 inputs: tight enough to tell eps inside the sqrt from eps outside it
 
@@ -159,7 +162,8 @@ def _layer_norm_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("4.1", "LayerNorm from scratch", section="Normalise each token over its features")
+@exercise("4.1", "LayerNorm from scratch", section="Normalise each token over its features",
+          references=("attnbook.layers.LayerNorm",))
 def check_layer_norm(layer_norm) -> str:
     """layer_norm(x, gamma, beta, eps=1e-5) must equal nn.LayerNorm over the last dimension."""
     constant = _randn(3, 4, seed=46)
@@ -255,7 +259,8 @@ def _ffn_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("4.2", "The position-wise feed-forward network", section="The position-wise feed-forward network")
+@exercise("4.2", "The position-wise feed-forward network", section="The position-wise feed-forward network",
+          references=("attnbook.layers.FeedForward",))
 def check_feed_forward(feed_forward) -> str:
     """feed_forward(x, W1, b1, W2, b2) must equal relu(x @ W1 + b1) @ W2 + b2 on several shapes."""
     cases = [  # (description, shape of x, d_ff, scale of x)
@@ -412,7 +417,8 @@ def _block_cases():
     return cases
 
 
-@exercise("4.3", "A pre-norm block from its sublayers", section="Pre-norm: GPT-2 and most modern models")
+@exercise("4.3", "A pre-norm block from its sublayers", section="Pre-norm: GPT-2 and most modern models",
+          references=("attnbook.layers.EncoderBlock",))
 def check_pre_norm_block(pre_norm_block) -> str:
     """pre_norm_block(x, attn, ffn, norm1, norm2) must equal the pre-norm EncoderBlock made of these pieces."""
     cases = _block_cases()
@@ -578,7 +584,8 @@ def _call_count(encoder_param_count, config: tuple, on: str) -> int:
     return _as_count(got, on)
 
 
-@exercise("4.4", "The encoder's parameter count", section="The whole encoder")
+@exercise("4.4", "The encoder's parameter count", section="The whole encoder",
+          references=("attnbook.models.params.encoder_param_count",))
 def check_encoder_param_count(encoder_param_count) -> str:
     """encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers) must equal a real stack's count."""
     configs = [

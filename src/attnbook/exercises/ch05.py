@@ -16,7 +16,10 @@ import torch
 from torch import Tensor
 
 from ..multihead import MultiHeadAttention
-from ._core import Wrong, _unwrap, as_value, call, describe, exercise, expect_tensor, expect_value, randn
+from .compare import as_value, expect_tensor, expect_value, randn
+from .guard import call, unwrap
+from .hints import describe
+from .registry import exercise, Wrong
 
 F64 = torch.float64
 
@@ -80,7 +83,7 @@ def _import_transformers_first(fn) -> None:
     imports it inside the function would be stopped by the time limit instead of being told what is forbidden.
     """
     try:
-        codes = [getattr(_unwrap(fn), "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)]
+        codes = [getattr(unwrap(fn), "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)]
     except Exception:  # an odd object: `call` will say what is wrong with it
         return
     while codes:
@@ -191,7 +194,8 @@ def _table_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("5.1", "The sinusoidal table", section="The formula")
+@exercise("5.1", "The sinusoidal table", section="The formula",
+          references=("attnbook.positional.sinusoidal_table", "attnbook.positional.SinusoidalPositionalEncoding"))
 def check_sinusoidal_table(sinusoidal_table) -> str:
     """sinusoidal_table(max_len, d_model) -> float32 (max_len, d_model), sin in even columns, cos in odd ones."""
     cases = [(10, 8), (6, 4), (50, 16), (7, 6), (1, 2), (3, 64)]
@@ -496,7 +500,8 @@ def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
     ]
 
 
-@exercise("5.3", "Rotary position embedding", section="Rotary position embedding (RoPE)")
+@exercise("5.3", "Rotary position embedding", section="Rotary position embedding (RoPE)",
+          references=("attnbook.positional.apply_rope",))
 def check_apply_rope(apply_rope) -> str:
     """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""
     cases = _rope_cases()
@@ -565,7 +570,8 @@ def _shift_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("5.4", "The shift matrix of one frequency", section="Moving by k positions is a rotation")
+@exercise("5.4", "The shift matrix of one frequency", section="Moving by k positions is a rotation",
+          references=("attnbook.positional.shift_matrix", "attnbook.positional.shift_operator"))
 def check_pe_shift_matrix(pe_shift_matrix) -> str:
     """pe_shift_matrix(k, omega) -> (2, 2) R with R @ [sin(wp), cos(wp)] = [sin(w(p+k)), cos(w(p+k))] for all p.
 

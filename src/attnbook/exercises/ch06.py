@@ -11,7 +11,9 @@ import functools
 import torch
 from torch import Tensor
 
-from ._core import Wrong, call, describe, exercise
+from .guard import call
+from .hints import describe
+from .registry import exercise, Wrong
 
 # ---------------------------------------------------------------------------------------------------------
 # Shared: boolean masks
@@ -82,7 +84,8 @@ CAUSAL_FORBIDDEN = [
 ]
 
 
-@exercise("6.1", "A causal mask", section="The causal mask")
+@exercise("6.1", "A causal mask", section="The causal mask",
+          references=("attnbook.masks.causal_mask",))
 def check_causal_mask(causal_mask) -> str:
     """causal_mask(n) -> bool (n, n), True on and below the diagonal."""
     sizes = [4, 5, 2, 7, 1]
@@ -122,7 +125,8 @@ MASK_FORBIDDEN = [
 ]
 
 
-@exercise("6.2", "Padding and causal masks combined", section="Padding and causal together")
+@exercise("6.2", "Padding and causal masks combined", section="Padding and causal together",
+          references=("attnbook.models.transformer.Transformer.make_tgt_mask",))
 def check_decoder_self_mask(decoder_self_mask) -> str:
     """decoder_self_mask(lengths, n) -> bool (batch, 1, n, n): query i may attend to key j when j <= i and
     j < lengths[b]."""
@@ -338,7 +342,8 @@ GREEDY_FORBIDDEN = [
 ]
 
 
-@exercise("6.3", "Greedy decoding", section="Greedy decoding")
+@exercise("6.3", "Greedy decoding", section="Greedy decoding",
+          references=("attnbook.models.transformer.greedy_decode",))
 def check_greedy_decode(greedy_decode) -> str:
     """greedy_decode(model, src, max_len, bos_id, eos_id) -> (B, <= max_len) LongTensor, as the reference loop."""
     cases = _decode_cases()
@@ -448,7 +453,8 @@ CONVERT_FORBIDDEN = [
 ]
 
 
-@exercise("6.4", "nn.MultiheadAttention's masks in our convention", section="Three mask conventions")
+@exercise("6.4", "nn.MultiheadAttention's masks in our convention", section="Three mask conventions",
+          references=("attnbook.masks.convert_mask",))
 def check_to_allow_mask(to_allow_mask) -> str:
     """to_allow_mask(mask) -> bool mask of the same shape, True = may attend."""
     cases = _convert_cases()

@@ -7,7 +7,10 @@ import torch
 from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
-from ._core import Wrong, _resolve_or_none, call, describe, exercise, expect_close, randn
+from .compare import expect_close, randn
+from .guard import call, resolve_or_none
+from .hints import describe
+from .registry import exercise, Wrong
 
 
 _randn = functools.partial(randn, dtype=torch.float64)
@@ -24,7 +27,7 @@ def _path(item) -> str:
 
 def _expect_function(answer, name: str, forbidden) -> None:
     """Wrong if `answer` is a class or a module (an object made by calling something) instead of a function."""
-    if any(answer is _resolve_or_none(_path(f)) for f in forbidden if "*" not in _path(f)):
+    if any(answer is resolve_or_none(_path(f)) for f in forbidden if "*" not in _path(f)):
         return  # `call` says that this one is forbidden
     if isinstance(answer, type):
         raise Wrong(f"you passed the class {answer.__name__}, not your function",
@@ -127,7 +130,8 @@ def _patchify_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("7.1", "Cut images into patches", section="An image as a sequence of patches")
+@exercise("7.1", "Cut images into patches", section="An image as a sequence of patches",
+          references=("attnbook.patches.patchify",))
 def check_patchify(patchify) -> str:
     """patchify(images, patch_size) -> (B, N, P*P*C) must equal attnbook.patches.patchify."""
     cases = [  # ordered so that each mistake first shows up where no other mistake gives the same output
@@ -266,7 +270,8 @@ def _check_conv_dtype(conv: nn.Conv2d, dtype: torch.dtype, on: str) -> None:
                         "for float32 weights")
 
 
-@exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution")
+@exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution",
+          references=("attnbook.patches.PatchEmbedding.to_conv",))
 def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
     """patch_embedding_as_conv(weight, bias, patch_size) -> nn.Conv2d equal to patchify(images) @ weight.T + bias."""
     cases = [  # (C, P, D, image shape, dtype): RGB first, where every weight-layout mistake changes the result
@@ -395,7 +400,8 @@ def _check_gradients(got: Tensor, x: Tensor, cls: Tensor, pos: Tensor, on: str) 
                         "pos once per image, x once")
 
 
-@exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions")
+@exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions",
+          references=("attnbook.models.vit.ViT.embed",))
 def check_prepend_cls(prepend_cls) -> str:
     """prepend_cls(x, cls, pos) -> torch.cat([cls expanded over the batch, x], dim=1) + pos."""
     cases = [  # (batch, n_patches, d_model, dtype, whether x, cls and pos require grad)

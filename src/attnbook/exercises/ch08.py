@@ -23,7 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._core import Wrong, call, exercise, expect_close, expect_tensor, expect_tuple
+from .compare import expect_close, expect_tensor, expect_tuple
+from .guard import call
+from .registry import exercise, Wrong
 
 FALSE_FAILURE = 2e-9  # the probability that a right count falls outside its window (see the module docstring)
 _L = math.log(2 / FALSE_FAILURE)
@@ -258,7 +260,8 @@ def _mlm_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("8.1", "BERT's masking, 80/10/10", section="Masked language modelling (BERT)")
+@exercise("8.1", "BERT's masking, 80/10/10", section="Masked language modelling (BERT)",
+          references=("attnbook.data.mlm_mask",))
 def check_mlm_mask(mlm_mask) -> str:
     """mlm_mask(ids, mask_id, vocab_size, generator) -> (masked_ids, labels) with BERT's 15% and 80/10/10."""
     # structure first, on small inputs that are easy to read
@@ -486,7 +489,8 @@ def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int,
     return got
 
 
-@exercise("8.3", "Temperature and top-k sampling", section="Temperature and top-k")
+@exercise("8.3", "Temperature and top-k sampling", section="Temperature and top-k",
+          references=("attnbook.models.gpt.sample_next",))
 def check_sample_next(sample_next) -> str:
     """sample_next(logits, temperature, top_k, generator) -> (B,) ids: greedy at 0, else softmax(l/T) on the top k."""
     g = torch.Generator().manual_seed(830)

@@ -16,8 +16,11 @@ from torch import Tensor
 
 from ..attention import softmax
 from ..timing import attention_flops, score_matrix_bytes
-from . import _core
-from ._core import Patches, Wrong, call, describe, exercise, expect_close, expect_tensor, expect_tuple
+from . import guard
+from .compare import expect_close, expect_tensor, expect_tuple
+from .guard import call, Patches
+from .hints import describe
+from .registry import exercise, Wrong
 
 # ---------------------------------------------------------------------------------------------------------
 # 9.1 online softmax over blocks
@@ -54,7 +57,7 @@ def _with_shared_aliases(paths) -> list[str]:
     each forbidden entry costs time on every call, and 9.1 calls the learner's function ten times."""
     out = list(dict.fromkeys(paths))
     for path in paths:
-        out += [a for a in _core._op_aliases(path) if not _core._op_aliases(a) and a not in out]
+        out += [a for a in guard.op_aliases(path) if not guard.op_aliases(a) and a not in out]
     return out
 
 
@@ -259,7 +262,8 @@ def _online_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("9.1", "Online softmax over blocks", section="How online softmax works")
+@exercise("9.1", "Online softmax over blocks", section="How online softmax works",
+          references=("attnbook.attention.tiled_attention",))
 def check_online_softmax(online_softmax) -> str:
     """online_softmax(blocks) -> the softmax of torch.cat(blocks), one 1-D tensor."""
     cases = _online_cases()
@@ -472,7 +476,8 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
     return None
 
 
-@exercise("9.2", "FLOPs and bytes of attention", section="What attention costs: FLOPs and bytes")
+@exercise("9.2", "FLOPs and bytes of attention", section="What attention costs: FLOPs and bytes",
+          references=("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes"))
 def check_attention_cost(attention_cost) -> str:
     """attention_cost(batch, heads, n, d_head, bytes_per_el) -> (flops, score_bytes), two ints."""
     for B, H, N, d, nbytes in COST_CASES:
@@ -524,7 +529,7 @@ TIMING_CASES = [
     ([30, 2, 6, 2, 9, 2], 1, 5),
     ([2, 6, 2], 0, 3),
 ]
-_CORE = _core.__name__
+_CORE = guard.__name__
 
 
 class _CheckClock:
@@ -861,7 +866,8 @@ def _describe_case(schedule: list[float], w: int, r: int, defaults: bool) -> str
     return f"a function whose calls take {listed} ms in turn{rare}, with {args}"
 
 
-@exercise("9.3", "A timing function", section="How to time honestly")
+@exercise("9.3", "A timing function", section="How to time honestly",
+          references=("attnbook.timing.benchmark",))
 def check_time_it(time_it) -> str:
     """time_it(fn, n_warmup=3, n_runs=10) -> median seconds of n_runs calls after n_warmup untimed calls."""
     for schedule, n_warmup, n_runs in TIMING_CASES:

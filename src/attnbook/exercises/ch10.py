@@ -13,8 +13,10 @@ from torch import Tensor
 from ..attention import scaled_dot_product_attention
 from ..multihead import repeat_kv as _repeat_kv
 from ..timing import kv_cache_bytes as _kv_cache_bytes
-from ._core import (ATTENTION_SHORTCUTS, Wrong, _Forbidden, call, describe, exercise, expect_close, expect_tensor,
-                    expect_tuple)
+from .compare import expect_close, expect_tensor, expect_tuple
+from .guard import ATTENTION_SHORTCUTS, call, Forbidden
+from .hints import describe
+from .registry import exercise, Wrong
 
 # ---------------------------------------------------------------------------------------------------------
 # Calling the learner's code when it imports something for the first time
@@ -31,10 +33,10 @@ def _interrupted_import(error: Wrong) -> str | None:
     ("<module>") between the learner's code and the forbidden name.
     """
     forbidden, seen = error.__context__, set()
-    while forbidden is not None and not isinstance(forbidden, _Forbidden) and id(forbidden) not in seen:
+    while forbidden is not None and not isinstance(forbidden, Forbidden) and id(forbidden) not in seen:
         seen.add(id(forbidden))
         forbidden = forbidden.__cause__ or forbidden.__context__  # dynamo wraps it in its own errors
-    if not isinstance(forbidden, _Forbidden):
+    if not isinstance(forbidden, Forbidden):
         return None
     names = []
     path = str(forbidden.args[0])
@@ -175,7 +177,8 @@ def _cache_bytes_hint(results: list[tuple[int, int, dict]], first: int, defaults
             "numbers per head, the positions, the sequences, and the bytes of each number")
 
 
-@exercise("10.1", "The size of a KV cache", section="How big is the cache?")
+@exercise("10.1", "The size of a KV cache", section="How big is the cache?",
+          references=("attnbook.timing.kv_cache_bytes",))
 def check_kv_cache_bytes(kv_cache_bytes) -> str:
     """kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2) -> exact int."""
     # (n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el, description); None = use the default.
@@ -324,7 +327,8 @@ def _repeat_explainer(x: Tensor):
     return explain
 
 
-@exercise("10.2", "repeat_kv for grouped-query attention", section="MHA, GQA and MQA")
+@exercise("10.2", "repeat_kv for grouped-query attention", section="MHA, GQA and MQA",
+          references=("attnbook.multihead.repeat_kv",))
 def check_repeat_kv(repeat_kv) -> str:
     """repeat_kv(x, n_rep): (B, n_kv, S, d) -> (B, n_kv * n_rep, S, d), each kv head n_rep times in a row."""
     cases = [
@@ -530,7 +534,8 @@ def _attend_hint(runs: list, first: int) -> tuple[str, Tensor] | None:
     return None
 
 
-@exercise("10.3", "Append to a cache and attend over it", section="The KV cache")
+@exercise("10.3", "Append to a cache and attend over it", section="The KV cache",
+          references=("attnbook.multihead.KVCache",))
 def check_attend_with_cache(attend_with_cache) -> str:
     """attend_with_cache(q, k_cache, v_cache, k_new, v_new) -> (output, k_cache, v_cache)."""
     cases = _attend_cases()

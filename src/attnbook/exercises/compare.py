@@ -1,0 +1,239 @@
+"""Comparisons a checker makes on what the learner's code returned: `expect_tensor`, `expect_close` (with known
+mistakes mapped to hints), `expect_tuple`, `expect_dtype`, `expect_int`, and by-hand answers (`as_value`,
+`expect_value`), plus `randn` for seeded check inputs."""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from . import results
+from .hints import describe, entries, show_pair
+from .registry import NotAttempted, Wrong
+
+NAN_HINT = "exp of a large number overflows to inf, and inf - inf or 0 / 0 gives NaN"
+
+
+def expect_tensor(got, *, what: str = "your result", on: str = "", shape=None, dtype=None,
+                  allow_sequences: bool = False, finite: bool = True, nan_hint: str | None = NAN_HINT) -> Tensor:
+    """Return `got` as a tensor after checking its type, shape, dtype and (if `finite`) for NaN/inf; else Wrong."""
+    where = f" on {on}" if on else ""
+    if got is None:
+        raise Wrong(f"{what} is None{where}", "did you forget a `return` statement?")
+    if not isinstance(got, Tensor):
+        if allow_sequences and isinstance(got, (list, tuple)):
+            try:
+                got = torch.tensor(got, dtype=torch.float64)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise Wrong(f"{what} could not be read as a matrix of numbers ({e})") from None
+        else:
+            raise Wrong(f"{what} is {describe(got)}{where}, expected a torch.Tensor")
+    if shape is not None and tuple(got.shape) != tuple(shape):
+        raise Wrong(f"{what} has shape {tuple(got.shape)}{where}, expected {tuple(shape)}")
+    if dtype is not None and got.dtype != dtype:
+        raise Wrong(f"{what} has dtype {got.dtype}{where}, expected {dtype}")
+    if finite and got.is_floating_point() and not torch.isfinite(got).all():
+        bad = "NaN" if torch.isnan(got).any() else "inf"
+        idx = tuple(int(i) for i in (~torch.isfinite(got)).nonzero()[0])
+        raise Wrong(f"{what} contains {bad} (first at index {list(idx)}){where}", nan_hint)
+    return got
+
+
+def expect_tuple(got, names: tuple[str, ...], fn_name: str, on: str) -> tuple:
+    """Check that `got` is a tuple of len(names) items (the task says "returns the tuple"; a list is not one);
+    else say what came back instead."""
+    wanted = f"a tuple ({', '.join(names)})"
+    hint = f"end your function with `return {', '.join(names)}`"
+    if isinstance(got, Tensor):
+        raise Wrong(f"{fn_name} returned a single tensor of shape {tuple(got.shape)} on {on}, expected {wanted}", hint)
+    if got is None:
+        raise Wrong(f"{fn_name} returned None on {on}, expected {wanted}", "did you forget the `return` statement?")
+    if isinstance(got, list):
+        raise Wrong(f"{fn_name} returned a list on {on}, expected {wanted}",
+                    f"the task asks for a tuple: `return {', '.join(names)}` (no square brackets)")
+    if not isinstance(got, tuple):
+        raise Wrong(f"{fn_name} returned {describe(got)} on {on}, expected {wanted}", hint)
+    if len(got) != len(names):
+        raise Wrong(f"{fn_name} returned {len(got)} values on {on}, expected {len(names)}: {wanted}", hint)
+    return tuple(got)
+
+
+def expect_close(got: Tensor, expected: Tensor, *, what: str = "your result", on: str = "",
+                 atol: float = 1e-5, rtol: float = 1e-4,
+                 mistakes: Mapping[str, Tensor] | None = None, nan_hint: str | None = NAN_HINT) -> None:
+    """Raise Wrong unless `got` matches `expected`; if it matches a known mistake, give that mistake's hint.
+
+    `mistakes` maps a hint ("softmax over queries (dim=-2) instead of keys (dim=-1)") to the output that
+    mistake produces on the same input.
+    """
+    where = f" on {on}" if on else ""
+    got = expect_tensor(got, what=what, on=on, finite=False)
+    if tuple(got.shape) != tuple(expected.shape):
+        for hint, wrong in (mistakes or {}).items():
+            if tuple(wrong.shape) == tuple(got.shape):
+                raise Wrong(f"{what} has shape {tuple(got.shape)}{where}, expected {tuple(expected.shape)}", hint)
+        raise Wrong(f"{what} has shape {tuple(got.shape)}{where}, expected {tuple(expected.shape)}")
+    if got.is_complex() or got.dtype == torch.bool:
+        raise Wrong(f"{what} has dtype {got.dtype}{where}, expected real numbers like {expected.dtype}")
+    got_d = got.detach().to(torch.float64).cpu()
+    exp_d = expected.detach().to(torch.float64).cpu()
+    if torch.allclose(got_d, exp_d, atol=atol, rtol=rtol):
+        return
+    if not got.is_floating_point() and expected.is_floating_point():
+        raise Wrong(f"{what} has the integer dtype {got.dtype}{where}, expected floating point",
+                    "integer tensors drop the fractional part: keep the computation in floating point "
+                    "(no .int() or .long())")
+    if got.dtype in (torch.float16, torch.bfloat16) and expected.dtype not in (torch.float16, torch.bfloat16) \
+            and torch.allclose(got_d, exp_d, atol=1e-2, rtol=1e-2):
+        raise Wrong(f"{what} has dtype {got.dtype}{where}, expected {expected.dtype}",
+                    "half precision keeps only about 3 significant digits: return the dtype of the inputs "
+                    "(no .half())")
+    for hint, wrong in (mistakes or {}).items():
+        w = wrong.detach().to(torch.float64).cpu()
+        if w.shape == got_d.shape and torch.allclose(got_d, w, atol=atol, rtol=rtol, equal_nan=True):
+            raise Wrong(f"{what} has the wrong values{where}", hint)
+    expect_tensor(got, what=what, on=on, nan_hint=nan_hint)  # NaN or inf that no known mistake explains
+    err = (got_d - exp_d).abs()
+    idx = tuple(int(i) for i in (err == err.max()).nonzero()[0])
+    raise Wrong(
+        f"{what} has the wrong values{where}: at index {list(idx)} expected {show_pair(exp_d[idx].item(), got_d[idx].item())}"
+        f" (max abs error {err.max().item():.2g})"
+    )
+
+
+def as_value(answer, *, what: str = "your answer", expected: str = "a matrix") -> Tensor:
+    """A float64 tensor from a value answer (tensor, NumPy array, number, nested list); else Wrong."""
+    if answer is None:
+        raise NotAttempted("nothing to check yet: set your answer above, run it, then this cell")
+    if isinstance(answer, Tensor):
+        if answer.is_complex() or answer.dtype == torch.bool:
+            raise Wrong(f"{what} has dtype {answer.dtype}, expected real numbers ({expected})")
+        if not answer.is_floating_point():
+            return answer  # an integer tensor: expect_value says so unless it happens to be right
+        return answer.detach().to(torch.float64).cpu()
+    if isinstance(answer, bool) or not (isinstance(answer, (int, float, list, tuple)) or hasattr(answer, "__array__")):
+        raise Wrong(f"{what} is {describe(answer)}, expected {expected}: a tensor, an array or a nested list of "
+                    "numbers")
+    try:
+        return torch.as_tensor(_nested(answer), dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise Wrong(f"{what} could not be read as {expected} of numbers ({e})",
+                    "write it as a tensor or as a nested list of numbers, one inner list per row") from None
+
+
+def _nested(x):
+    """Lists all the way down: tensors and arrays inside lists (a list of row tensors) become lists too."""
+    if isinstance(x, Tensor):
+        return x.detach().cpu().tolist()
+    if isinstance(x, (list, tuple)):
+        return [_nested(e) for e in x]
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return x
+
+
+VALUE_ENTRY_TRIES = 10  # after this many failed tries, a value answer's wrong entries are no longer named
+
+
+def expect_value(got, expected: Tensor, *, what: str = "your answer", atol: float = 1e-3,
+                 mistakes: Mapping[str, Tensor] | None = None, hint: str | None = None,
+                 nan_hint: str | None = None) -> None:
+    """Check a by-hand answer without giving it away: say which entries are wrong and the likely mistake,
+    never the expected numbers or how far off they are.
+
+    `got` comes from `as_value`; `mistakes` maps a hint to the value that mistake produces; `hint` is the
+    general advice for a wrong value that no known mistake explains.
+    """
+    exp = expected.detach().to(torch.float64).cpu()
+    shape = tuple(exp.shape)
+    if tuple(got.shape) != shape:
+        if shape and tuple(got.shape) == shape[::-1]:
+            raise Wrong(f"{what} has shape {tuple(got.shape)}, expected {shape}",
+                        "your matrix is transposed: row i must hold the result for row i of the input")
+        raise Wrong(f"{what} has shape {tuple(got.shape)}, expected {shape}")
+    if not got.is_floating_point():
+        if torch.allclose(got.double(), exp, atol=atol, rtol=0.0):
+            return
+        raise Wrong(f"{what} is an integer tensor (dtype {got.dtype}), but the entries are not whole numbers",
+                    "integer tensors drop the fractional part: write the numbers with a decimal point, or compute "
+                    "them in floating point")
+    if not torch.isfinite(got).all():
+        bad = [list(map(int, i)) for i in (~torch.isfinite(got)).nonzero()]
+        raise Wrong(f"{what} contains NaN or inf at {entries(bad)}",
+                    nan_hint or "every entry of the result is an ordinary finite number: check the step that made it")
+    if torch.allclose(got, exp, atol=atol, rtol=0.0):
+        return
+    for mistake_hint, wrong in (mistakes or {}).items():
+        w = wrong.detach().to(torch.float64).cpu()
+        if w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=0.0):
+            raise Wrong(f"{what} is not right", mistake_hint)
+    if torch.allclose(got, exp, atol=5.01e-3, rtol=0.0) and atol < 5e-3:
+        raise Wrong(f"{what} is not right to {atol:g}", f"it looks rounded too early: keep at least "
+                    f"{max(1, round(-math.log10(atol)))} decimals, and round only at the end")
+    if results.failed_attempts() >= VALUE_ENTRY_TRIES:
+        raise Wrong(f"{what} is not right (after {VALUE_ENTRY_TRIES} tries the wrong entries are no longer named: "
+                    "work it out step by step instead of guessing)", hint)
+    bad = [list(map(int, i)) for i in ((got - exp).abs() > atol).nonzero()]
+    total = got.numel()
+    which = "every entry" if len(bad) == total else entries(bad)
+    raise Wrong(f"{what} is not right: {which} {'are' if 1 < len(bad) < total else 'is'} wrong "
+                f"(checked to {atol:g})", hint)
+
+
+def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, std: float = 1.0) -> Tensor:
+    """A checker's test input: standard normal (times `std`) from its own generator seeded with `seed`."""
+    return std * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+DTYPE_HINT = ("keep the dtype of the input: no .float(), .double() or .half() casts on the result, and create new "
+              "tensors with dtype=x.dtype")
+
+
+def expect_dtype(got: Tensor, dtype: torch.dtype, *, what: str = "your result", on: str = "",
+                 input_name: str = "the input", hint: str | None = None) -> None:
+    """Wrong unless the tensor `got` has `dtype`, the dtype of the input called `input_name`."""
+    where = f" on {on}" if on else ""
+    if got.dtype != dtype:
+        raise Wrong(f"{what} has dtype {got.dtype}{where}, expected {dtype}, the dtype of {input_name}",
+                    hint or DTYPE_HINT)
+
+
+INT_HINT = ("a count is a whole number: compute it with integer arithmetic (*, + and //) on the int arguments, "
+            "not / or math.pow, which give floats")
+
+
+def expect_int(got, *, what: str = "your function", on: str = "", hint: str | None = None,
+               numpy_ok: bool = False) -> int:
+    """A Python int from an answer that must be one (a bool is not; a NumPy integer only with `numpy_ok`, which
+    the task text must then say). Otherwise Wrong, saying what came back instead (None, a bool, a NumPy
+    integer, a tensor, an array, a float, whole or not); `hint` is the exercise's advice for a float."""
+    where = f" on {on}" if on else ""
+    if got is None:
+        raise Wrong(f"{what} returned None{where}, expected an int", "did you forget the `return` statement?")
+    if isinstance(got, bool):
+        raise Wrong(f"{what} returned the bool {got}{where}, expected an int",
+                    "return the number itself, not a comparison")
+    if isinstance(got, int):
+        return int(got)
+    if isinstance(got, numbers.Integral):  # numpy.int64, ...
+        if numpy_ok:
+            return int(got)
+        raise Wrong(f"{what} returned a NumPy {type(got).__name__} ({int(got)}){where}, expected a Python int",
+                    "convert it with int(...) before returning it (NumPy integers overflow silently past their size)")
+    if isinstance(got, Tensor):
+        raise Wrong(f"{what} returned a tensor of shape {tuple(got.shape)} and dtype {got.dtype}{where}, "
+                    "expected an int", "compute with the Python ints you are given (no torch.tensor), or convert "
+                    "a one-element tensor with int(t)")
+    if hasattr(got, "__array__") and not isinstance(got, numbers.Number):
+        raise Wrong(f"{what} returned {describe(got)}{where}, expected an int",
+                    "return a Python int, or convert a one-element array with int(a)")
+    if isinstance(got, numbers.Real):
+        value = float(got)
+        whole = math.isfinite(value) and value.is_integer()
+        shown = f"{value:.1f}" if whole and abs(value) < 1e16 else repr(value)
+        raise Wrong(f"{what} returned the float {shown}{where}, expected an int"
+                    + ("" if whole else " (and it is not a whole number)"), hint or INT_HINT)
+    raise Wrong(f"{what} returned {describe(got)}{where}, expected an int", "return one whole number")

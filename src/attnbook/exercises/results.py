@@ -1,0 +1,211 @@
+"""Results and the session: `check` runs an exercise's checker on an answer and records a `CheckResult`;
+`summary` shows a chapter's progress in this session. Neither ever raises into the notebook."""
+from __future__ import annotations
+
+import html
+from dataclasses import asdict, dataclass
+
+from . import guard
+from .hints import describe, fmt
+from .registry import REGISTRY, Exercise, NotAttempted, Wrong, id_key
+
+METADATA_KEY = "attnbook"  # output metadata key under which grading tools find {"check": {...}} or {"summary": {...}}
+
+PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
+_ICONS = {PASSED: "✓", FAILED: "✗", NOT_ATTEMPTED: "○"}
+_LABELS = {PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted yet"}
+_COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", NOT_ATTEMPTED: "#6e7781"}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What `check` returns: shown as one line in a notebook, with a JSON form for grading tools."""
+
+    exercise_id: str
+    status: str  # "passed", "failed" or "not attempted"
+    points: float
+    max_points: float
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def to_dict(self) -> dict:
+        """The machine-readable form, also carried in the notebook output's metadata under METADATA_KEY."""
+        return {**asdict(self), "passed": self.passed}
+
+    def __str__(self) -> str:
+        score = f"{fmt(self.points)}/{fmt(self.max_points)}"
+        return f"{_ICONS[self.status]} Exercise {self.exercise_id} {_LABELS[self.status]} [{score}]: {self.message}"
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        colour = _COLOURS[self.status]
+        return (
+            f'<div class="attnbook-check attnbook-{self.status.replace(" ", "-")}" '
+            f'style="border-left:4px solid {colour};padding:2px 8px;">'
+            f'<b style="color:{colour}">{_ICONS[self.status]} Exercise {html.escape(self.exercise_id)} '
+            f"{_LABELS[self.status]}</b> [{fmt(self.points)}/{fmt(self.max_points)}]: {html.escape(self.message)}</div>"
+        )
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
+        data = {"text/plain": str(self), "text/html": self._repr_html_()}
+        return data, {METADATA_KEY: {"check": self.to_dict()}}
+
+
+_SESSION: dict[str, CheckResult] = {}
+_PASSED_BEFORE: set[str] = set()  # exercises that passed at least once in this session
+_MISSING = object()
+def _usage(known: str, exercise_id: str = "2.3") -> str:
+    return (f'call it as check("{exercise_id}", your_answer): the exercise id as a string, then your answer; '
+            f"known ids: {known}")
+
+
+_FAILED_ATTEMPTS: dict[str, int] = {}  # failed checks per exercise in this session
+_current_attempts = 0  # failed attempts so far of the exercise being checked (read by expect_value)
+
+
+def failed_attempts() -> int:
+    """How many times the exercise being checked has failed before in this session."""
+    return _current_attempts
+
+
+def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
+    """Check `answer` for exercise `exercise_id` (e.g. check("2.3", padding_mask)) and return a CheckResult.
+
+    Never raises: a missing answer, swapped arguments or an unknown id all become a one-line message (and do
+    not count as an attempt).
+    """
+    global _current_attempts
+    known = ", ".join(sorted(REGISTRY, key=id_key)) or "none"
+    if exercise_id is _MISSING:
+        return CheckResult("?", FAILED, 0.0, 0.0, "check needs the exercise id and your answer; " + _usage(known))
+    if not isinstance(exercise_id, (str, int, float)) or isinstance(exercise_id, bool):
+        if isinstance(answer, (str, int, float)) and not isinstance(answer, bool) and str(answer) in REGISTRY:
+            return CheckResult(str(answer), FAILED, 0.0, REGISTRY[str(answer)].points,
+                               "the arguments are swapped: " + _usage(known, str(answer)))
+        return CheckResult("?", FAILED, 0.0, 0.0, f"the first argument is {describe(exercise_id)}; " + _usage(known))
+    exercise_id = str(exercise_id).strip().removeprefix("Exercise ").strip()
+    ex = REGISTRY.get(exercise_id)
+    if ex is None:
+        return CheckResult(exercise_id, FAILED, 0.0, 0.0, f"there is no exercise {exercise_id!r}; known: {known}")
+    if answer is _MISSING:
+        what = "function" if ex.answer_kind == "function" else "answer"
+        return _result(ex, FAILED, f"check needs your {what} as its second argument: " + _usage(known, exercise_id))
+    if extra:
+        return _result(ex, FAILED, f"check takes two arguments, got {2 + len(extra)}; " + _usage(known, exercise_id))
+    if answer is None:
+        result = _result(ex, NOT_ATTEMPTED, "nothing to check yet: fill in your answer above, run it, then this cell")
+    else:
+        _current_attempts = _FAILED_ATTEMPTS.get(exercise_id, 0)
+        try:
+            with guard.checking(ex.references):
+                message = ex.checker(answer)
+            result = _result(ex, PASSED, message or "all tests passed")
+        except NotAttempted as e:
+            result = _result(ex, NOT_ATTEMPTED, str(e) or "your code still raises NotImplementedError: replace the stub")
+        except Wrong as e:
+            text = e.message + (("" if e.message.endswith((".", ":", "?", "!")) else ".") + f" Hint: {e.hint}"
+                                if e.hint else "")
+            if ex.section:
+                text += f' (Re-read "{ex.section}".)'
+            result = _result(ex, FAILED, text)
+        except (Exception, guard.TimeUp, guard.Forbidden) as e:  # a checker must never crash the notebook
+            result = _result(ex, FAILED, f"could not check your answer ({type(e).__name__}: {e})")
+        if result.status == FAILED:
+            _FAILED_ATTEMPTS[exercise_id] = _FAILED_ATTEMPTS.get(exercise_id, 0) + 1
+    _SESSION[exercise_id] = result
+    if result.passed:
+        _PASSED_BEFORE.add(exercise_id)
+    return result
+
+
+def _result(ex: Exercise, status: str, message: str) -> CheckResult:
+    return CheckResult(ex.exercise_id, status, ex.points if status == PASSED else 0.0, ex.points, message)
+
+
+class Summary:
+    """A chapter's exercises and the latest result of each in this session; renders as a table."""
+
+    def __init__(self, chapter: str, rows: list[tuple[Exercise, CheckResult | None]],
+                 passed_before: set[str] | None = None):
+        self.chapter, self.rows = chapter, rows
+        self.passed_before = set(passed_before or ())
+        self.points = sum(r.points for _, r in rows if r is not None)
+        self.max_points = sum(ex.points for ex, _ in rows)
+
+    def _status(self, ex: Exercise, result: CheckResult | None) -> str:
+        """The latest status, and a note when an earlier attempt passed but the latest did not."""
+        status = result.status if result is not None else "not checked yet"
+        if status != PASSED and ex.exercise_id in self.passed_before:
+            status += " (passed earlier; the latest attempt counts)"
+        return status
+
+    def _icon(self, result: CheckResult | None) -> str:
+        return _ICONS.get(result.status, "·") if result is not None else "·"
+
+    def _colour(self, result: CheckResult | None) -> str:
+        return _COLOURS.get(result.status, "#6e7781") if result is not None else "#6e7781"
+
+    def __str__(self) -> str:
+        lines = [f"Chapter {self.chapter}: {fmt(self.points)}/{fmt(self.max_points)} points"]
+        for ex, r in self.rows:
+            lines.append(f"  {self._icon(r)} {ex.exercise_id} {ex.title}: {self._status(ex, r)}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            f"<tr><td>{ex.exercise_id}</td><td>{html.escape(ex.title)}</td>"
+            f'<td style="color:{self._colour(r)}">{self._icon(r)} {html.escape(self._status(ex, r))}</td>'
+            f"<td>{fmt(r.points if r else 0)}/{fmt(ex.points)}</td></tr>"
+            for ex, r in self.rows
+        )
+        return (
+            f"<table class='attnbook-summary'><caption>Chapter {self.chapter}: "
+            f"{fmt(self.points)}/{fmt(self.max_points)} points</caption>"
+            f"<tr><th>exercise</th><th>title</th><th>status</th><th>points</th></tr>{body}</table>"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "chapter": self.chapter,
+            "points": self.points,
+            "max_points": self.max_points,
+            "exercises": [
+                {"exercise_id": ex.exercise_id, "title": ex.title,
+                 "status": r.status if r is not None else "not checked yet",
+                 "passed_earlier": ex.exercise_id in self.passed_before,
+                 "points": r.points if r else 0.0, "max_points": ex.points}
+                for ex, r in self.rows
+            ],
+        }
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
+        data = {"text/plain": str(self), "text/html": self._repr_html_()}
+        return data, {METADATA_KEY: {"summary": self.to_dict()}}
+
+
+def summary(chapter=None) -> Summary:
+    """Progress through chapter `chapter`'s exercises (e.g. summary(2)) in this session; without a chapter,
+    the chapter of the latest check."""
+    if chapter is None:
+        if not _SESSION:
+            raise ValueError("summary needs a chapter number, e.g. summary(2), until you have checked an exercise")
+        chapter = next(reversed(_SESSION.values())).exercise_id.split(".")[0]
+    chapter = str(chapter)
+    exercises = sorted((ex for ex in REGISTRY.values() if ex.chapter == chapter), key=lambda e: id_key(e.exercise_id))
+    if not exercises:
+        chapters = sorted({ex.chapter for ex in REGISTRY.values()}, key=int)
+        raise ValueError(f"chapter={chapter!r} has no exercises; chapters with exercises: {', '.join(chapters)}")
+    return Summary(chapter, [(ex, _SESSION.get(ex.exercise_id)) for ex in exercises], _PASSED_BEFORE)
+
+
+def reset_session() -> None:
+    """Forget every result recorded by `check` in this session."""
+    _SESSION.clear()
+    _PASSED_BEFORE.clear()
+    _FAILED_ATTEMPTS.clear()

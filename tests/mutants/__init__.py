@@ -1,0 +1,85 @@
+"""The mutant catalogue: learner-style answers to every exercise, as data.
+
+Each `tests/mutants/chNN.py` registers answers to chapter NN's exercises:
+
+    @wrong("6.3", hint="EOS")          # a plausible mistake: must fail, and its message must contain "EOS"
+    def greedy_decode(model, src, ...): ...
+
+    @right("6.3")                      # a right answer in another style: must pass
+    def greedy_decode(model, src, ...): ...
+
+    value("2.1", tensor, right=False, hint="transposed")   # by-hand (value) answers
+
+`hint` is a piece of the failure message (case-insensitive) that the wrong answer must produce: the name of the
+mistake for a hinted mistake, or the rule it breaks ("without attnbook", "dtype", ...). Leave it out only when
+no specific message is promised. `tests/test_mutants.py` runs every entry and `tools/mutant_report.py` prints
+`K/N wrong answers rejected, R/R right answers accepted` per exercise and in total (CI fails below 100%).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mutant:
+    exercise_id: str
+    name: str
+    answer: object = field(repr=False)
+    right: bool
+    hint: str | None = None  # a piece of the expected failure message (wrong answers only)
+
+
+CATALOGUE: list[Mutant] = []
+
+
+def _register(exercise_id: str, answer, right: bool, hint: str | None, name: str | None) -> None:
+    name = name or getattr(answer, "__name__", None) or f"{'right' if right else 'wrong'} value"
+    if right and hint:
+        raise ValueError("a right answer has no hint")
+    CATALOGUE.append(Mutant(exercise_id, name, answer, right, hint))
+
+
+def wrong(exercise_id: str, hint: str | None = None, name: str | None = None):
+    """Register the decorated function as a wrong answer to `exercise_id` (its message must contain `hint`)."""
+    def register(fn):
+        _register(exercise_id, fn, False, hint, name or (fn.__doc__ or fn.__name__).strip().splitlines()[0])
+        return fn
+    return register
+
+
+def right(exercise_id: str, name: str | None = None):
+    """Register the decorated function as a right answer to `exercise_id` (it must pass)."""
+    def register(fn):
+        _register(exercise_id, fn, True, None, name or (fn.__doc__ or fn.__name__).strip().splitlines()[0])
+        return fn
+    return register
+
+
+def value(exercise_id: str, answer, *, right: bool, hint: str | None = None, name: str | None = None) -> None:
+    """Register a value answer (a by-hand matrix or number, or anything passed to check as it is)."""
+    _register(exercise_id, answer, right, hint, name)
+
+
+def load(chapter: str | None = None) -> list[Mutant]:
+    """Import every chNN module of the catalogue (or only chapter `chapter`'s) and return their entries."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("ch") and (chapter is None or info.name == f"ch{int(chapter):02d}"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    return CATALOGUE
+
+
+def run(mutant: Mutant):
+    """Check one entry as a new learner would (fresh session); returns (ok, CheckResult)."""
+    from attnbook.exercises import check, reset_session
+
+    reset_session()
+    result = check(mutant.exercise_id, mutant.answer)
+    reset_session()
+    if mutant.right:
+        return result.passed, result
+    rejected = result.status == "failed"
+    if mutant.hint is not None:
+        rejected = rejected and mutant.hint.lower() in result.message.lower()
+    return rejected, result

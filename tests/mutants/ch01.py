@@ -1,0 +1,466 @@
+"""Mutant catalogue for chapter 1 (queries, keys and values): exercises 1.1, 1.2 and 1.3."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import types
+
+import numpy as np
+import torch
+
+import attnbook
+import attnbook.attention
+from mutants import right, wrong
+
+# ---------------------------------------------------------------------------------------------------------------
+# 1.1 project_qkv(X, W_q, W_k, W_v) -> (Q, K, V)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@wrong("1.1", hint="tuple")
+def project_qkv_list(X, W_q, W_k, W_v):
+    """returns a list [Q, K, V] instead of a tuple"""
+    return [X @ W_q, X @ W_k, X @ W_v]
+
+
+@wrong("1.1")
+def project_qkv_order(X, W_q, W_k, W_v):
+    """returns the keys first: (K, Q, V)"""
+    return X @ W_k, X @ W_q, X @ W_v
+
+
+@wrong("1.1")
+def project_qkv_copy_paste(X, W_q, W_k, W_v):
+    """copy-paste slip: the keys are computed with W_q"""
+    return X @ W_q, X @ W_q, X @ W_v
+
+
+@wrong("1.1", hint="transpos")
+def project_qkv_transposed(X, W_q, W_k, W_v):
+    """computes W^T X^T, i.e. returns Q^T, K^T, V^T of shape (d_k, n)"""
+    return W_q.T @ X.T, W_k.T @ X.T, W_v.T @ X.T
+
+
+@wrong("1.1", hint="batch")
+def project_qkv_mm(X, W_q, W_k, W_v):
+    """uses torch.mm, which only works without a batch dimension"""
+    return torch.mm(X, W_q), torch.mm(X, W_k), torch.mm(X, W_v)
+
+
+@wrong("1.1", hint="batch")
+def project_qkv_einsum_2d(X, W_q, W_k, W_v):
+    """einsum written for 2-D X only ('nd,dk->nk')"""
+    return (torch.einsum("nd,dk->nk", X, W_q), torch.einsum("nd,dk->nk", X, W_k),
+            torch.einsum("nd,dk->nk", X, W_v))
+
+
+@wrong("1.1", hint="shape")
+def project_qkv_flatten_batch(X, W_q, W_k, W_v):
+    """flattens the batch into the rows and forgets to reshape back: (batch * n, d_k)"""
+    X2 = X.reshape(-1, X.shape[-1])
+    return X2 @ W_q, X2 @ W_k, X2 @ W_v
+
+
+@wrong("1.1", hint="scale")
+def project_qkv_scaled(X, W_q, W_k, W_v):
+    """divides the queries by sqrt(d_k) already (chapter 2's scale, in the wrong place)"""
+    return X @ W_q / math.sqrt(W_q.shape[-1]), X @ W_k, X @ W_v
+
+
+@wrong("1.1", hint="dtype")
+def project_qkv_float64(X, W_q, W_k, W_v):
+    """casts everything to float64 'for accuracy' and returns float64"""
+    X = X.double()
+    return X @ W_q.double(), X @ W_k.double(), X @ W_v.double()
+
+
+@wrong("1.1", hint="tensor")
+def project_qkv_numpy(X, W_q, W_k, W_v):
+    """does the products in NumPy and returns NumPy arrays"""
+    x = X.detach().numpy()
+    return x @ W_q.detach().numpy(), x @ W_k.detach().numpy(), x @ W_v.detach().numpy()
+
+
+@wrong("1.1", hint="in place")
+def project_qkv_in_place(X, W_q, W_k, W_v):
+    """normalises the token vectors in place first (changes X)"""
+    X /= X.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+@wrong("1.1")
+def project_qkv_weights_transposed(X, W_q, W_k, W_v):
+    """multiplies by the transposed weights, X @ W.T (only runs when the sizes happen to be square)"""
+    return X @ W_q.T, X @ W_k.T, X @ W_v.T
+
+
+@wrong("1.1", hint="shape")
+def project_qkv_keepdim_batch(X, W_q, W_k, W_v):
+    """always adds a batch dimension (unsqueeze) and never removes it for 2-D X"""
+    if X.dim() == 2:
+        X = X.unsqueeze(0)
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+@right("1.1")
+def project_qkv_matmul(X, W_q, W_k, W_v):
+    """torch.matmul for the three products"""
+    return torch.matmul(X, W_q), torch.matmul(X, W_k), torch.matmul(X, W_v)
+
+
+@right("1.1")
+def project_qkv_einsum(X, W_q, W_k, W_v):
+    """einsum with an ellipsis for the batch"""
+    return tuple(torch.einsum("...nd,de->...ne", X, W) for W in (W_q, W_k, W_v))
+
+
+@right("1.1")
+def project_qkv_fused(X, W_q, W_k, W_v):
+    """one matrix product with the three weights concatenated, then split"""
+    d_k, d_v = W_q.shape[1], W_v.shape[1]
+    QKV = X @ torch.cat([W_q, W_k, W_v], dim=1)
+    Q, K, V = QKV.split([d_k, d_k, d_v], dim=-1)
+    return Q, K, V
+
+
+@right("1.1")
+def project_qkv_rows(X, W_q, W_k, W_v, *, stack=True):
+    """a loop over the token vectors (and the batch), stacked back together; harmless extra kwarg"""
+    def one(x):  # x: (n, d)
+        return tuple(torch.stack([row @ W for row in x]) for W in (W_q, W_k, W_v))
+    if X.dim() == 2:
+        return one(X)
+    parts = [one(x) for x in X]
+    return tuple(torch.stack([p[i] for p in parts]) for i in range(3))
+
+
+@right("1.1")
+def project_qkv_transpose_twice(X, W_q, W_k, W_v):
+    """(W^T X^T)^T with transpose(-2, -1), which works with a batch"""
+    Xt = X.transpose(-2, -1)
+    return tuple((W.T @ Xt).transpose(-2, -1) for W in (W_q, W_k, W_v))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 1.2 soft_lookup(q, K, V) -> (output, weights)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@wrong("1.2", hint="scale")
+def soft_lookup_scaled(q, K, V):
+    """divides the scores by sqrt(d_k) although the task says not to scale"""
+    weights = attnbook.softmax(K @ q / math.sqrt(q.shape[-1]), dim=-1)
+    return weights @ V, weights
+
+
+@wrong("1.2")
+def soft_lookup_swapped(q, K, V):
+    """returns (weights, output) instead of (output, weights)"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return weights, weights @ V
+
+
+@wrong("1.2", hint="tuple")
+def soft_lookup_list(q, K, V):
+    """returns a list [output, weights]"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return [weights @ V, weights]
+
+
+@wrong("1.2", hint="tuple")
+def soft_lookup_output_only(q, K, V):
+    """returns only the output"""
+    return attnbook.softmax(K @ q, dim=-1) @ V
+
+
+@wrong("1.2", hint="hard")
+def soft_lookup_hard(q, K, V):
+    """a hard lookup: one-hot weights on the best key"""
+    scores = K @ q
+    weights = torch.nn.functional.one_hot(scores.argmax(), num_classes=K.shape[0]).to(q.dtype)
+    return weights @ V, weights
+
+
+@wrong("1.2")
+def soft_lookup_uniform(q, K, V):
+    """averages the values, ignoring the query"""
+    weights = torch.full((K.shape[0],), 1.0 / K.shape[0], dtype=V.dtype)
+    return weights @ V, weights
+
+
+@wrong("1.2")
+def soft_lookup_linear_norm(q, K, V):
+    """normalises the scores by their sum instead of a softmax"""
+    scores = K @ q
+    weights = scores / scores.sum()
+    return weights @ V, weights
+
+
+@wrong("1.2")
+def soft_lookup_sigmoid(q, K, V):
+    """uses a sigmoid instead of a softmax (weights do not sum to 1)"""
+    weights = torch.sigmoid(K @ q)
+    return weights @ V, weights
+
+
+@wrong("1.2", hint="in place")
+def soft_lookup_in_place(q, K, V):
+    """multiplies the rows of V by their weights in place, then sums (changes V)"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    V *= weights[:, None]
+    return V.sum(dim=0), weights
+
+
+@wrong("1.2", hint="shape")
+def soft_lookup_row_weights(q, K, V):
+    """treats q as a (1, d_k) row: weights of shape (1, n), output (1, d_v)"""
+    weights = attnbook.softmax(q[None, :] @ K.T, dim=-1)
+    return weights @ V, weights
+
+
+@wrong("1.2", hint="dtype")
+def soft_lookup_float64(q, K, V):
+    """computes in float64 and returns float64"""
+    weights = torch.softmax((K.double() @ q.double()), dim=-1)
+    return weights @ V.double(), weights
+
+
+@wrong("1.2")
+def soft_lookup_naive_exp(q, K, V):
+    """a hand-written softmax without subtracting the maximum (overflows for large scores)"""
+    e = torch.exp(K @ q)
+    weights = e / e.sum()
+    return weights @ V, weights
+
+
+@wrong("1.2")
+def soft_lookup_softmax_over_values(q, K, V):
+    """weights applied to the transposed values, summed the wrong way"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return (V * weights[:, None]).mean(dim=0), weights
+
+
+
+@wrong("1.2", hint="package's own")
+def soft_lookup_package_sdpa(q, K, V):
+    """hands the work to attnbook.scaled_dot_product_attention(scale=1.0) with q as a 1-row matrix"""
+    out, weights = attnbook.scaled_dot_product_attention(q[None, :], K, V, scale=1.0)
+    return out[0], weights[0]
+
+@right("1.2")
+def soft_lookup_torch_softmax(q, K, V):
+    """torch.softmax and a vector-matrix product"""
+    weights = torch.softmax(K @ q, dim=0)
+    return weights @ V, weights
+
+
+@right("1.2")
+def soft_lookup_loop(q, K, V):
+    """explicit loops: one dot product per key, one weighted value per key"""
+    scores = torch.stack([q @ K[j] for j in range(K.shape[0])])
+    weights = attnbook.softmax(scores, dim=-1)
+    output = sum(weights[j] * V[j] for j in range(V.shape[0]))
+    return output, weights
+
+
+@right("1.2")
+def soft_lookup_einsum(q, K, V):
+    """einsum for the scores and the weighted sum"""
+    weights = attnbook.softmax(torch.einsum("nd,d->n", K, q), dim=-1)
+    return torch.einsum("n,nv->v", weights, V), weights
+
+
+@right("1.2")
+def soft_lookup_manual_stable(q, K, V):
+    """a hand-written stable softmax and a broadcast weighted sum"""
+    scores = q @ K.T
+    e = (scores - scores.max()).exp()
+    weights = e / e.sum()
+    return (weights[:, None] * V).sum(dim=0), weights
+
+
+@right("1.2")
+def soft_lookup_extra_kwarg(q, K, V, temperature=1.0):
+    """the reference with a harmless extra keyword argument"""
+    weights = attnbook.softmax(K @ q / temperature, dim=-1)
+    return weights @ V, weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 1.3 stable_softmax(x, dim=-1)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _second_import_softmax():
+    spec = importlib.util.spec_from_file_location("attnbook._attention_second_copy",
+                                                  attnbook.attention.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.softmax
+
+
+_f = attnbook.softmax
+wrong("1.3", hint="package's own", name="attnbook.softmax handed in as it is")(attnbook.softmax)
+wrong("1.3", hint="package's own", name="a lambda around attnbook.softmax")(
+    lambda x, dim=-1: attnbook.softmax(x, dim=dim))
+wrong("1.3", hint="package's own", name="a types.FunctionType copy of attnbook.softmax")(
+    types.FunctionType(_f.__code__, _f.__globals__, "stable_softmax", _f.__defaults__, _f.__closure__))
+wrong("1.3", hint="package's own", name="attnbook.softmax from a second, separate import of attention.py")(
+    _second_import_softmax())
+
+
+@wrong("1.3", hint="package's own")
+def stable_softmax_wrapper(x, dim=-1):
+    """a def wrapper that calls attnbook.softmax"""
+    from attnbook.attention import softmax as sm
+    return sm(x, dim=dim)
+
+
+@wrong("1.3", hint="without")
+def stable_softmax_torch(x, dim=-1):
+    """calls torch.softmax"""
+    return torch.softmax(x, dim=dim)
+
+
+@wrong("1.3", hint="without")
+def stable_softmax_functional(x, dim=-1):
+    """calls torch.nn.functional.softmax"""
+    return torch.nn.functional.softmax(x, dim=dim)
+
+
+@wrong("1.3", hint="without")
+def stable_softmax_logsumexp(x, dim=-1):
+    """exp(x - logsumexp(x)), which the task forbids"""
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+
+@wrong("1.3", hint="without")
+def stable_softmax_log_softmax(x, dim=-1):
+    """exp of torch.log_softmax (a library softmax in disguise)"""
+    return torch.log_softmax(x, dim=dim).exp()
+
+
+@wrong("1.3", hint="max")
+def stable_softmax_naive(x, dim=-1):
+    """the literal formula without subtracting the maximum (overflows / 0/0 at +-1000)"""
+    e = x.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3")
+def stable_softmax_global_max(x, dim=-1):
+    """subtracts the maximum of the whole tensor, not of each slice along dim"""
+    e = (x - x.max()).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3")
+def stable_softmax_min(x, dim=-1):
+    """subtracts the minimum instead of the maximum"""
+    e = (x - x.amin(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3")
+def stable_softmax_mean(x, dim=-1):
+    """subtracts the mean instead of the maximum"""
+    e = (x - x.mean(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="dim")
+def stable_softmax_ignores_dim(x, dim=-1):
+    """ignores dim and always normalises over the last axis"""
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+@wrong("1.3", hint="keepdim")
+def stable_softmax_no_keepdim(x, dim=-1):
+    """forgets keepdim=True, so the maximum and the sum broadcast along the wrong axis"""
+    e = (x - x.amax(dim=dim)).exp()
+    return e / e.sum(dim=dim)
+
+
+@wrong("1.3")
+def stable_softmax_total_sum(x, dim=-1):
+    """divides by the sum of the whole tensor instead of the sum along dim"""
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum()
+
+
+@wrong("1.3", hint="in place")
+def stable_softmax_in_place(x, dim=-1):
+    """subtracts the maximum in place (changes x)"""
+    x -= x.amax(dim=dim, keepdim=True)
+    e = x.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="dtype")
+def stable_softmax_float64(x, dim=-1):
+    """computes in float64 for safety and forgets to cast back"""
+    x = x.double()
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3")
+def stable_softmax_clamp(x, dim=-1):
+    """clamps the logits to [-80, 80] instead of shifting them"""
+    e = x.clamp(-80, 80).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3")
+def stable_softmax_divide_max(x, dim=-1):
+    """divides by the maximum instead of subtracting it"""
+    e = (x / x.abs().amax(dim=dim, keepdim=True).clamp_min(1e-12)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="tensor")
+def stable_softmax_numpy(x, dim=-1):
+    """computes in NumPy and returns a NumPy array"""
+    a = x.detach().numpy()
+    e = np.exp(a - a.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+@right("1.3")
+def stable_softmax_max_values(x, dim=-1):
+    """x.max(dim, keepdim=True).values as the shift"""
+    e = torch.exp(x - x.max(dim=dim, keepdim=True).values)
+    return e / torch.sum(e, dim=dim, keepdim=True)
+
+
+@right("1.3")
+def stable_softmax_movedim(x, dim=-1):
+    """moves dim to the end, normalises the last axis, moves it back"""
+    y = x.movedim(dim, -1)
+    e = (y - y.amax(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-1, keepdim=True)).movedim(-1, dim)
+
+
+@right("1.3")
+def stable_softmax_detached_shift(x, dim=-1, eps=0.0):
+    """detaches the shift (it cancels anyway) and has a harmless extra keyword"""
+    m = x.amax(dim=dim, keepdim=True).detach()
+    e = torch.exp(x - m)
+    return e / (e.sum(dim=dim, keepdim=True) + eps)
+
+
+@right("1.3")
+def stable_softmax_float64_inside(x, dim=-1):
+    """computes in float64 and casts back to x's dtype"""
+    y = x.double()
+    e = (y - y.amax(dim=dim, keepdim=True)).exp()
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
+@right("1.3")
+def stable_softmax_sub_mul(x, dim=-1):
+    """torch.sub / torch.exp / reciprocal of the sum, as separate steps"""
+    shifted = torch.sub(x, torch.amax(x, dim, True))
+    e = torch.exp(shifted)
+    return e * torch.reciprocal(e.sum(dim, keepdim=True))

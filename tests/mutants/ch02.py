@@ -1,0 +1,655 @@
+"""Mutant catalogue for chapter 2 (scaled attention): exercises 2.1, 2.2, 2.3 and 2.4."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import types
+
+import numpy as np
+import torch
+
+import attnbook
+import attnbook.attention
+import attnbook.masks
+from mutants import right, value, wrong
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2.1 attention by hand: softmax(Q K^T / sqrt(2)) V for the 2 x 2 example
+# ---------------------------------------------------------------------------------------------------------------
+# right: [[1.5875, 0.4125], [1.4125, 0.5875]]
+
+value("2.1", torch.tensor([[1.5875, 0.4125], [1.4125, 0.5875]]), right=True, name="float32 tensor, 4 decimals")
+value("2.1", [[1.5875, 0.4125], [1.4125, 0.5875]], right=True, name="nested list of floats, 4 decimals")
+value("2.1", torch.tensor([[1.58750, 0.41250], [1.41250, 0.58750]], dtype=torch.float64), right=True,
+      name="float64 tensor")
+value("2.1", [[1.588, 0.412], [1.412, 0.588]], right=True, name="nested list rounded to 3 decimals (within 1e-3)")
+value("2.1", [[1.5875, 0.4125], [1.4125, 0.5875]][0:2], right=True, name="nested list built by slicing (plain list)")
+
+value("2.1", torch.tensor([[1.6225, 0.3775], [1.3775, 0.6225]]), right=False, hint="scale",
+      name="forgot the scale: softmax(Q K^T) V")
+value("2.1", torch.tensor([[1.5622, 0.4378], [1.4378, 0.5622]]), right=False, hint="sqrt",
+      name="divided by d_k = 2 instead of sqrt(2)")
+value("2.1", torch.tensor([[1.8395, 0.5000], [1.1605, 0.5000]]), right=False, hint="queries",
+      name="softmax over the queries (down the columns, dim=0)")
+value("2.1", torch.tensor([[1.6698, 0.3302], [1.5000, 0.5000]]), right=False, name="scores K Q^T instead of Q K^T")
+value("2.1", torch.tensor([[1.5875, 1.4125], [0.4125, 0.5875]]), right=False, hint="transpos",
+      name="wrote the output transposed (one column per query)")
+value("2.1", torch.tensor([[1.1750, 1.0000], [0.8250, 1.0000]]), right=False, name="multiplied by V^T instead of V")
+value("2.1", torch.tensor([[0.5875, 0.4125], [0.4125, 0.5875]]), right=False,
+      name="handed in the weights, not the output")
+value("2.1", [1.5875, 0.4125, 1.4125, 0.5875], right=False, hint="shape", name="a flat list of 4 numbers")
+value("2.1", [[1.6, 0.4], [1.4, 0.6]], right=False, name="rounded to one decimal")
+value("2.1", torch.tensor([[1.5875, 0.4125]]), right=False, hint="shape", name="only the first query's row")
+value("2.1", 1.5875, right=False, name="a single number: only the top-left entry")
+value("2.1", "[[1.5875, 0.4125], [1.4125, 0.5875]]", right=False, name="a string that looks like the list")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2.2 attention(q, k, v, mask=None) -> (output, weights)
+# ---------------------------------------------------------------------------------------------------------------
+
+_sdpa = attnbook.scaled_dot_product_attention
+
+
+def _second_import_sdpa():
+    spec = importlib.util.spec_from_file_location("attnbook._attention_second_copy_ch02",
+                                                  attnbook.attention.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.scaled_dot_product_attention
+
+
+wrong("2.2", hint="package's own", name="attnbook.scaled_dot_product_attention handed in as it is")(_sdpa)
+wrong("2.2", hint="package's own", name="a lambda around attnbook.scaled_dot_product_attention")(
+    lambda q, k, v, mask=None: attnbook.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+wrong("2.2", hint="package's own", name="a types.FunctionType copy of attnbook.scaled_dot_product_attention")(
+    types.FunctionType(_sdpa.__code__, _sdpa.__globals__, "attention", _sdpa.__defaults__, _sdpa.__closure__))
+wrong("2.2", hint="package's own",
+      name="scaled_dot_product_attention from a second, separate import of attention.py")(_second_import_sdpa())
+
+
+@wrong("2.2", hint="package's own")
+def attention_wrapper(q, k, v, mask=None):
+    """a def wrapper that calls attnbook.scaled_dot_product_attention"""
+    from attnbook.attention import scaled_dot_product_attention as sdpa
+    out, w = sdpa(q, k, v, attn_mask=mask)
+    return out, w
+
+
+@wrong("2.2", hint="without")
+def attention_torch_sdpa(q, k, v, mask=None):
+    """torch's F.scaled_dot_product_attention, with the identity as values to get the weights"""
+    F = torch.nn.functional
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-2], k.shape[-2], k.shape[-2])
+    weights = F.scaled_dot_product_attention(q, k, eye, attn_mask=mask)
+    return out, weights
+
+
+@wrong("2.2", hint="without")
+def attention_half_torch_sdpa(q, k, v, mask=None):
+    """writes the weights by hand but takes the output from torch's scaled_dot_product_attention"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(0.0), weights
+
+
+@wrong("2.2", hint="scale")
+def attention_no_scale(q, k, v, mask=None):
+    """forgets to divide by sqrt(d_k)"""
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="sqrt")
+def attention_divide_dk(q, k, v, mask=None):
+    """divides by d_k instead of sqrt(d_k)"""
+    scores = q @ k.transpose(-2, -1) / q.size(-1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="scale")
+def attention_sqrt_dv(q, k, v, mask=None):
+    """scales by sqrt(d_v), the size of the values, instead of sqrt(d_k)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(v.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="dim=-1")
+def attention_softmax_queries(q, k, v, mask=None):
+    """softmax over the queries (dim=-2) instead of the keys"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-2).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="dim=-1")
+def attention_softmax_dim1(q, k, v, mask=None):
+    """softmax(dim=1), which is the key axis only for 2-D inputs"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="invert")
+def attention_inverted_mask(q, k, v, mask=None):
+    """reads True as 'blocked' (masked_fill(mask, -inf))"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="mask")
+def attention_ignores_mask(q, k, v, mask=None):
+    """accepts mask but never uses it"""
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="nan")
+def attention_nan_rows(q, k, v, mask=None):
+    """masks with -inf but leaves fully masked rows as NaN"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="nan")
+def attention_zero_output_only(q, k, v, mask=None):
+    """zeroes the output of fully masked rows but leaves their weights NaN"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ v).nan_to_num(0.0), weights
+
+
+@wrong("2.2", hint="uniform")
+def attention_large_negative(q, k, v, mask=None):
+    """fills blocked scores with -1e9: a fully masked row becomes a uniform average instead of zeros"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@wrong("2.2")
+def attention_mask_after_softmax(q, k, v, mask=None):
+    """multiplies the weights by the mask after the softmax, without renormalising"""
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    if mask is not None:
+        weights = weights * mask
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="transpos")
+def attention_dot_T(q, k, v, mask=None):
+    """k.T instead of k.transpose(-2, -1) (reverses all the axes of a batch)"""
+    scores = q @ k.T / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="transpos")
+def attention_mT_swapped(q, k, v, mask=None):
+    """scores k q^T (keys by queries) instead of q k^T"""
+    scores = k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2")
+def attention_swapped_return(q, k, v, mask=None):
+    """returns (weights, output)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights, weights @ v
+
+
+@wrong("2.2", hint="tuple")
+def attention_output_only(q, k, v, mask=None):
+    """returns only the output"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v
+
+
+@wrong("2.2", hint="tuple")
+def attention_list(q, k, v, mask=None):
+    """returns a list [output, weights]"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return [weights @ v, weights]
+
+
+@wrong("2.2", hint="in place")
+def attention_scales_q_in_place(q, k, v, mask=None):
+    """scales the queries in place (q /= sqrt(d_k)), which changes the caller's q"""
+    q /= math.sqrt(q.size(-1))
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="batch")
+def attention_bmm(q, k, v, mask=None):
+    """torch.bmm, which only works for 3-D inputs"""
+    scores = torch.bmm(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return torch.bmm(weights, v), weights
+
+
+@wrong("2.2", hint="dtype")
+def attention_float32(q, k, v, mask=None):
+    """casts everything to float32 (float64 inputs come back as float32)"""
+    q, k, v = q.float(), k.float(), v.float()
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="nan")
+def attention_nan_to_num_weights_only(q, k, v, mask=None):
+    """computes the output before fixing the NaN rows of the weights"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = weights @ v
+    return out, weights.nan_to_num(0.0)
+
+
+@wrong("2.2", hint="d_k")
+def attention_scale_by_L(q, k, v, mask=None):
+    """scales by sqrt(q.size(-2)), the number of queries, instead of sqrt(d_k)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-2))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2")
+def attention_rebroadcasts_mask(q, k, v, mask=None):
+    """always indexes the mask as mask[:, None, None, :], as if it were a (batch, S) padding mask"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        m = mask[:, None, None, :] if mask.dim() == 2 else mask
+        scores = scores.masked_fill(~m, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@right("2.2")
+def attention_einsum_nan_to_num(q, k, v, mask=None):
+    """einsum for both products, NaN rows replaced by zeros"""
+    scores = torch.einsum("...ld,...sd->...ls", q, k) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return torch.einsum("...ls,...sv->...lv", weights, v), weights
+
+
+@right("2.2")
+def attention_additive(q, k, v, mask=None):
+    """an additive mask (0 / -inf) and torch.where for the empty rows"""
+    scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2))
+    if mask is not None:
+        scores = scores + torch.zeros_like(scores).masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    weights = torch.where(torch.isnan(weights), torch.zeros_like(weights), weights)
+    return torch.matmul(weights, v), weights
+
+
+@right("2.2")
+def attention_with_attnbook_softmax(q, k, v, mask=None):
+    """uses attnbook.softmax (not an attention function), which already gives zeros for empty rows"""
+    scores = q @ k.mT / math.sqrt(k.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = attnbook.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@right("2.2")
+def attention_manual_stable(q, k, v, mask=None, dropout_p=0.0):
+    """a hand-written stable softmax over the allowed keys; harmless extra keyword"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    allowed = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask.expand_as(scores)
+    shift = scores.masked_fill(~allowed, float("-inf")).amax(dim=-1, keepdim=True)
+    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
+    e = torch.exp(scores - shift) * allowed
+    total = e.sum(dim=-1, keepdim=True)
+    weights = torch.where(total > 0, e / total.clamp_min(torch.finfo(e.dtype).tiny), torch.zeros_like(e))
+    return weights @ v, weights
+
+
+@right("2.2")
+def attention_reference_any(q, k, v, mask=None):
+    """the chapter's version: masked_fill, softmax, then zero the rows with no allowed key"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return weights @ v, weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2.3 padding_mask(lengths, max_len)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _second_import_padding_mask():
+    spec = importlib.util.spec_from_file_location("attnbook._masks_second_copy", attnbook.masks.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.padding_mask
+
+
+_pm = attnbook.masks.padding_mask
+wrong("2.3", hint="package's own", name="attnbook.masks.padding_mask handed in as it is")(_pm)
+wrong("2.3", hint="package's own", name="a lambda around attnbook.padding_mask")(
+    lambda lengths, max_len: attnbook.padding_mask(lengths, max_len))
+wrong("2.3", hint="package's own", name="a types.FunctionType copy of attnbook.masks.padding_mask")(
+    types.FunctionType(_pm.__code__, _pm.__globals__, "padding_mask", _pm.__defaults__, _pm.__closure__))
+wrong("2.3", hint="package's own", name="padding_mask from a second, separate import of masks.py")(
+    _second_import_padding_mask())
+
+
+@wrong("2.3", hint="package's own")
+def padding_mask_wrapper(lengths, max_len):
+    """a def wrapper that calls attnbook.masks.padding_mask"""
+    from attnbook import masks
+    return masks.padding_mask(lengths, max_len)
+
+
+@wrong("2.3")
+def padding_mask_off_by_one(lengths, max_len):
+    """<= instead of <: one padding position too many counts as real"""
+    return torch.arange(max_len)[None, :] <= lengths[:, None]
+
+
+@wrong("2.3")
+def padding_mask_from_one(lengths, max_len):
+    """positions counted from 1 and compared with <"""
+    return torch.arange(1, max_len + 1)[None, :] < lengths[:, None]
+
+
+@wrong("2.3", hint="bool")
+def padding_mask_long(lengths, max_len):
+    """returns 0/1 integers instead of booleans"""
+    return (torch.arange(max_len)[None, :] < lengths[:, None]).long()
+
+
+@wrong("2.3", hint="bool")
+def padding_mask_float(lengths, max_len):
+    """returns a float mask of 1.0 and 0.0"""
+    return (torch.arange(max_len)[None, :] < lengths[:, None]).float()
+
+
+@wrong("2.3")
+def padding_mask_inverted(lengths, max_len):
+    """True at the padding (the 'block' convention)"""
+    return torch.arange(max_len)[None, :] >= lengths[:, None]
+
+
+@wrong("2.3", hint="shape")
+def padding_mask_transposed(lengths, max_len):
+    """(max_len, batch) instead of (batch, max_len)"""
+    return torch.arange(max_len)[:, None] < lengths[None, :]
+
+
+@wrong("2.3", hint="max_len")
+def padding_mask_ignores_max_len(lengths, max_len):
+    """uses the longest length instead of max_len"""
+    longest = int(lengths.max()) if lengths.numel() else 0
+    return torch.arange(longest)[None, :] < lengths[:, None]
+
+
+@wrong("2.3", hint="in place")
+def padding_mask_changes_lengths(lengths, max_len):
+    """counts from 0 by subtracting 1 from lengths in place, then compares with <="""
+    lengths -= 1
+    return torch.arange(max_len)[None, :] <= lengths[:, None]
+
+
+@wrong("2.3")
+def padding_mask_negative_slice(lengths, max_len):
+    """a loop that blanks the last max_len - l positions with a negative slice (breaks when l == max_len)"""
+    mask = torch.ones(len(lengths), max_len, dtype=torch.bool)
+    for b, n in enumerate(lengths.tolist()):
+        mask[b, -(max_len - n):] = False
+    return mask
+
+
+@wrong("2.3")
+def padding_mask_tril_rows(lengths, max_len):
+    """picks row l - 1 of a lower-triangular matrix (a length of 0 picks the last row)"""
+    return torch.ones(max_len, max_len, dtype=torch.bool).tril()[lengths - 1]
+
+
+@wrong("2.3", hint="tensor")
+def padding_mask_nested_list(lengths, max_len):
+    """returns a nested Python list of booleans"""
+    return [[i < n for i in range(max_len)] for n in lengths.tolist()]
+
+
+@wrong("2.3", hint="shape")
+def padding_mask_broadcast_shape(lengths, max_len):
+    """returns the attention shape (batch, 1, 1, max_len) directly"""
+    return (torch.arange(max_len)[None, :] < lengths[:, None])[:, None, None, :]
+
+
+@wrong("2.3")
+def padding_mask_hard_coded(lengths, max_len):
+    """hard-codes the example from the task text"""
+    return torch.tensor([[True, True, False], [False, False, False]])
+
+
+@right("2.3")
+def padding_mask_loop(lengths, max_len):
+    """a loop that sets the first lengths[b] entries of each row"""
+    mask = torch.zeros(lengths.shape[0], max_len, dtype=torch.bool)
+    for b in range(lengths.shape[0]):
+        mask[b, : int(lengths[b])] = True
+    return mask
+
+
+@right("2.3")
+def padding_mask_comprehension(lengths, max_len):
+    """a list comprehension turned into a bool tensor"""
+    rows = [[i < n for i in range(max_len)] for n in lengths.tolist()]
+    return torch.tensor(rows, dtype=torch.bool).reshape(len(rows), max_len)
+
+
+@right("2.3")
+def padding_mask_expand(lengths, max_len, device=None):
+    """arange expanded to (batch, max_len) and compared with unsqueezed lengths; harmless extra kwarg"""
+    positions = torch.arange(max_len, device=device or lengths.device).expand(lengths.size(0), max_len)
+    return positions < lengths.unsqueeze(1)
+
+
+@right("2.3")
+def padding_mask_cumsum(lengths, max_len):
+    """a running count of ones compared with the lengths"""
+    counts = torch.ones(lengths.shape[0], max_len, dtype=torch.long).cumsum(dim=1)
+    return counts <= lengths[:, None]
+
+
+@right("2.3")
+def padding_mask_scatter(lengths, max_len):
+    """marks the first padding position, cumsum, and keeps what comes before it"""
+    marks = torch.zeros(lengths.shape[0], max_len + 1, dtype=torch.long)
+    marks.scatter_(1, lengths[:, None].long(), 1)
+    return marks.cumsum(dim=1)[:, :max_len] == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2.4 dot_product_variance(d_k, n_samples=10_000) -> float
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@wrong("2.4", hint="float")
+def dot_product_variance_tensor(d_k, n_samples=10_000):
+    """returns a 0-d tensor (forgot .item())"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).var()
+
+
+@wrong("2.4", hint="float")
+def dot_product_variance_numpy_float32(d_k, n_samples=10_000):
+    """NumPy float32 arrays: returns a numpy.float32, not a Python float"""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((n_samples, d_k), dtype=np.float32)
+    k = rng.standard_normal((n_samples, d_k), dtype=np.float32)
+    return (q * k).sum(axis=-1).var()
+
+
+@wrong("2.4", hint="float")
+def dot_product_variance_rounded(d_k, n_samples=10_000):
+    """rounds the result to an int"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return round((q * k).sum(dim=-1).var().item())
+
+
+@wrong("2.4")
+def dot_product_variance_std(d_k, n_samples=10_000):
+    """returns the standard deviation instead of the variance"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).std().item()
+
+
+@wrong("2.4")
+def dot_product_variance_of_products(d_k, n_samples=10_000):
+    """variance of the individual products q_i k_i, not of their sums"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).var().item()
+
+
+@wrong("2.4")
+def dot_product_variance_uniform(d_k, n_samples=10_000):
+    """torch.rand (uniform on [0, 1)) instead of torch.randn"""
+    q, k = torch.rand(n_samples, d_k), torch.rand(n_samples, d_k)
+    return (q * k).sum(dim=-1).var().item()
+
+
+@wrong("2.4", hint="scale")
+def dot_product_variance_scaled(d_k, n_samples=10_000):
+    """measures the scaled scores q.k / sqrt(d_k)"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return ((q * k).sum(dim=-1) / math.sqrt(d_k)).var().item()
+
+
+@wrong("2.4")
+def dot_product_variance_same_vector(d_k, n_samples=10_000):
+    """uses the same vector for q and k (the variance of |q|^2 is 2 d_k)"""
+    q = torch.randn(n_samples, d_k)
+    return (q * q).sum(dim=-1).var().item()
+
+
+@wrong("2.4")
+def dot_product_variance_swapped_sizes(d_k, n_samples=10_000):
+    """swaps the sizes: d_k pairs of vectors of size n_samples"""
+    q, k = torch.randn(d_k, n_samples), torch.randn(d_k, n_samples)
+    return (q * k).sum(dim=-1).var().item()
+
+
+@wrong("2.4")
+def dot_product_variance_mean_square_of_q(d_k, n_samples=10_000):
+    """the mean of q.k instead of its variance"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).mean().item()
+
+
+@wrong("2.4", hint="n_samples")
+def dot_product_variance_ignores_n(d_k, n_samples=10_000):
+    """ignores n_samples and always draws 20,000 pairs"""
+    q, k = torch.randn(20_000, d_k), torch.randn(20_000, d_k)
+    return (q * k).sum(dim=-1).var().item()
+
+
+@wrong("2.4")
+def dot_product_variance_formula(d_k, n_samples=10_000):
+    """returns the theoretical answer d_k without drawing anything"""
+    return float(d_k)
+
+
+@right("2.4")
+def dot_product_variance_seeded_generator(d_k, n_samples=10_000):
+    """a seeded torch.Generator, dot products with einsum, biased variance"""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(n_samples, d_k, generator=g)
+    k = torch.randn(n_samples, d_k, generator=g)
+    return float(torch.einsum("nd,nd->n", q, k).var(unbiased=False))
+
+
+@right("2.4")
+def dot_product_variance_numpy(d_k, n_samples=10_000):
+    """NumPy in float64, returned as float"""
+    rng = np.random.default_rng(1)
+    q, k = rng.standard_normal((n_samples, d_k)), rng.standard_normal((n_samples, d_k))
+    return float(np.var(np.einsum("nd,nd->n", q, k)))
+
+
+@right("2.4")
+def dot_product_variance_by_formula(d_k, n_samples=10_000):
+    """E[x^2] - E[x]^2 by hand, float64, no seed"""
+    q = torch.randn(n_samples, d_k, dtype=torch.float64)
+    k = torch.randn(n_samples, d_k, dtype=torch.float64)
+    dots = (q * k).sum(-1)
+    return ((dots ** 2).mean() - dots.mean() ** 2).item()
+
+
+@right("2.4")
+def dot_product_variance_bmm(d_k, n_samples=10_000, seed=3):
+    """batched (1 x d_k) @ (d_k x 1) products with a seed keyword"""
+    torch.manual_seed(seed)
+    q = torch.randn(n_samples, 1, d_k)
+    k = torch.randn(n_samples, d_k, 1)
+    return torch.bmm(q, k).flatten().var().item()
+
+
+@right("2.4")
+def dot_product_variance_normal_dist(d_k, n_samples=10_000):
+    """torch.distributions.Normal samples and statistics.variance"""
+    import statistics
+    normal = torch.distributions.Normal(0.0, 1.0)
+    q, k = normal.sample((n_samples, d_k)), normal.sample((n_samples, d_k))
+    return statistics.variance((q * k).sum(dim=-1).tolist())

@@ -1,0 +1,876 @@
+"""Chapter 5 (positional encoding): learner answers to exercises 5.1-5.4."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import types
+
+import numpy as np
+import torch
+
+from mutants import right, wrong
+
+import attnbook.positional as _positional
+
+
+def _fresh_positional():
+    """A second, separate import of attnbook/positional.py (not the module in sys.modules)."""
+    spec = importlib.util.spec_from_file_location("attnbook.positional", _positional.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_SECOND = _fresh_positional()  # executed once at import: a cheap module (torch is already loaded)
+
+
+def _copy(f):
+    """A types.FunctionType copy of f: same code, same globals, another function object."""
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+    g.__kwdefaults__ = f.__kwdefaults__
+    return g
+
+
+# ==========================================================================================================
+# 5.1 The sinusoidal table
+# ==========================================================================================================
+
+
+def _angles(max_len, d_model, dtype=torch.float32):
+    pos = torch.arange(max_len, dtype=dtype)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=dtype)
+    return pos / 10000 ** (two_i / d_model)  # (max_len, d/2)
+
+
+@wrong("5.1", hint="halves")
+def sinusoidal_table(max_len, d_model):
+    """concatenated halves (all sines, then all cosines) instead of interleaved"""
+    a = _angles(max_len, d_model)
+    return torch.cat((a.sin(), a.cos()), dim=-1)
+
+
+@wrong("5.1", hint="swap")
+def sinusoidal_table(max_len, d_model):
+    """cosine in the even columns and sine in the odd ones"""
+    a = _angles(max_len, d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = a.cos()
+    pe[:, 1::2] = a.sin()
+    return pe
+
+
+@wrong("5.1", hint="frequenc")
+def sinusoidal_table(max_len, d_model):
+    """exponent i/d instead of 2i/d (arange(d/2) / d_model)"""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    i = torch.arange(d_model // 2, dtype=torch.float32)
+    a = pos / 10000 ** (i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
+    return pe
+
+
+@wrong("5.1", hint="frequenc")
+def sinusoidal_table(max_len, d_model):
+    """exponent j/d with the column index j, so each cosine gets the next, slower, frequency"""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    j = torch.arange(d_model, dtype=torch.float32)
+    a = pos / 10000 ** (j / d_model)  # (max_len, d): one angle per column
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a[:, 0::2].sin(), a[:, 1::2].cos()
+    return pe
+
+
+@wrong("5.1", hint="divide")
+def sinusoidal_table(max_len, d_model):
+    """multiplies by 10000^(2i/d) instead of dividing"""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    a = pos * 10000 ** (two_i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
+    return pe
+
+
+@wrong("5.1", hint="frequenc")
+def sinusoidal_table(max_len, d_model):
+    """tensor2tensor/fairseq spacing 10000^(-i/(d/2 - 1))"""
+    half = d_model // 2
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    step = math.log(10000) / max(half - 1, 1)
+    a = pos * torch.exp(-step * torch.arange(half, dtype=torch.float32))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
+    return pe
+
+
+@wrong("5.1", hint="position 0")
+def sinusoidal_table(max_len, d_model):
+    """positions 1..max_len instead of 0..max_len-1"""
+    pos = torch.arange(1, max_len + 1, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    a = pos / 10000 ** (two_i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
+    return pe
+
+
+@wrong("5.1", hint="10000")
+def sinusoidal_table(max_len, d_model):
+    """base 1000 instead of 10000"""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    a = pos / 1000 ** (two_i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
+    return pe
+
+
+@wrong("5.1", hint="float32")
+def sinusoidal_table(max_len, d_model):
+    """computed and returned in float64 (no cast to float32)"""
+    a = _angles(max_len, d_model, torch.float64)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = a.sin(), a.cos()
+    return pe
+
+
+@wrong("5.1", hint="tensor")
+def sinusoidal_table(max_len, d_model):
+    """NumPy version, returns an np.ndarray"""
+    pos = np.arange(max_len)[:, None]
+    two_i = np.arange(0, d_model, 2)
+    a = pos / 10000 ** (two_i / d_model)
+    pe = np.zeros((max_len, d_model), dtype=np.float32)
+    pe[:, 0::2], pe[:, 1::2] = np.sin(a), np.cos(a)
+    return pe
+
+
+@wrong("5.1", hint="shape")
+def sinusoidal_table(max_len, d_model):
+    """returns the transposed table, (d_model, max_len)"""
+    a = _angles(max_len, d_model)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model).T.contiguous()
+
+
+@wrong("5.1", hint="shape")
+def sinusoidal_table(max_len, d_model):
+    """ignores max_len: always builds 64 rows (the chapter's example fits)"""
+    a = _angles(64, d_model)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(64, d_model)
+
+
+@wrong("5.1", hint=None)
+def sinusoidal_table(max_len, d_model):
+    """angles computed in float16 and then cast to float32"""
+    pos = torch.arange(max_len, dtype=torch.float16)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float16)
+    a = (pos / 10000 ** (two_i / d_model)).half()
+    pe = torch.stack((a.float().sin(), a.float().cos()), dim=-1)
+    return pe.reshape(max_len, d_model)
+
+
+@wrong("5.1", hint=None)
+def sinusoidal_table(max_len, d_model):
+    """positions made with torch.arange(max_len, dtype=torch.float16): rows past 2048 hold rounded positions"""
+    pos = torch.arange(max_len, dtype=torch.float16)[:, None].float()
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    a = pos / 10000 ** (two_i / d_model)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model)
+
+
+@wrong("5.1", hint="without")
+def sinusoidal_table(max_len, d_model):
+    """reads the table out of attnbook's SinusoidalPositionalEncoding module"""
+    from attnbook.positional import SinusoidalPositionalEncoding
+
+    return SinusoidalPositionalEncoding(d_model, max_len=max_len).pe.float()
+
+
+@wrong("5.1", hint="without")
+def sinusoidal_table(max_len, d_model):
+    """builds it by adding SinusoidalPositionalEncoding to zeros"""
+    from attnbook import positional
+
+    return positional.SinusoidalPositionalEncoding(d_model, max_len)(torch.zeros(max_len, d_model))
+
+
+wrong("5.1", hint="package's own", name="attnbook.positional.sinusoidal_table itself")(_positional.sinusoidal_table)
+wrong("5.1", hint="package's own", name="lambda around attnbook's sinusoidal_table")(
+    lambda max_len, d_model: _positional.sinusoidal_table(max_len, d_model))
+
+
+@wrong("5.1", hint="package's own")
+def sinusoidal_table(max_len, d_model):
+    """def wrapper calling attnbook.positional.sinusoidal_table"""
+    from attnbook.positional import sinusoidal_table as table
+
+    return table(max_len, d_model)
+
+
+wrong("5.1", hint="package's own", name="FunctionType copy of attnbook's sinusoidal_table")(
+    _copy(_positional.sinusoidal_table))
+
+
+@wrong("5.1", hint="package's own")
+def sinusoidal_table(max_len, d_model):
+    """def wrapper calling sinusoidal_table of a second, separate import of attnbook/positional.py"""
+    return _fresh_positional().sinusoidal_table(max_len, d_model)
+
+
+wrong("5.1", hint="package's own", name="sinusoidal_table object of a second, separate import of positional.py")(
+    _SECOND.sinusoidal_table)
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """zeros, then sin into the even and cos into the odd columns (the chapter's solution)"""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    angles = pos / 10000 ** (two_i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """float64 angles, stack (sin, cos) and reshape, cast to float32 at the end"""
+    pos = torch.arange(max_len, dtype=torch.float64)
+    omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    angles = torch.outer(pos, omega)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1).to(torch.float32)
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """exp(-log(10000) * 2i/d) as in the PyTorch tutorial"""
+    position = torch.arange(max_len).unsqueeze(1).float()
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    pe = torch.empty(max_len, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """one number at a time with math.sin / math.cos, then torch.tensor(..., dtype=float32)"""
+    rows = []
+    for pos in range(max_len):
+        row = []
+        for j in range(d_model):
+            angle = pos / 10000 ** (2 * (j // 2) / d_model)
+            row.append(math.sin(angle) if j % 2 == 0 else math.cos(angle))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model, base=10000.0):
+    """halves built first, then reordered to interleaved by index (an extra base kwarg with a default)"""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    a = pos * base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    halves = torch.cat((a.sin(), a.cos()), dim=-1)  # sin0 .. sin_{h-1}, cos0 .. cos_{h-1}
+    h = d_model // 2
+    order = torch.arange(d_model).reshape(2, h).T.reshape(-1)  # 0, h, 1, h+1, ...
+    return halves[:, order].float()
+
+
+# ==========================================================================================================
+# 5.2 How far from permutation-equivariant
+# ==========================================================================================================
+
+
+@wrong("5.2", hint="position")
+def max_equivariance_error(f, x, perm):
+    """compares only the last position of the outputs"""
+    return (f(x[:, perm]) - f(x)[:, perm])[:, -1].abs().max().item()
+
+
+@wrong("5.2", hint="position")
+def max_equivariance_error(f, x, perm):
+    """compares only the first position of the outputs"""
+    return (f(x[:, perm]) - f(x)[:, perm])[:, 0].abs().max().item()
+
+
+@wrong("5.2", hint="batch")
+def max_equivariance_error(f, x, perm):
+    """only looks at the first sequence of the batch"""
+    return (f(x[:, perm]) - f(x)[:, perm])[0].abs().max().item()
+
+
+@wrong("5.2", hint="feature")
+def max_equivariance_error(f, x, perm):
+    """only looks at the last feature"""
+    return (f(x[:, perm]) - f(x)[:, perm])[..., -1].abs().max().item()
+
+
+@wrong("5.2", hint="dim")
+def max_equivariance_error(f, x, perm):
+    """permutes the batch axis: x[perm] and f(x)[perm]"""
+    return (f(x[perm]) - f(x)[perm]).abs().max().item()
+
+
+@wrong("5.2", hint="dim")
+def max_equivariance_error(f, x, perm):
+    """permutes the feature axis: x[..., perm]"""
+    return (f(x[..., perm]) - f(x)[..., perm]).abs().max().item()
+
+
+@wrong("5.2", hint="inverse")
+def max_equivariance_error(f, x, perm):
+    """permutes the output with the inverse permutation"""
+    return (f(x[:, perm]) - f(x)[:, torch.argsort(perm)]).abs().max().item()
+
+
+@wrong("5.2", hint="abs")
+def max_equivariance_error(f, x, perm):
+    """forgets the absolute value: largest signed difference"""
+    return (f(x[:, perm]) - f(x)[:, perm]).max().item()
+
+
+@wrong("5.2", hint="mean")
+def max_equivariance_error(f, x, perm):
+    """mean absolute difference instead of the largest"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().mean().item()
+
+
+@wrong("5.2", hint="largest")
+def max_equivariance_error(f, x, perm):
+    """smallest absolute difference (min instead of max)"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().min().item()
+
+
+@wrong("5.2", hint=None)
+def max_equivariance_error(f, x, perm):
+    """relative error: divides by the largest output"""
+    out = f(x)
+    return ((f(x[:, perm]) - out[:, perm]).abs().max() / out.abs().max()).item()
+
+
+@wrong("5.2", hint=None)
+def max_equivariance_error(f, x, perm):
+    """Euclidean norm of the difference instead of the largest entry"""
+    return (f(x[:, perm]) - f(x)[:, perm]).norm().item()
+
+
+@wrong("5.2", hint=None)
+def max_equivariance_error(f, x, perm):
+    """forgets f on one side: compares f(x[:, perm]) with x[:, perm]"""
+    return (f(x[:, perm]) - x[:, perm]).abs().max().item()
+
+
+@wrong("5.2", hint="int")
+def max_equivariance_error(f, x, perm):
+    """returns int(...) of the error"""
+    return int((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+
+@wrong("5.2", hint=None)
+def max_equivariance_error(f, x, perm):
+    """rounds the error to 4 decimals for a nice print"""
+    return round((f(x[:, perm]) - f(x)[:, perm]).abs().max().item(), 4)
+
+
+@wrong("5.2", hint="numpy")
+def max_equivariance_error(f, x, perm):
+    """returns a 0-d NumPy array"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().max().detach().numpy()
+
+
+@wrong("5.2", hint="list")
+def max_equivariance_error(f, x, perm):
+    """returns the per-sequence maxima as a list"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().flatten(1).max(dim=1).values.tolist()
+
+
+@wrong("5.2", hint="one number")
+def max_equivariance_error(f, x, perm):
+    """returns the per-sequence maxima as a (batch,) tensor"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().amax(dim=(1, 2))
+
+
+@wrong("5.2", hint="one number")
+def max_equivariance_error(f, x, perm):
+    """returns the whole absolute-difference tensor, not its max"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs()
+
+
+@wrong("5.2", hint="change")
+def max_equivariance_error(f, x, perm):
+    """permutes x in place with copy_, then compares against the (now permuted) x"""
+    out = f(x)[:, perm].clone()
+    x.copy_(x[:, perm])
+    return (f(x) - out).abs().max().item()
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """the chapter's solution: permute then f, f then permute, max abs difference as a float"""
+    permute_then_f = f(x[:, perm])
+    f_then_permute = f(x)[:, perm]
+    return (permute_then_f - f_then_permute).abs().max().item()
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """index_select on dim 1 and torch.amax, returned as a 0-d tensor under no_grad"""
+    with torch.no_grad():
+        a = f(torch.index_select(x, 1, perm))
+        b = torch.index_select(f(x), 1, perm)
+        return torch.amax((a - b).abs())
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """infinity norm of the difference: torch.linalg.vector_norm(ord=inf)"""
+    diff = f(x[:, perm]) - f(x)[:, perm]
+    return float(torch.linalg.vector_norm(diff.flatten(), ord=float("inf")))
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """a loop over the positions, keeping the running maximum as a Python float"""
+    fx, fpx = f(x), f(x[:, perm])
+    worst = 0.0
+    for t in range(x.shape[1]):
+        worst = max(worst, (fpx[:, t] - fx[:, perm[t]]).abs().max().item())
+    return worst
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm, *, detach=True):
+    """clones x first, detaches the outputs (an extra keyword with a default)"""
+    x = x.clone()
+    a, b = f(x[:, perm]), f(x)[:, perm]
+    diff = (a - b).detach() if detach else a - b
+    return diff.abs().max().item()
+
+
+# ==========================================================================================================
+# 5.3 Rotary position embedding
+# ==========================================================================================================
+
+
+def _cos_sin(positions, d, dtype, compute=torch.float64):
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=compute) / d)
+    angles = positions.to(compute)[:, None] * theta  # (seq, d/2)
+    emb = torch.cat((angles, angles), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+@wrong("5.3", hint="adjacent")
+def apply_rope(x, positions):
+    """pairs neighbours (x_0, x_1), (x_2, x_3) ... (GPT-J) instead of (x_i, x_{i+d/2})"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * theta
+    c, s = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = a * s + b * c
+    return out
+
+
+@wrong("5.3", hint="sign")
+def apply_rope(x, positions):
+    """rotate_half as (x2, -x1): turns the wrong way"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((x2, -x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="positions")
+def apply_rope(x, positions):
+    """ignores `positions` and uses 0..seq-1"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(torch.arange(x.size(-2)), d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="positions")
+def apply_rope(x, positions):
+    """subtracts the first position, so the positions start at 0"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions - positions[0], d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="theta")
+def apply_rope(x, positions):
+    """theta_i = 10000^(-i/d) instead of 10000^(-2i/d)"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * theta
+    emb = torch.cat((angles, angles), dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+
+@wrong("5.3", hint=None)
+def apply_rope(x, positions):
+    """cos/sin built with repeat_interleave (adjacent layout) but rotate-half pairing"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * theta
+    emb = angles.repeat_interleave(2, dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+
+@wrong("5.3", hint="float16")
+def apply_rope(x, positions):
+    """angles computed in float16 (to save memory), then cast to x's dtype"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float16) / d)
+    angles = positions.to(torch.float16)[:, None] * theta
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.float().cos().to(x.dtype), emb.float().sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="float16")
+def apply_rope(x, positions):
+    """float32 angles rounded to float16 (.half()) before cos/sin: the reported "expected 2.329, got 2.329" case"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    angles = (positions.float()[:, None] * theta).half()
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="float16")
+def apply_rope(x, positions):
+    """cos and sin taken in float16 (emb.half().cos()), then cast to x's dtype"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.double()[:, None] * theta
+    emb = torch.cat((angles, angles), dim=-1).half()
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint=None)
+def apply_rope(x, positions):
+    """positions cast to float16: positions above 2048 are rounded (2049 -> 2048, 4097 -> 4096)"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    angles = positions.half()[:, None] * theta  # float16 * float32 -> float32, but positions already rounded
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="dtype")
+def apply_rope(x, positions):
+    """float64 cos/sin never cast back: float32 x comes back as float64"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, torch.float64)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint=None)
+def apply_rope(x, positions):
+    """splits the halves along dim 1 (works for 2-D x only)"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, x.dtype)
+    x1, x2 = x[:, : d // 2], x[:, d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=1) * sin
+
+
+@wrong("5.3", hint="in place")
+def apply_rope(x, positions):
+    """writes the result into x in place and returns x"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, x.dtype)
+    x1, x2 = x[..., : d // 2].clone(), x[..., d // 2:].clone()
+    x.mul_(cos).add_(torch.cat((-x2, x1), dim=-1) * sin)
+    return x
+
+
+@wrong("5.3", hint=None)
+def apply_rope(x, positions):
+    """rotates the whole vector (not the pairs): x * cos + flip(x) * sin"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, x.dtype)
+    return x * cos + x.flip(-1) * sin
+
+
+@wrong("5.3", hint="without")
+def apply_rope(x, positions):
+    """own cos/sin, but attnbook.positional.rotate_half"""
+    from attnbook.positional import rotate_half
+
+    cos, sin = _cos_sin(positions, x.size(-1), x.dtype)
+    return x * cos + rotate_half(x) * sin
+
+
+wrong("5.3", hint="package's own", name="attnbook.positional.apply_rope itself")(_positional.apply_rope)
+wrong("5.3", hint="package's own", name="lambda around attnbook's apply_rope")(
+    lambda x, positions: _positional.apply_rope(x, positions))
+
+
+@wrong("5.3", hint="package's own")
+def apply_rope(x, positions):
+    """def wrapper calling attnbook.positional.apply_rope"""
+    from attnbook import positional
+
+    return positional.apply_rope(x, positions)
+
+
+wrong("5.3", hint="package's own", name="FunctionType copy of attnbook's apply_rope")(_copy(_positional.apply_rope))
+
+
+@wrong("5.3", hint="package's own")
+def apply_rope(x, positions):
+    """def wrapper calling apply_rope of a second, separate import of attnbook/positional.py"""
+    return _fresh_positional().apply_rope(x, positions)
+
+
+wrong("5.3", hint="package's own", name="apply_rope object of a second, separate import of positional.py")(
+    _SECOND.apply_rope)
+
+
+@right("5.3")
+def apply_rope(x, positions):
+    """the chapter's solution: float64 angles, cat(angles, angles), x*cos + rotate_half(x)*sin"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * theta
+    emb = torch.cat((angles, angles), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@right("5.3")
+def apply_rope(x, positions):
+    """explicit 2x2 rotation of each pair: (a c - b s, a s + b c), halves via chunk"""
+    a, b = x.chunk(2, dim=-1)
+    d = x.size(-1)
+    theta = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float64) / d)
+    ang = torch.outer(positions.double(), theta)
+    c, s = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
+
+
+@right("5.3")
+def apply_rope(x, positions):
+    """complex multiplication: (a + ib) * e^(i p theta), in float64, cast back"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    rot = torch.polar(torch.ones(len(positions), d // 2, dtype=torch.float64), positions.double()[:, None] * theta)
+    z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double()) * rot
+    return torch.cat((z.real, z.imag), dim=-1).to(x.dtype)
+
+
+@right("5.3")
+def apply_rope(x, positions):
+    """a loop over the rows with math.cos / math.sin per pair"""
+    d, seq = x.size(-1), x.size(-2)
+    out = torch.empty_like(x)
+    for t in range(seq):
+        p = int(positions[t])
+        c = torch.tensor([math.cos(p * 10000.0 ** (-2 * i / d)) for i in range(d // 2)], dtype=x.dtype)
+        s = torch.tensor([math.sin(p * 10000.0 ** (-2 * i / d)) for i in range(d // 2)], dtype=x.dtype)
+        a, b = x[..., t, : d // 2], x[..., t, d // 2:]
+        out[..., t, : d // 2] = a * c - b * s
+        out[..., t, d // 2:] = a * s + b * c
+    return out
+
+
+@right("5.3")
+def apply_rope(x, positions, base=10000.0):
+    """block rotation matrix per position applied with einsum (an extra base kwarg with a default)"""
+    d, h = x.size(-1), x.size(-1) // 2
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    ang = positions.double()[:, None] * theta  # (seq, h)
+    c, s = ang.cos(), ang.sin()
+    R = torch.zeros(len(positions), d, d, dtype=torch.float64)  # (seq, d, d): out = R @ row
+    idx = torch.arange(h)
+    R[:, idx, idx] = c
+    R[:, idx, idx + h] = -s
+    R[:, idx + h, idx] = s
+    R[:, idx + h, idx + h] = c
+    return torch.einsum("tij,...tj->...ti", R, x.double()).to(x.dtype)
+
+
+# ==========================================================================================================
+# 5.4 The shift matrix of one frequency
+# ==========================================================================================================
+
+
+@wrong("5.4", hint="negative")
+def pe_shift_matrix(k, omega):
+    """uses abs(k): "a shift is a distance", so negative k rotates the wrong way"""
+    c, s = math.cos(omega * abs(k)), math.sin(omega * abs(k))
+    return torch.tensor([[c, s], [-s, c]])
+
+
+@wrong("5.4", hint="transpos")
+def pe_shift_matrix(k, omega):
+    """the transposed matrix [[c, -s], [s, c]] (the usual counter-clockwise rotation)"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[c, -s], [s, c]])
+
+
+@wrong("5.4", hint=None)
+def pe_shift_matrix(k, omega):
+    """rows swapped: the cos row first"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[-s, c], [c, s]])
+
+
+@wrong("5.4", hint=None)
+def pe_shift_matrix(k, omega):
+    """sign on the other diagonal entry: [[c, s], [s, -c]] (a reflection)"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[c, s], [s, -c]])
+
+
+@wrong("5.4", hint="k")
+def pe_shift_matrix(k, omega):
+    """forgets k: rotation by omega"""
+    c, s = math.cos(omega), math.sin(omega)
+    return torch.tensor([[c, s], [-s, c]])
+
+
+@wrong("5.4", hint=None)
+def pe_shift_matrix(k, omega):
+    """cos(k) * omega instead of cos(omega k)"""
+    c, s = math.cos(k) * omega, math.sin(k) * omega
+    return torch.tensor([[c, s], [-s, c]])
+
+
+@wrong("5.4", hint=None)
+def pe_shift_matrix(k, omega):
+    """treats omega k as degrees"""
+    a = math.radians(omega * k)
+    return torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]])
+
+
+@wrong("5.4", hint=None)
+def pe_shift_matrix(k, omega):
+    """hard-coded identity (right for k = 0 only)"""
+    return torch.eye(2)
+
+
+@wrong("5.4", hint="list")
+def pe_shift_matrix(k, omega):
+    """returns a nested Python list"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return [[c, s], [-s, c]]
+
+
+@wrong("5.4", hint="tuple")
+def pe_shift_matrix(k, omega):
+    """returns a tuple of two row tuples"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return ((c, s), (-s, c))
+
+
+@wrong("5.4", hint="numpy")
+def pe_shift_matrix(k, omega):
+    """returns an np.ndarray"""
+    c, s = np.cos(omega * k), np.sin(omega * k)
+    return np.array([[c, s], [-s, c]])
+
+
+@wrong("5.4", hint="shape")
+def pe_shift_matrix(k, omega):
+    """returns the four entries flat, shape (4,)"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([c, s, -s, c])
+
+
+@wrong("5.4", hint="dtype")
+def pe_shift_matrix(k, omega):
+    """returns float16"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[c, s], [-s, c]], dtype=torch.float16)
+
+
+@wrong("5.4", hint="without")
+def pe_shift_matrix(k, omega):
+    """the (2, 2) shift_operator for d_model = 2 (omega_0 = 1) with k * omega as the shift"""
+    from attnbook.positional import shift_operator
+
+    return shift_operator(k * omega, 2)
+
+
+wrong("5.4", hint="package's own", name="attnbook.positional.shift_matrix itself")(_positional.shift_matrix)
+wrong("5.4", hint="package's own", name="lambda around attnbook's shift_matrix")(
+    lambda k, omega: _positional.shift_matrix(k, omega))
+
+
+@wrong("5.4", hint="package's own")
+def pe_shift_matrix(k, omega):
+    """def wrapper calling attnbook.positional.shift_matrix"""
+    from attnbook import positional
+
+    return positional.shift_matrix(k, omega)
+
+
+wrong("5.4", hint="package's own", name="FunctionType copy of attnbook's shift_matrix")(
+    _copy(_positional.shift_matrix))
+
+
+@wrong("5.4", hint="package's own")
+def pe_shift_matrix(k, omega):
+    """def wrapper calling shift_matrix of a second, separate import of attnbook/positional.py"""
+    return _fresh_positional().shift_matrix(k, omega)
+
+
+wrong("5.4", hint="package's own", name="shift_matrix object of a second, separate import of positional.py")(
+    _SECOND.shift_matrix)
+
+
+@right("5.4")
+def pe_shift_matrix(k, omega):
+    """the chapter's solution: math.cos / math.sin, torch.tensor([[c, s], [-s, c]])"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[c, s], [-s, c]])
+
+
+@right("5.4")
+def pe_shift_matrix(k, omega):
+    """float64 with torch.cos / torch.sin and torch.stack"""
+    a = torch.tensor(omega * k, dtype=torch.float64)
+    return torch.stack((torch.stack((a.cos(), a.sin())), torch.stack((-a.sin(), a.cos()))))
+
+
+@right("5.4")
+def pe_shift_matrix(k, omega):
+    """matrix exponential of omega k [[0, 1], [-1, 0]]"""
+    generator = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+    return torch.linalg.matrix_exp(omega * k * generator)
+
+
+@right("5.4")
+def pe_shift_matrix(k, omega):
+    """k-th power of the one-step rotation, inverted for negative k"""
+    c, s = math.cos(omega), math.sin(omega)
+    step = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+    return torch.linalg.matrix_power(step, k)
+
+
+@right("5.4")
+def pe_shift_matrix(k, omega, dtype=torch.float32):
+    """filled entry by entry into torch.empty (an extra dtype kwarg with a default)"""
+    R = torch.empty(2, 2, dtype=dtype)
+    R[0, 0] = R[1, 1] = math.cos(omega * k)
+    R[0, 1] = math.sin(omega * k)
+    R[1, 0] = -math.sin(omega * k)
+    return R

@@ -1,0 +1,1113 @@
+"""Chapter 9 (GPU timing I: attention kernels): learner answers to exercises 9.1-9.3."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+from time import perf_counter as _bound_perf_counter  # bound at import time, before any check patches `time`
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import attnbook
+import attnbook.attention
+import attnbook.timing
+from mutants import right, wrong
+
+_SRC = Path(attnbook.__file__).resolve().parent
+
+
+def _second_import(name: str):
+    """A second, separate copy of attnbook's module `name` (its own module object, own functions)."""
+    unique = f"attnbook._ch09_second_{name}"
+    spec = importlib.util.spec_from_file_location(unique, _SRC / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "attnbook"  # for its relative imports
+    sys.modules[unique] = module  # dataclasses look their module up in sys.modules
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[unique]
+    return module
+
+
+def _copy(f):
+    """A types.FunctionType copy of f (same code, new function object)."""
+    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 9.1 · Online softmax over blocks
+# ----------------------------------------------------------------------------------------------------------------
+
+def _reference_online(blocks):
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """running max set from the first non-empty block and never updated (float32 exp overflows)"""
+    m = None
+    l = torch.zeros(())
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        if m is None:
+            m = b.max()
+        l = l + torch.exp(b - m).sum()
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """running max taken from the first block with a finite logit, never updated (float32)"""
+    m = None
+    l = torch.zeros(())
+    for b in blocks:
+        if m is None and b.numel() and torch.isfinite(b).any():
+            m = b[torch.isfinite(b)].max()
+        if m is not None:
+            l = l + torch.exp(b - m).sum()
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """running max from the first finite block, never updated, accumulated in float64 (overflows only past ~709)"""
+    m = None
+    l = 0.0
+    for b in blocks:
+        b = b.double()
+        if m is None and b.numel() and torch.isfinite(b).any():
+            m = b[torch.isfinite(b)].max().item()
+        if m is not None:
+            l += torch.exp(b - m).sum().item()
+    dtype = blocks[0].dtype if blocks else torch.float32
+    return (torch.cat([torch.exp(b.double() - m) for b in blocks]) / l).to(dtype)
+
+
+@wrong("9.1", hint="-inf")
+def online_softmax(blocks):
+    """running max m starts at 0 instead of -inf (all-very-negative rows underflow to 0/0)"""
+    m, l = 0.0, 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """forgets to rescale l by exp(m_old - m_new) when the maximum grows"""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        l = l + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """rescale factor inverted: exp(m_new - m_old) instead of exp(m_old - m_new)"""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        factor = math.exp(m_new - m) if l > 0 else 0.0
+        l = l * factor + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """adds the new block relative to the OLD maximum, then updates m"""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        ref = m if m != float("-inf") else m_new
+        l = l * math.exp(m - m_new) + torch.exp(b - ref).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """does not guard an all--inf block: exp(-inf - (-inf)) gives NaN"""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        l = l * math.exp(m - m_new) if l else 0.0
+        l = l + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """does not skip empty blocks: b.max() of an empty tensor raises"""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """normalises each block on its own (a softmax per block, concatenated)"""
+    out = []
+    for b in blocks:
+        if b.numel() == 0:
+            out.append(b.clone())
+            continue
+        mx = b.max()
+        if mx == float("-inf"):
+            out.append(torch.zeros_like(b))
+            continue
+        e = torch.exp(b - mx)
+        out.append(e / e.sum())
+    return torch.cat(out)
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """writes each block's output during the pass with the running (not the final) m and l"""
+    m, l, out = float("-inf"), 0.0, []
+    for b in blocks:
+        if b.numel() == 0 or max(m, b.max().item()) == float("-inf"):
+            out.append(torch.zeros_like(b))
+            continue
+        m_new = max(m, b.max().item())
+        l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
+        m = m_new
+        out.append(torch.exp(b - m) / l)
+    return torch.cat(out)
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """leaves the last block out of the running statistics (off by one)"""
+    m, l = float("-inf"), 0.0
+    for b in blocks[:-1]:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
+        m = m_new
+    if l == 0.0:  # everything was in the last block
+        return _reference_online(blocks)
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """no maximum at all: exp(x) / sum(exp(x)) (overflows at logits of 1000)"""
+    l = sum(torch.exp(b).sum().item() for b in blocks)
+    return torch.cat([torch.exp(b) for b in blocks]) / l
+
+
+@wrong("9.1", hint="in place")
+def online_softmax(blocks):
+    """shifts the blocks in place (b -= m) before exponentiating"""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            continue
+        l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
+        m = m_new
+    for b in blocks:
+        b.sub_(m).exp_()
+    return torch.cat(blocks) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """two passes: the maximum of all blocks first, then the sum (not streaming; the task concedes it cannot tell)"""
+    m = max((b.max().item() for b in blocks if b.numel()), default=float("-inf"))
+    l = sum(torch.exp(b - m).sum().item() for b in blocks)
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1", hint="tensor")
+def online_softmax(blocks):
+    """returns a NumPy array instead of a tensor"""
+    return _reference_online(blocks).numpy()
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """returns a list of per-block weight tensors instead of one 1-D tensor"""
+    out = _reference_online(blocks)
+    return list(out.split([b.numel() for b in blocks]))
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """torch.softmax of the concatenated row"""
+    return torch.softmax(torch.cat(blocks), dim=0)
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """F.softmax of the concatenated row"""
+    return F.softmax(torch.cat(blocks), dim=-1)
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """the tensor method x.softmax(0)"""
+    return torch.cat(blocks).softmax(0)
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """exp of F.log_softmax"""
+    return F.log_softmax(torch.cat(blocks), dim=0).exp()
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """exp(x - torch.logsumexp(x)) on the whole row"""
+    x = torch.cat(blocks)
+    return torch.exp(x - torch.logsumexp(x, dim=0))
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """exp(x - torch.logcumsumexp(x)[-1]): a cumulative log-sum-exp shortcut"""
+    x = torch.cat(blocks)
+    return torch.exp(x - torch.logcumsumexp(x, dim=0)[-1])
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """streams, but keeps a running log-sum-exp with torch.logaddexp and torch.logsumexp per block"""
+    lse = torch.tensor(float("-inf"))
+    for b in blocks:
+        if b.numel():
+            lse = torch.logaddexp(lse, torch.logsumexp(b, dim=0))
+    return torch.cat([torch.exp(b - lse) for b in blocks])
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """torch.nn.Softmax module on the concatenated row"""
+    return torch.nn.Softmax(dim=0)(torch.cat(blocks))
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """torch.distributions.Categorical(logits=...).probs"""
+    return torch.distributions.Categorical(logits=torch.cat(blocks)).probs
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """scipy.special.softmax through NumPy"""
+    import scipy.special
+
+    x = torch.cat(blocks)
+    return torch.from_numpy(scipy.special.softmax(x.numpy())).to(x.dtype)
+
+
+@wrong("9.1", hint="without")
+def online_softmax(blocks):
+    """F.scaled_dot_product_attention with one query of ones, keys = logits, values = identity"""
+    x = torch.cat(blocks)
+    n = x.numel()
+    q = torch.ones(1, 1)
+    k = x[:, None]
+    v = torch.eye(n, dtype=x.dtype)
+    return F.scaled_dot_product_attention(q, k, v, scale=1.0)[0]
+
+
+_softmax_copy = _copy(attnbook.attention.softmax)
+_softmax_second = _second_import("attention").softmax
+
+
+wrong("9.1", hint="package's own", name="attnbook.softmax itself (the function object)")(attnbook.softmax)
+wrong("9.1", hint="package's own", name="a FunctionType copy of attnbook.softmax handed in itself")(_softmax_copy)
+wrong("9.1", hint="package's own", name="lambda around attnbook.softmax of the concatenated row")(
+    lambda blocks: attnbook.softmax(torch.cat(blocks), dim=0))
+
+
+@wrong("9.1", hint="package's own")
+def online_softmax(blocks):
+    """def wrapper calling attnbook.attention.softmax on torch.cat(blocks)"""
+    return attnbook.attention.softmax(torch.cat(blocks), dim=-1)
+
+
+@wrong("9.1", hint="package's own")
+def online_softmax(blocks):
+    """a types.FunctionType copy of attnbook.softmax, applied to the concatenated row"""
+    return _softmax_copy(torch.cat(blocks))
+
+
+@wrong("9.1", hint="package's own")
+def online_softmax(blocks):
+    """attnbook.softmax from a second, separate import of attention.py"""
+    return _softmax_second(torch.cat(blocks))
+
+
+@wrong("9.1", hint="package's own")
+def online_softmax(blocks):
+    """attnbook.tiled_attention (the package's own online softmax) with value = identity"""
+    x = torch.cat(blocks)
+    n = x.numel()
+    return attnbook.attention.tiled_attention(torch.ones(1, 1, dtype=x.dtype), x[:, None],
+                                              torch.eye(n, dtype=x.dtype), scale=1.0)[0]
+
+
+@right("9.1")
+def online_softmax(blocks):
+    """the chapter's recipe with Python floats (.item()) and math.exp"""
+    return _reference_online(blocks)
+
+
+@right("9.1")
+def online_softmax(blocks):
+    """running m and l kept as 0-d tensors, -inf handled with torch.where"""
+    x_dtype = blocks[0].dtype
+    m = torch.tensor(float("-inf"), dtype=x_dtype)
+    l = torch.tensor(0.0, dtype=x_dtype)
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = torch.maximum(m, b.amax())
+        safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        l = l * torch.exp(m - safe) + torch.exp(b - safe).sum()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@right("9.1")
+def online_softmax(blocks):
+    """FlashAttention-style: keep each block's exp relative to the max of its time, rescale all at the end"""
+    m, l = float("-inf"), 0.0
+    parts = []  # (exp(b - m_at_that_time), m_at_that_time)
+    for b in blocks:
+        bmax = b.max().item() if b.numel() else float("-inf")
+        m_new = max(m, bmax)
+        if m_new == float("-inf"):
+            parts.append((torch.zeros_like(b), m_new))
+            continue
+        scale = math.exp(m - m_new)
+        e = torch.exp(b - m_new)
+        l = l * scale + e.sum().item()
+        m = m_new
+        parts.append((e, m_new))
+    return torch.cat([e * math.exp(mm - m) if mm != float("-inf") else e for e, mm in parts]) / l
+
+
+@right("9.1")
+def online_softmax(blocks, eps=0.0):
+    """element by element in pure Python (every logit its own block), an extra harmless keyword"""
+    m, l = float("-inf"), 0.0
+    values = [float(v) for b in blocks for v in b.tolist()]
+    for v in values:
+        if v == float("-inf"):
+            continue
+        if v > m:
+            l = l * math.exp(m - v) + 1.0
+            m = v
+        else:
+            l += math.exp(v - m)
+    dtype = blocks[0].dtype
+    return torch.tensor([math.exp(v - m) / (l + eps) if v != float("-inf") else 0.0 for v in values], dtype=dtype)
+
+
+@right("9.1")
+def online_softmax(blocks):
+    """streaming in NumPy (np.exp, np.max), converted back to a tensor of the logits' dtype"""
+    m, l = -np.inf, 0.0
+    arrays = [b.numpy() for b in blocks]
+    for a in arrays:
+        if a.size == 0:
+            continue
+        m_new = max(m, float(np.max(a)))
+        if m_new == -np.inf:
+            continue
+        l = l * np.exp(m - m_new) + float(np.exp(a.astype(np.float64) - m_new).sum())
+        m = m_new
+    out = np.concatenate([np.exp(a.astype(np.float64) - m) for a in arrays]) / l
+    return torch.from_numpy(out).to(blocks[0].dtype)
+
+
+@right("9.1")
+def online_softmax(blocks):
+    """accumulates in float64 and casts the result back to the logits' dtype"""
+    dtype = blocks[0].dtype
+    return _reference_online([b.double() for b in blocks]).to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 9.2 · FLOPs and bytes of attention
+# ----------------------------------------------------------------------------------------------------------------
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """one FLOP per multiply-add and only one product (B * H * n^2 * d)"""
+    return batch * heads * n * n * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """counts only Q K^T, forgets P V"""
+    return 2 * batch * heads * n * n * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """n not squared in the FLOPs"""
+    return 4 * batch * heads * n * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """ignores the batch"""
+    return 4 * heads * n * n * d_head, heads * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """ignores the heads"""
+    return 4 * batch * n * n * d_head, batch * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """score bytes counted for scores AND weights (two matrices)"""
+    return 4 * batch * heads * n * n * d_head, 2 * batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """score size in bits (times 8)"""
+    return 4 * batch * heads * n * n * d_head, 8 * batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """ignores bytes_per_el (assumes float32, 4 bytes)"""
+    return 4 * batch * heads * n * n * d_head, 4 * batch * heads * n * n
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """score bytes include d_head (the size of Q, not of the scores)"""
+    return 4 * batch * heads * n * n * d_head, batch * heads * n * d_head * bytes_per_el
+
+
+@wrong("9.2", hint="causal")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """counts only the causal pairs n(n+1)/2"""
+    pairs = batch * heads * (n * (n + 1) // 2)
+    return 4 * pairs * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="softmax")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """also counts ~5 FLOPs per score for the softmax and scaling"""
+    pairs = batch * heads * n * n
+    return 4 * pairs * d_head + 5 * pairs, pairs * bytes_per_el
+
+
+@wrong("9.2", hint="order")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns (score_bytes, flops): swapped"""
+    pairs = batch * heads * n * n
+    return pairs * bytes_per_el, 4 * pairs * d_head
+
+
+@wrong("9.2", hint="overflow")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """computes the counts in torch.int32, which overflows past 2**31"""
+    t = torch.tensor(batch, dtype=torch.int32) * heads * n * n
+    return int((t * d_head * 4).item()), int((t * bytes_per_el).item())
+
+
+@wrong("9.2", hint="overflow")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """computes the counts in NumPy int32 (wraps around silently on large sizes)"""
+    with np.errstate(over="ignore"):
+        a = np.array([batch], dtype=np.int32) * heads * n * n
+        return int((a * d_head * 4)[0]), int((a * bytes_per_el)[0])
+
+
+@wrong("9.2", hint="int")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns floats (n ** 2.0 and a true division)"""
+    pairs = batch * heads * n ** 2.0
+    return 4 * pairs * d_head, pairs * bytes_per_el / 1
+
+
+@wrong("9.2", hint="int")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """math.pow makes the FLOPs a float"""
+    return 4 * batch * heads * math.pow(n, 2) * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="int")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns 0-d tensors"""
+    pairs = torch.tensor(batch * heads * n * n)
+    return 4 * pairs * d_head, pairs * bytes_per_el
+
+
+@wrong("9.2", hint="int")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns NumPy floats (np.float64)"""
+    pairs = np.float64(batch) * heads * n * n
+    return pairs * 4 * d_head, pairs * bytes_per_el
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns the FLOPs in GFLOP"""
+    pairs = batch * heads * n * n
+    return 4 * pairs * d_head / 1e9, pairs * bytes_per_el
+
+
+@wrong("9.2", hint="tuple")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns a dict {'flops': ..., 'score_bytes': ...}"""
+    pairs = batch * heads * n * n
+    return {"flops": 4 * pairs * d_head, "score_bytes": pairs * bytes_per_el}
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """returns only the FLOPs (one number, not a pair)"""
+    return 4 * batch * heads * n * n * d_head
+
+
+_DTYPE_OF_BYTES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
+_timing_second = _second_import("timing")
+
+
+@wrong("9.2", hint="package's own")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """def wrapper around attnbook.timing.attention_flops and score_matrix_bytes"""
+    return (attnbook.timing.attention_flops(batch, heads, n, n, d_head),
+            attnbook.timing.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el]))
+
+
+@wrong("9.2", hint="package's own")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """attention_flops from the package, score bytes by hand"""
+    return attnbook.timing.attention_flops(batch, heads, n, n, d_head), batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="package's own")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """FLOPs by hand, score_matrix_bytes from the package"""
+    return (4 * batch * heads * n * n * d_head,
+            attnbook.timing.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el]))
+
+
+wrong("9.2", hint="package's own", name="attnbook.timing.attention_flops itself handed in")(
+    attnbook.timing.attention_flops)
+wrong("9.2", hint="package's own", name="lambda around the package's two functions")(
+    lambda batch, heads, n, d_head, bytes_per_el: (
+        attnbook.timing.attention_flops(batch, heads, n, n, d_head),
+        attnbook.timing.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el])))
+_flops_copy = _copy(attnbook.timing.attention_flops)
+
+
+@wrong("9.2", hint="package's own")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """a types.FunctionType copy of attention_flops, score bytes by hand"""
+    return _flops_copy(batch, heads, n, n, d_head), batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="package's own")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """attention_flops and score_matrix_bytes from a second, separate import of timing.py"""
+    return (_timing_second.attention_flops(batch, heads, n, n, d_head),
+            _timing_second.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el]))
+
+
+@right("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """the chapter's formula: 4 B H n^2 d and B H n^2 bytes"""
+    pairs = batch * heads * n * n
+    return 2 * (2 * pairs * d_head), pairs * bytes_per_el
+
+
+@right("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """math.prod, and a list instead of a tuple"""
+    qk = 2 * math.prod((batch, heads, n, n, d_head))
+    pv = 2 * math.prod((batch, heads, n, d_head, n))
+    return [qk + pv, math.prod((batch, heads, n, n, bytes_per_el))]
+
+
+@right("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el, causal=False):
+    """NumPy int64 results, with an extra unused keyword"""
+    pairs = np.int64(batch) * np.int64(heads) * np.int64(n) * np.int64(n)
+    return pairs * np.int64(4 * d_head), pairs * np.int64(bytes_per_el)
+
+
+@right("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """each matrix product counted as 2 * L * S * d FLOPs per head, summed over products"""
+    def matmul_flops(rows, inner, cols):
+        return 2 * rows * inner * cols
+
+    per_head = matmul_flops(n, d_head, n) + matmul_flops(n, n, d_head)  # Q K^T, then P V
+    return batch * heads * per_head, batch * heads * n * n * bytes_per_el
+
+
+@right("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """integer arithmetic via bit shifts and int() of each factor"""
+    b, h, n, d, e = (int(v) for v in (batch, heads, n, d_head, bytes_per_el))
+    pairs = b * h * n * n
+    return (pairs * d) << 2, pairs * e
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 9.3 · A timing function
+# ----------------------------------------------------------------------------------------------------------------
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _timed_runs(fn, n):
+    times = []
+    for _ in range(n):
+        _sync()
+        start = time.perf_counter()
+        fn()
+        _sync()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+@wrong("9.3", hint="median")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """upper median: sorted(times)[n // 2]"""
+    for _ in range(n_warmup):
+        fn()
+    return sorted(_timed_runs(fn, n_runs))[n_runs // 2]
+
+
+@wrong("9.3", hint="median")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """lower median: sorted(times)[(n - 1) // 2]"""
+    for _ in range(n_warmup):
+        fn()
+    return sorted(_timed_runs(fn, n_runs))[(n_runs - 1) // 2]
+
+
+@wrong("9.3", hint="median")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """torch.median (the lower median for an even count), returned as a 0-d tensor"""
+    for _ in range(n_warmup):
+        fn()
+    return torch.median(torch.tensor(_timed_runs(fn, n_runs), dtype=torch.float64))
+
+
+@wrong("9.3", hint="median")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """statistics.median_low (the lower of the two middle times)"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median_low(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """drops the slowest run, then takes the median"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(sorted(_timed_runs(fn, n_runs))[:-1])
+
+
+@wrong("9.3", hint="mean")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """mean instead of median"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.mean(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="mean")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times the whole loop once and divides by n_runs (a mean)"""
+    for _ in range(n_warmup):
+        fn()
+    _sync()
+    start = time.perf_counter()
+    for _ in range(n_runs):
+        fn()
+    _sync()
+    return (time.perf_counter() - start) / n_runs
+
+
+@wrong("9.3", hint="minimum")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """minimum, like timeit"""
+    for _ in range(n_warmup):
+        fn()
+    return min(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="total")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """returns the total of the timed runs"""
+    for _ in range(n_warmup):
+        fn()
+    return sum(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="millisecond")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """returns the median in milliseconds"""
+    for _ in range(n_warmup):
+        fn()
+    return 1e3 * statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="call")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times n_runs + 1 calls (range(n_runs + 1))"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs + 1))
+
+
+@wrong("9.3", hint="call")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times n_runs - 1 calls (range(1, n_runs))"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs - 1))
+
+
+@wrong("9.3", hint="call")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """one warm-up call too few (range(1, n_warmup))"""
+    for _ in range(1, n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="warm")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """no warm-up at all (n_warmup ignored)"""
+    return statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="warm")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times the warm-up calls too and takes the median of all n_warmup + n_runs times"""
+    return statistics.median(_timed_runs(fn, n_warmup + n_runs))
+
+
+@wrong("9.3", hint="argument")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """hard-coded counts: 3 warm-up calls and 10 runs whatever the arguments"""
+    for _ in range(3):
+        fn()
+    return statistics.median(_timed_runs(fn, 10))
+
+
+@wrong("9.3", hint="argument")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """hard-coded warm-up of 3 calls, n_runs respected"""
+    for _ in range(3):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="parenthes")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """warm-up loop writes `fn` without parentheses (never calls it)"""
+    for _ in range(n_warmup):
+        fn  # noqa: B018
+    return statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="argument")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """hard-coded 10 timed calls (range(10)), n_warmup respected"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, 10))
+
+
+@wrong("9.3", hint="synchron")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """never synchronises the GPU (invisible on a CPU)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="synchron")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """synchronises before starting the clock but not before stopping it"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        _sync()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="synchron")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """calls torch.cuda.synchronize() unconditionally (fails without a GPU)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="process_time")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times with time.process_time() (CPU time of this process)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        _sync()
+        start = time.process_time()
+        fn()
+        _sync()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+@wrong("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """returns the list of times instead of their median"""
+    for _ in range(n_warmup):
+        fn()
+    return _timed_runs(fn, n_runs)
+
+
+@wrong("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """returns (median, iqr) as a tuple"""
+    for _ in range(n_warmup):
+        fn()
+    times = _timed_runs(fn, n_runs)
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    return statistics.median(times), q3 - q1
+
+
+@wrong("9.3", hint="package's own")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """def wrapper around attnbook.timing.benchmark"""
+    return attnbook.timing.benchmark(fn, min_run_time=0.01).median_s
+
+
+wrong("9.3", hint="package's own", name="attnbook.timing.benchmark itself handed in")(attnbook.timing.benchmark)
+wrong("9.3", hint="package's own", name="lambda around attnbook.timing.benchmark")(
+    lambda fn, n_warmup=3, n_runs=10: attnbook.timing.benchmark(fn, min_run_time=0.01).median_s)
+_benchmark_copy = _copy(attnbook.timing.benchmark)
+
+
+@wrong("9.3", hint="package's own")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """a types.FunctionType copy of attnbook.timing.benchmark"""
+    return _benchmark_copy(fn, min_run_time=0.01).median_s
+
+
+@wrong("9.3", hint="package's own")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """benchmark from a second, separate import of timing.py"""
+    return _timing_second.benchmark(fn, min_run_time=0.01).median_s
+
+
+@wrong("9.3", hint="without")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """torch.utils.benchmark.Timer's median"""
+    from torch.utils.benchmark import Timer
+
+    for _ in range(n_warmup):
+        fn()
+    return Timer(stmt="fn()", globals={"fn": fn}).timeit(n_runs).median
+
+
+@wrong("9.3", hint="without")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """torch.utils.benchmark.Timer.blocked_autorange"""
+    from torch.utils.benchmark import Timer
+
+    for _ in range(n_warmup):
+        fn()
+    return Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.01).median
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """the chapter's recipe: warm-up loop, synchronised perf_counter per call, statistics.median"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs))
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """manual median of the sorted times (average of the two middle ones for an even count)"""
+    cuda = torch.cuda.is_available()
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    while len(times) < n_runs:
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    s = sorted(times)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """NumPy: np.median of a preallocated array (returns a NumPy float)"""
+    for _ in range(n_warmup):
+        fn()
+    times = np.empty(n_runs)
+    for i in range(n_runs):
+        _sync()
+        start = time.perf_counter()
+        fn()
+        _sync()
+        times[i] = time.perf_counter() - start
+    return np.median(times)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """one-element tensor from torch.quantile(times, 0.5) (interpolates, so the true median)"""
+    for _ in range(n_warmup):
+        fn()
+    return torch.tensor(_timed_runs(fn, n_runs), dtype=torch.float64).quantile(0.5).reshape(1)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """perf_counter imported by name at module level (from time import perf_counter)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        _sync()
+        start = _bound_perf_counter()
+        fn()
+        _sync()
+        times.append(_bound_perf_counter() - start)
+    return statistics.median(times)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10, verbose=False):
+    """timestamps collected first, differences taken afterwards; an extra harmless keyword"""
+    for _ in range(n_warmup):
+        fn()
+    stamps = []
+    for _ in range(n_runs):
+        _sync()
+        a = time.perf_counter()
+        fn()
+        _sync()
+        stamps.append((a, time.perf_counter()))
+    result = float(statistics.median([b - a for a, b in stamps]))
+    if verbose:
+        print(result)
+    return result
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """integer nanoseconds from time.perf_counter_ns(), converted to seconds"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        _sync()
+        start = time.perf_counter_ns()
+        fn()
+        _sync()
+        times.append((time.perf_counter_ns() - start) / 1e9)
+    return statistics.median(times)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """time.monotonic() instead of perf_counter (the task says the check moves it too)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        _sync()
+        start = time.monotonic()
+        fn()
+        _sync()
+        times.append(time.monotonic() - start)
+    return statistics.median(times)
