@@ -151,8 +151,9 @@ def test_expect_tensor_and_expect_close_messages():
 
 def test_expect_tuple_says_what_came_back_instead():
     names = ("output", "weights")
-    assert expect_tuple([1, 2], names, "attention", "x") == (1, 2)
+    assert expect_tuple((1, 2), names, "attention", "x") == (1, 2)
     for got, message in [(torch.zeros(2, 3), r"a single tensor of shape \(2, 3\)"), (None, "returned None"),
+                         ([1, 2], "returned a list on x, expected a tuple"),
                          ("ab", "returned a str"), ((1, 2, 3), "returned 3 values on x, expected 2")]:
         with pytest.raises(Wrong, match=message) as info:
             expect_tuple(got, names, "attention", "x")
@@ -396,3 +397,131 @@ def test_patches_restore_attributes_dict_entries_and_inherited_methods():
     assert namespace == {"a": 2, "b": 3} and torch.Tensor.softmax is None
     patches.restore()
     assert namespace == {"a": 1} and "softmax" not in vars(torch.Tensor)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The guard: what an answer reaches is recorded and judged after the call
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_bare_except_cannot_hide_a_forbidden_call_from_the_profile_hook():
+    # A profile function that raises is removed by Python; the hook only records, so a bare except that
+    # swallows one refusal leaves the next forbidden call (reached by a pattern) still seen.
+    import json
+    import sys
+
+    def swallow_then_call(x):
+        try:
+            json.dumps([1])
+        except:  # noqa: E722 - the learner's bare except
+            pass
+        return json.dumps([2])
+
+    with pytest.raises(Wrong, match="without json.dumps"):
+        call(swallow_then_call, 1, forbid=["json.*dump*"])
+    assert sys.getprofile() is None
+
+    def swallow_patched(x):
+        try:
+            return torch.softmax(x, dim=-1)
+        except:  # noqa: E722
+            return x.exp() / x.exp().sum()
+
+    with pytest.raises(Wrong, match="without torch.softmax"):
+        call(swallow_patched, torch.randn(3), forbid=["torch.softmax"])
+
+
+def test_asking_about_a_forbidden_function_is_not_calling_it():
+    def curious(x):
+        assert not hasattr(torch.softmax, "no_such_attribute")
+        assert callable(torch.softmax)
+        return x * 2
+
+    assert torch.equal(call(curious, torch.ones(2), forbid=["torch.softmax"]), torch.full((2,), 2.0))
+
+
+def test_read_only_c_routes_and_tensor_methods_are_seen_by_the_hook():
+    forbid = ["torch.softmax", "torch.Tensor.softmax"]
+    routes = {
+        "read-only C function": lambda x: torch._C._VariableFunctions.softmax(x, -1),
+        "unbound C method": lambda x: torch._C.TensorBase.softmax(x, -1),
+        "aten op": lambda x: torch.ops.aten._softmax(x, -1, False),
+    }
+    for name, fn in routes.items():
+        with pytest.raises(Wrong, match="the task asks you to write this without") as info:
+            call(fn, torch.randn(2, 3), forbid=forbid)
+        assert info.value.hint, name
+
+
+def test_switching_off_the_profiler_is_refused():
+    import sys
+
+    def stop_watching(x):
+        sys.setprofile(None)
+        return x
+
+    with pytest.raises(Wrong, match="switched off the profiler"):
+        call(stop_watching, 1, forbid=["json.*dump*"])
+
+
+def _second_import(module_name: str):
+    """The package module loaded again from its file, as a learner might (a separate module object)."""
+    import importlib.util
+    import sys
+
+    original = sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name + "_again", original.__file__)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def test_the_package_solution_is_refused_however_it_is_reached():
+    import functools
+    import types
+
+    from attnbook.exercises.guard import checking
+    from attnbook.masks import padding_mask
+
+    again = _second_import("attnbook.masks")
+    copy = types.FunctionType(padding_mask.__code__, padding_mask.__globals__, "mine", padding_mask.__defaults__,
+                              padding_mask.__closure__)
+    answers = {
+        "itself": padding_mask, "partial": functools.partial(padding_mask),
+        "lambda": lambda lengths, max_len=None: padding_mask(lengths, max_len),
+        "FunctionType copy": copy, "second import": again.padding_mask,
+        "wrapper of the second import": lambda lengths, max_len=None: again.padding_mask(lengths, max_len),
+    }
+    lengths = torch.tensor([1, 3])
+    for name, answer in answers.items():
+        with checking(["attnbook.masks.padding_mask"]), pytest.raises(Wrong, match="the package's own solution"):
+            call(answer, lengths, 4)
+    # Outside an exercise's check, or for another exercise, the same call is an ordinary call.
+    assert call(copy, lengths, 4).shape == (2, 4)
+    with checking(["attnbook.masks.causal_mask"]):
+        assert call(copy, lengths, 4).shape == (2, 4)
+
+
+def test_every_reference_exists_and_each_check_refuses_it_itself():
+    from attnbook.exercises.guard import resolve_or_none
+
+    for ex in REGISTRY.values():
+        for path in ex.references:
+            assert path.startswith("attnbook.") and resolve_or_none(path) is not None, (ex.exercise_id, path)
+        if ex.answer_kind == "function" and ex.references and callable(resolve_or_none(ex.references[0])):
+            result = check(ex.exercise_id, resolve_or_none(ex.references[0]))
+            assert not result.passed and "package's own" in result.message, (ex.exercise_id, result.message)
+
+
+def test_a_check_stays_fast_with_the_profile_hook():
+    from conftest import solution_namespace
+
+    answers = solution_namespace(2)
+    check("2.2", answers["attention"])  # warm up
+    start = time.perf_counter()
+    result = check("2.2", answers["attention"])
+    assert result.passed and time.perf_counter() - start < 1.0
