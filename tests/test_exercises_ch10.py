@@ -104,19 +104,19 @@ def test_10_1_wrong_answers_get_hints(fn, hint):
     assert 'Re-read "How big is the cache?"' in result.message
 
 
-def test_10_1_no_bytes_on_a_two_byte_case_says_multiply_by_bytes():
-    calls = []
-
-    def no_bytes_after_first(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
-        calls.append(1)
-        if len(calls) == 1:  # right on the first case, then forgets the bytes
+def test_10_1_a_mistake_that_explains_only_some_cases_is_not_named():
+    def no_bytes_unless_float64(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        if bytes_per_el == 8:  # right on the first case (float64), then forgets the bytes
             return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
         return 2 * n_layers * n_kv_heads * d_head * seq_len * batch
 
-    result = check("10.1", no_bytes_after_first)
+    result = check("10.1", no_bytes_unless_float64)
     assert not result.passed
-    # the second case has 4 bytes per number, where a count of numbers is 1/4 of the answer
-    assert "bytes_per_el" in result.message, result.message
+    # reported on the second case (bytes_per_el=4), with the neutral hint: forgetting bytes_per_el does not explain
+    # the first case, which was right
+    assert "bytes_per_el=4 (float32)" in result.message, result.message
+    assert "multiply by bytes_per_el" not in result.message, result.message
+    assert "check the factors of your product one by one" in result.message, result.message
 
 
 def test_10_1_forbids_the_package_function():
@@ -127,7 +127,8 @@ def test_10_1_forbids_the_package_function():
         return timing.kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch, dtype)
 
     result = check("10.1", kv_cache_bytes)
-    assert not result.passed and "without attnbook.timing.kv_cache_bytes" in result.message, result.message
+    assert not result.passed and "calls attnbook.timing.kv_cache_bytes" in result.message, result.message
+    assert "the package's own solution" in result.message, result.message
 
 
 def test_10_1_not_attempted():
@@ -198,11 +199,50 @@ def test_10_1_tensors_and_arrays_are_refused_with_how_to_convert(wrap):
     assert "int(t)" in result.message or "int(a)" in result.message, result.message
 
 
-def test_10_1_numpy_integers_are_ints():
-    def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+def test_10_1_numpy_integers_are_refused_and_converted_ones_pass():
+    def numpy_int(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
         return np.prod([2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], dtype=np.int64)
 
-    assert check("10.1", kv_cache_bytes).passed
+    result = check("10.1", numpy_int)
+    assert not result.passed, result.message
+    assert "returned a NumPy int64 (18,480)" in result.message and "expected an int" in result.message, result.message
+    assert "int(" in result.message, result.message
+
+    def converted(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return int(numpy_int(n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el))
+
+    assert check("10.1", converted).passed
+
+
+def test_10_1_task_text_says_what_the_check_accepts():
+    nb = nbformat.read(chapter_path(10), as_version=4)
+    text = next(c.source for c in nb.cells if c.source.startswith(":::{exercise} 10.1"))
+    assert "a Python `int` (not a tensor or a NumPy integer)" in text
+
+
+def test_10_1_one_position_too_few_is_named():
+    def one_short(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return 2 * n_layers * n_kv_heads * d_head * (seq_len - 1) * batch * bytes_per_el
+
+    result = check("10.1", one_short)
+    assert not result.passed and "not seq_len - 1" in result.message, result.message
+
+
+@pytest.mark.parametrize("unit, size, whole", [
+    ("GiB", 2**30, round), ("GiB", 2**30, int), ("MiB", 2**20, int), ("MB", 10**6, round),
+], ids=["GiB-round", "GiB-int", "MiB-int", "MB-round"])
+def test_10_1_a_size_in_whole_units_is_named(unit, size, whole):
+    def in_units(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+        return whole(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el / size)
+
+    result = check("10.1", in_units)
+    assert not result.passed and f"size in {unit}" in result.message, result.message
+    assert "returned 0 on" in result.message, result.message  # the first cache is far below one unit
+
+
+def test_10_1_a_zero_is_not_called_a_size_in_gib():
+    result = check("10.1", lambda n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2: 0)
+    assert not result.passed and "GiB" not in result.message and "MiB" not in result.message, result.message
 
 
 def test_10_1_a_fraction_is_reported_not_crashed_on():
@@ -326,7 +366,7 @@ def test_10_2_the_forbidden_hint_does_not_give_the_recipe_away():
     from attnbook import multihead
 
     message = check("10.2", lambda x, n_rep: multihead.repeat_kv(x, n_rep)).message
-    assert "without attnbook.multihead.repeat_kv" in message
+    assert "calls attnbook.multihead.repeat_kv" in message and "the package's own solution" in message, message
     assert "x[:, :, None]" not in message and "repeat_interleave(n_rep, dim=1)" not in message, message
 
 
@@ -345,7 +385,7 @@ def test_10_2_forbids_the_package_and_transformers():
     from attnbook import multihead
 
     result = check("10.2", lambda x, n_rep: multihead.repeat_kv(x, n_rep))
-    assert not result.passed and "without attnbook.multihead.repeat_kv" in result.message, result.message
+    assert not result.passed and "the package's own solution" in result.message, result.message
 
     def via_transformers(x, n_rep):
         from transformers.models.mistral.modeling_mistral import repeat_kv
@@ -477,6 +517,22 @@ def test_10_3_forbids_attention_functions_and_the_cache_class():
     assert not result.passed and "scaled_dot_product_attention" in result.message, result.message
     result = check("10.3", with_kv_cache)
     assert not result.passed and "without attnbook.multihead.KVCache" in result.message, result.message
+    assert "package's own solution" not in result.message, result.message
+
+    def with_mha(q, k_cache, v_cache, k_new, v_new):  # the chapter's cached attention step
+        from attnbook.multihead import KVCache, MultiHeadAttention
+
+        B, h, L, d = q.shape
+        mha = MultiHeadAttention(h * d, h)
+        cache = KVCache()
+        cache.update(k_cache, v_cache)
+        merge = lambda t: t.transpose(1, 2).reshape(B, t.size(2), h * d)  # noqa: E731
+        out, _ = mha(merge(q), merge(k_new), merge(v_new), is_causal=True, cache=cache)
+        return out.reshape(B, L, h, d).transpose(1, 2), cache.k, cache.v
+
+    result = check("10.3", with_mha)
+    assert not result.passed and "attnbook.multihead.MultiHeadAttention" in result.message, result.message
+    assert "the package's own solution" in result.message, result.message
 
 
 def test_10_3_in_place_append_is_reported():
@@ -575,7 +631,7 @@ def test_10_3_results_in_another_order_are_named():
     result = check("10.3", rotated)
     assert not result.passed
     assert "returned (k_cache, v_cache, output)" in result.message, result.message
-    assert "`return output, k_cache, v_cache`" in result.message
+    assert "the output first, then the grown key cache" in result.message, result.message
 
 
 def hides_itself(q, k_cache, v_cache, k_new, v_new):
@@ -658,6 +714,132 @@ def test_10_3_the_forbidden_hint_does_not_give_the_recipe_away():
     message = check("10.3", lambda q, kc, vc, kn, vn: (F.scaled_dot_product_attention(q, kc, vc), kc, vc)).message
     assert "without torch.nn.functional.scaled_dot_product_attention" in message, message
     assert "q @ k.transpose" not in message and "tril(S - L)" not in message, message
+
+
+def masked_attention(q, k, v, allowed):
+    """softmax(q k^T / sqrt(d)) v with a boolean (L, S) mask, True = may attend."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v
+
+
+def padded_square_mask(q, k_cache, v_cache, k_new, v_new):
+    """tril(L) over the first L keys (the cached ones), True for every key after them."""
+    k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.cat([torch.ones(L, L, dtype=torch.bool).tril(), torch.ones(L, S - L, dtype=torch.bool)], dim=-1)
+    return masked_attention(q, k, v, allowed), k, v
+
+
+def zeroed_after_softmax(q, k_cache, v_cache, k_new, v_new):
+    k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return (weights * torch.ones(L, S, dtype=torch.bool).tril(S - L)) @ v, k, v
+
+
+def mask_only_without_cache(q, k_cache, v_cache, k_new, v_new):
+    k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool).tril() if k_cache.size(-2) == 0 else torch.ones(L, S, dtype=torch.bool)
+    return masked_attention(q, k, v, allowed), k, v
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (padded_square_mask, "the triangle sits at the bottom right"),
+    (zeroed_after_softmax, "you zeroed the masked weights after the softmax"),
+    (mask_only_without_cache, "whatever the length of the cache"),
+], ids=["padded", "zeroed", "mask-without-cache"])
+def test_10_3_mask_mistakes_on_chunks_get_their_own_hint(fn, hint):
+    result = check("10.3", fn)
+    assert not result.passed
+    assert hint in result.message, result.message
+    assert "a chunk of 3 new tokens" in result.message, result.message  # one new token cannot tell them apart
+
+
+def test_10_3_square_mask_hint_names_the_bottom_right_alignment():
+    def square(q, k_cache, v_cache, k_new, v_new):
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        return masked_attention(q, k, v, torch.ones(q.size(-2), q.size(-2), dtype=torch.bool).tril()), k, v
+
+    result = check("10.3", square)
+    assert not result.passed and "(L_new, S_total)" in result.message, result.message
+    assert "bottom right" in result.message, result.message
+
+
+def test_10_3_a_mistake_that_explains_only_some_inputs_is_not_named():
+    def no_scale_on_chunks(q, k_cache, v_cache, k_new, v_new):  # right for one new token, unscaled for chunks
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        L, S = q.size(-2), k.size(-2)
+        scores = q @ k.transpose(-2, -1) / (math.sqrt(q.size(-1)) if L == 1 else 1.0)
+        allowed = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+        return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v, k, v
+
+    result = check("10.3", no_scale_on_chunks)
+    assert not result.passed and "a chunk of 3 new tokens" in result.message, result.message
+    assert "left out the scale" not in result.message and "at index" in result.message, result.message
+
+
+def test_10_3_an_upcast_output_is_told_to_cast_back_and_a_downcast_one_is_told_it_narrows():
+    def upcast(q, k_cache, v_cache, k_new, v_new):  # float32 softmax for float16, output left in float32
+        out, k, v = make_attend()(q.float(), k_cache.float(), v_cache.float(), k_new.float(), v_new.float())
+        return out, k.to(q.dtype), v.to(q.dtype)
+
+    def upcast_half_only(q, k_cache, v_cache, k_new, v_new):
+        if q.dtype != torch.float16:
+            return make_attend()(q, k_cache, v_cache, k_new, v_new)
+        return upcast(q, k_cache, v_cache, k_new, v_new)
+
+    result = check("10.3", upcast_half_only)
+    assert not result.passed and "dtype torch.float32 on float16" in result.message, result.message
+    assert "cast the result back to the dtype of q" in result.message, result.message
+    assert "no .float()" not in result.message, result.message
+
+    result = check("10.3", upcast)  # .float() on the float64 input narrows it
+    assert not result.passed and "dtype torch.float32 on one new token in float64" in result.message, result.message
+    assert "narrows" in result.message, result.message
+
+    def cast_back(q, k_cache, v_cache, k_new, v_new):
+        out, k, v = upcast(q, k_cache, v_cache, k_new, v_new)
+        return out.to(q.dtype), k, v
+
+    assert check("10.3", lambda q, kc, vc, kn, vn: (
+        cast_back(q, kc, vc, kn, vn) if q.dtype == torch.float16 else make_attend()(q, kc, vc, kn, vn))).passed
+
+
+def test_10_3_a_list_is_refused_as_the_task_asks_for_a_tuple():
+    result = check("10.3", lambda *args: list(make_attend()(*args)))
+    assert not result.passed and "returned a list" in result.message and "tuple" in result.message, result.message
+
+
+def test_10_3_the_package_softmax_is_allowed_as_the_task_says():
+    from attnbook.attention import softmax
+
+    def with_package_softmax(q, k_cache, v_cache, k_new, v_new):
+        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
+        L, S = q.size(-2), k.size(-2)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(
+            ~torch.ones(L, S, dtype=torch.bool).tril(S - L), float("-inf"))
+        return softmax(scores, dim=-1) @ v, k, v
+
+    result = check("10.3", with_package_softmax)
+    assert result.passed, result.message
+    nb = nbformat.read(chapter_path(10), as_version=4)
+    text = next(c.source for c in nb.cells if c.source.startswith(":::{exercise} 10.3"))
+    assert "`attnbook.attention.softmax` is fine too" in text and "do not change the inputs in place" in text
+    assert "casting the output\n  back is fine" in text
+
+
+@pytest.mark.parametrize("fn", [
+    make_attend(returns="old"), make_attend(prepend=True), make_attend(returns="swapped"),
+    make_attend(returns="output"), lambda *args: list(make_attend()(*args)),
+    lambda q, kc, vc, kn, vn: (make_attend()(q, kc, vc, kn, vn)[0], kn, vn),  # only the new entries
+    lambda q, kc, vc, kn, vn: make_attend()(q, kc, vc, kn, vn)[::-1],          # reversed
+], ids=["old", "prepend", "swapped", "output-only", "list", "new-only", "reversed"])
+def test_10_3_hints_do_not_print_solution_code(fn):
+    message = check("10.3", fn).message
+    assert "Hint:" in message, message
+    for code in ("torch.cat(", "return output, k_cache, v_cache", "k_cache = ", "dim=-2)"):
+        assert code not in message, (code, message)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * (bytes_per_el * 1.0)
 
 
-@wrong("10.1")
+@wrong("10.1", hint="overflowed")
 def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
     """multiplies in an int32 tensor: overflows for a large model (LLaMA-size caches)"""
     t = torch.tensor([2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], dtype=torch.int32)
@@ -206,6 +206,93 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     from attnbook.timing import kv_cache_bytes as kcb
 
     return kcb(n_layers, n_kv_heads, d_head, seq_len, batch=batch, dtype=_DTYPE_OF_BYTES[bytes_per_el])
+
+
+@wrong("10.1", hint="instead of a fixed 4 bytes")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """hard-codes 4 bytes per element (float32), ignoring bytes_per_el"""
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * 4
+
+
+@wrong("10.1", hint="instead of a fixed 8 bytes")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """hard-codes 8 bytes per element (float64), ignoring bytes_per_el"""
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * 8
+
+
+@wrong("10.1", hint="multiply by bytes_per_el")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """forgets bytes_per_el: counts the numbers, not the bytes"""
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch
+
+
+@wrong("10.1", hint="number of heads twice")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """n_kv_heads times d_model = n_kv_heads * d_head: the heads counted twice"""
+    d_model = n_kv_heads * d_head
+    return 2 * n_layers * n_kv_heads * d_model * seq_len * batch * bytes_per_el
+
+
+@wrong("10.1", hint="multiply by d_head")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """forgets d_head: one number per head and position"""
+    return 2 * n_layers * n_kv_heads * seq_len * batch * bytes_per_el
+
+
+@wrong("10.1", hint="it appears once")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """the factor 2 for K and V written twice (2 * 2)"""
+    per_position = 2 * n_kv_heads * d_head  # K and V ...
+    return 2 * n_layers * per_position * seq_len * batch * bytes_per_el  # ... and again
+
+
+@wrong("10.1", hint="d_head²")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """d_head squared (a d_head x d_head matrix per head)"""
+    return 2 * n_layers * n_kv_heads * d_head * d_head * seq_len * batch * bytes_per_el
+
+
+@wrong("10.1", hint="multiply by seq_len")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """forgets seq_len: the bytes of one position"""
+    return 2 * n_layers * n_kv_heads * d_head * batch * bytes_per_el
+
+
+@wrong("10.1", hint="size in MB")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """answers in whole MB (// 10**6)"""
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el // 10**6
+
+
+@wrong("10.1", hint="size in MiB")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """answers in MiB, made an int with int()"""
+    return int(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el / 2**20)
+
+
+@wrong("10.1", hint="bool")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """returns whether the cache fits in 2 GiB (a bool)"""
+    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el <= 2 * 2**30
+
+
+@wrong("10.1", hint="expected an int")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """returns a 0-d NumPy array"""
+    return np.array(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el)
+
+
+@wrong("10.1", hint="NumPy int64")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """the sum of an int64 array of per-layer sizes: a NumPy int64"""
+    per_layer = np.full(n_layers, 2 * n_kv_heads * d_head * seq_len * batch * bytes_per_el, dtype=np.int64)
+    return per_layer.sum()
+
+
+@wrong("10.1")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """hard-codes LLaMA-2 7B's 2 GiB"""
+    return 2 * 2**30
 
 
 @right("10.1")
@@ -391,6 +478,45 @@ def repeat_kv(x, n_rep):
     from attnbook.multihead import repeat_kv as rk
 
     return rk(x, n_rep)
+
+
+@wrong("10.2", hint="repeated along dim 3")
+def repeat_kv(x, n_rep):
+    """Tensor.repeat along the features (dim 3)"""
+    return x.repeat(1, 1, 1, n_rep)
+
+
+@wrong("10.2", hint="repeat each of them")
+def repeat_kv(x, n_rep):
+    """returns x unchanged (a copy)"""
+    return x.clone()
+
+
+@wrong("10.2", hint="not the total number of query heads")
+def repeat_kv(x, n_rep):
+    """reads n_rep as the number of query heads: repeats n_rep // n_kv times"""
+    return x.repeat_interleave(n_rep // x.size(1), dim=1)
+
+
+@wrong("10.2", hint="expand can only stretch")
+def repeat_kv(x, n_rep):
+    """expand straight to n_kv * n_rep heads, without a new axis"""
+    B, n_kv, S, d = x.shape
+    return x.expand(B, n_kv * n_rep, S, d)
+
+
+@wrong("10.2", hint="expand makes a view with zero strides")
+def repeat_kv(x, n_rep):
+    """expand, then .view instead of .reshape"""
+    B, n_kv, S, d = x.shape
+    return x[:, :, None].expand(B, n_kv, n_rep, S, d).view(B, n_kv * n_rep, S, d)
+
+
+@wrong("10.2", hint="dtype")
+def repeat_kv(x, n_rep):
+    """multiplies by a float32 ones tensor: turns float16 into float32"""
+    B, n_kv, S, d = x.shape
+    return (x[:, :, None] * torch.ones(n_rep, 1, 1)).reshape(B, n_kv * n_rep, S, d)
 
 
 @right("10.2")
@@ -757,6 +883,92 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     return _attend(q, k, v, allowed), k, v
 
 
+@wrong("10.3", hint="upper-triangular")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """triu(S - L) instead of tril(S - L)"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).triu(S - L)
+    return _attend(q, k, v, allowed), k, v
+
+
+@wrong("10.3", hint="the scale uses d = q.size(-1), the size of the last dimension")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """scales by 1/sqrt(q.size(-2)), the number of new tokens"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return _attend(q, k, v, allowed, scale=1.0 / math.sqrt(q.size(-2))), k, v
+
+
+@wrong("10.3")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """hard-codes the scale 1/2 (d = 4, the first input's width)"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return _attend(q, k, v, allowed, scale=0.5), k, v
+
+
+@wrong("10.3", hint="not only the new entries")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """attends right, but returns k_new and v_new as the caches"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return _attend(q, k, v, allowed), k_new, v_new
+
+
+@wrong("10.3", hint="returned 2 values")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """returns (output, (k_cache, v_cache)): a pair"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return _attend(q, k, v, allowed), (k, v)
+
+
+@wrong("10.3", hint="different dtypes")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """an additive float32 mask (torch.zeros without dtype): float16 scores become float32"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    bias = torch.zeros(L, S).masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(S - L), float("-inf"))
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)) + bias, dim=-1) @ v, k, v
+
+
+@wrong("10.3", hint="package's own")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """attnbook's MultiHeadAttention with identity projections and a KVCache (the chapter's cached step)"""
+    B, h, L, d = q.shape
+    mha = _multihead.MultiHeadAttention(h * d, h).to(q.dtype).eval()
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+            proj.weight.copy_(torch.eye(h * d, dtype=q.dtype))
+            if proj.bias is not None:
+                proj.bias.zero_()
+    cache = _multihead.KVCache()
+    if k_cache.size(-2) > 0:
+        cache.update(k_cache, v_cache)
+    merge = lambda t: t.transpose(1, 2).reshape(B, t.size(2), h * d)  # noqa: E731
+    with torch.no_grad():
+        out, _ = mha(merge(q), merge(k_new), merge(v_new), is_causal=True, cache=cache)
+    return out.reshape(B, L, h, d).transpose(1, 2), cache.k, cache.v
+
+
+@wrong("10.3", hint="without torch.ops.aten.scaled_dot_product_attention")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """the low-level route to SDPA, torch.ops.aten.scaled_dot_product_attention, with the bottom-right mask"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return torch.ops.aten.scaled_dot_product_attention(q, k, v, attn_mask=allowed), k, v
+
+
+# transformers' routes (eager_attention_forward, sdpa_attention_forward, the repeat_kv of its models) are refused
+# too; tests/test_exercises_ch10.py checks them, not this catalogue: their first import takes 1-2 s.
+
+
 @right("10.3")
 def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     """matmul, bottom-right tril(S - L) and masked_fill"""
@@ -843,3 +1055,14 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     scores = q @ k.mT / math.sqrt(q.size(-1))
     scores = torch.where(k_pos <= q_pos, scores, torch.full_like(scores, float("-inf")))
     return torch.softmax(scores, dim=-1) @ v, k, v
+
+
+@right("10.3")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """the package's softmax (attnbook.attention.softmax), which the task allows, over hand-written scores"""
+    k = torch.cat([k_cache, k_new], dim=-2)
+    v = torch.cat([v_cache, v_new], dim=-2)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~allowed, float("-inf"))
+    return _attention.softmax(scores, dim=-1) @ v, k, v

@@ -126,10 +126,17 @@ def _cache_mistakes(L: int, kv: int, d: int, S: int, B: int, nbytes: int) -> dic
         "d_head squared": (right * d, "each position of a head stores d_head numbers, not d_head²"),
         "seq_len": (right // S if S else None, "multiply by seq_len: every cached position stores a key and a value"),
         "seq_len + 1": (right // S * (S + 1) if S else None, "count seq_len positions, not seq_len + 1"),
+        "seq_len - 1": (right // S * (S - 1) if S else None, "count seq_len positions, not seq_len - 1: the cache "
+                                                              "holds a key and a value for every one of them, the "
+                                                              "last one included"),
         "int32": (_int32(right), "the product overflowed: a 32-bit integer holds at most 2,147,483,647; multiply "
                                  "Python ints (or use int64), not np.int32 or torch.int32"),
         "fixed 1": fixed[1],  # the same sizes as "bytes" on every case: that hint comes first
         "fixed 8": fixed[8],
+        **{f"{unit} {how}": (value, f"that is the size in {unit}, made a whole number: return the number of bytes; "
+                                    f"convert to {unit} only when you print it")
+           for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("GB", 10**9), ("MB", 10**6))
+           for how, value in (("rounded", round(right / size)), ("cut", right // size))},
     }
 
 
@@ -145,8 +152,13 @@ def _as_int(x, on: str, right: int) -> int:
     if hasattr(x, "__array__") and not isinstance(x, numbers.Number):
         raise Wrong(f"kv_cache_bytes returned {describe(x)} on {on}, expected an int",
                     "return a Python int: multiply Python numbers, or convert a one-element array with int(a)")
-    if isinstance(x, numbers.Integral):
+    if isinstance(x, int):
         return int(x)
+    if isinstance(x, numbers.Integral):  # numpy.int64 (np.prod, a sum over an array), ...
+        raise Wrong(f"kv_cache_bytes returned a NumPy {type(x).__name__} ({int(x):,}) on {on}, expected an int "
+                    "(a Python int, as the task asks)",
+                    "convert it with int(...) before returning it, or multiply the Python ints you are given: NumPy "
+                    "integers overflow silently past their size")
     if isinstance(x, numbers.Real) and math.isfinite(float(x)):
         value = float(x)
         for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -161,18 +173,17 @@ def _as_int(x, on: str, right: int) -> int:
 
 
 def _cache_bytes_hint(results: list[tuple[int, int, dict]], first: int, defaults_case: set[int]) -> str:
-    """The hint for the first wrong size: a mistake that gives the learner's size on every case run so far (else
-    on every wrong one), so that two mistakes with the same size on one case are told apart by the others."""
+    """The hint for the first wrong size: a mistake that gives the learner's size on every case run, so that two
+    mistakes with the same size on one case are told apart by the others (else a neutral hint)."""
     got0, right0, mistakes0 = results[first]
     failing = [i for i, (got, right, _) in enumerate(results) if got != right]
     if failing and set(failing) <= defaults_case:
         return ("your sizes are right when batch and bytes_per_el are passed, and wrong with the defaults: "
                 "the task's signature has batch=1 and bytes_per_el=2")
     candidates = [key for key, (value, _) in mistakes0.items() if value == got0]
-    for cases in (range(len(results)), failing):
-        for key in candidates:
-            if all(results[i][2][key][0] in (None, results[i][0]) for i in cases):
-                return mistakes0[key][1]
+    for key in candidates:  # a mistake is named only when it gives the learner's size on every case run
+        if all(mistakes[key][0] in (None, got) for got, _, mistakes in results):
+            return mistakes0[key][1]
     return ("check the factors of your product one by one on this case: K and V, the layers, the kv heads, the "
             "numbers per head, the positions, the sequences, and the bytes of each number")
 
@@ -389,6 +400,14 @@ def _attend(q, k, v, mask=None, scale=None, dim=-1) -> Tensor:
     return torch.softmax(scores, dim=dim) @ v  # (B, h, L, d_v)
 
 
+def _attend_zeroed(q, k, v, mask) -> Tensor:
+    """The mistake of masking after the softmax: the weights of hidden keys set to 0, the rest left as they were
+    (a row no longer sums to 1)."""
+    q, k, v = q.double(), k.double(), v.double()
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)  # (B, h, L, S), unmasked
+    return (weights * mask) @ v  # (B, h, L, d_v)
+
+
 def _attend_cases():
     """(description, (q, k_cache, v_cache, k_new, v_new)) for 10.3; one new token first, then chunks."""
 
@@ -434,6 +453,17 @@ def _attend_mistakes(q, kc, vc, kn, vn) -> dict[str, Tensor | tuple[Tensor, ...]
     if L > 1:
         out["each new token may not see the new tokens after it: mask the scores with a causal mask aligned to the "
             "bottom right"] = _attend(q, k, v)
+        out["your output is right on a chunk of new tokens without a cache, but with a cache each new token still "
+            "may not see the new tokens after it: mask the scores with the causal mask aligned to the bottom right "
+            "whatever the length of the cache"] = _attend(q, k, v) if past else _attend(q, k, v, mask)
+        out["your mask puts the triangle over the first L_new keys (cached positions) and lets each new query see "
+            "every key after them, the later new tokens included; the new tokens are the LAST L_new keys: a new "
+            "query sees every cached key, and the triangle sits at the bottom right of the (L_new, S) scores"] = \
+            _attend(q, k, v, mask=torch.cat([torch.ones(L, L, dtype=torch.bool).tril(),
+                                             torch.ones(L, S - L, dtype=torch.bool)], dim=-1))
+        out["you zeroed the masked weights after the softmax, so the weights of a row no longer sum to 1: mask the "
+            "scores before the softmax (fill them with -inf), so that the softmax shares the weight among the "
+            "allowed keys only"] = _attend_zeroed(q, k, v, mask)
     out["your causal mask is off by one: it hides each new token from its own key; new query i sits at position "
         "S - L + i and may see the keys up to that position, itself included"] = _attend(q, k, v, mask=tril(S - L - 1))
     if L > 1:
@@ -464,9 +494,14 @@ def _attend_explain(message: str) -> str | None:
         return ("float16 holds numbers up to about 65504 only, so a fill value like -1e9 does not fit: fill the "
                 "masked scores with float('-inf'), or with torch.finfo(scores.dtype).min")
     if re.search(r"must match the size of tensor b .* at non-singleton dimension 3", message):
-        return ("the mask has shape (L_new, S_total): L_new new queries against every cached key, including the "
-                "new ones; build it from q.size(-2) and the length of the grown cache")
+        return ("the mask has shape (L_new, S_total): one row per new query, one column per key of the grown "
+                "cache (the cached keys and the new ones); the new queries are the last positions, so its causal "
+                "triangle is aligned to the bottom right")
     return None
+
+
+_ORDER_HINT = "return them in the order of the task: the output first, then the grown key cache, then the value cache"
+_RESULT_NAMES = ("output", "k_cache", "v_cache")
 
 
 def _check_order(items: tuple, k: Tensor, v: Tensor, out_shape: tuple, desc: str) -> None:
@@ -484,10 +519,19 @@ def _check_order(items: tuple, k: Tensor, v: Tensor, out_shape: tuple, desc: str
     if sorted(names) != ["k_cache", "output", "v_cache"] or names == ["output", "k_cache", "v_cache"]:
         return
     if names == ["output", "v_cache", "k_cache"]:
-        raise Wrong(f"attend_with_cache returned the values where the keys belong on {desc}",
-                    "return them in the order of the task: `return output, k_cache, v_cache`")
-    raise Wrong(f"attend_with_cache returned ({', '.join(names)}) on {desc}",
-                "return them in the order of the task: `return output, k_cache, v_cache`")
+        raise Wrong(f"attend_with_cache returned the values where the keys belong on {desc}", _ORDER_HINT)
+    raise Wrong(f"attend_with_cache returned ({', '.join(names)}) on {desc}", _ORDER_HINT)
+
+
+def _output_dtype_hint(got: torch.dtype, wanted: torch.dtype) -> str:
+    """What to do about an output in dtype `got` instead of the inputs' `wanted`: a wider dtype is fine to compute
+    in but must be cast back; a narrower one loses precision (.float() turns float64 into float32)."""
+    if torch.finfo(got).bits > torch.finfo(wanted).bits:
+        return ("computing in a wider dtype is fine, but cast the result back to the dtype of q at the end; new "
+                "tensors made without dtype=q.dtype (torch.zeros, torch.full) are float32 and widen float16 too")
+    return ("keep the dtype of the inputs: .float() or .half() narrows a float64 or float32 input, and new tensors "
+            "made without dtype=q.dtype (torch.zeros, torch.full) are float32; cast the result back to the dtype of "
+            "q at the end")
 
 
 def _check_cache(got: Tensor, expected: Tensor, old: Tensor, new: Tensor, which: str, desc: str) -> None:
@@ -496,14 +540,15 @@ def _check_cache(got: Tensor, expected: Tensor, old: Tensor, new: Tensor, which:
     got = expect_tensor(got, what=what, on=desc, finite=False)
     if got.shape == old.shape and torch.equal(got, old) and new.size(-2) > 0:
         raise Wrong(f"{what} is the cache you were given, of shape {tuple(old.shape)}, on {desc}",
-                    f"return the grown cache: {which} = torch.cat([{which}, {which[0]}_new], dim=-2)")
+                    "return the grown cache, the cached entries followed by the new ones, not the cache you were "
+                    "given")
     if got.shape == expected.shape and got.is_floating_point() and got.dtype != old.dtype:
         raise Wrong(f"{what} has dtype {got.dtype} on {desc}, expected {old.dtype} (the dtype of the cache)",
                     "grow the cache in its own dtype: no .float(), .double() or .half()")
     expect_close(got, expected, what=what, on=desc, atol=0.0, rtol=0.0, mistakes={
-        f"append the new entries after the cached ones: torch.cat([{which}, {which[0]}_new], dim=-2); the cache "
-        "is in the order of the positions": torch.cat([new, old], dim=-2),
-        f"return the whole grown cache, not only the new entries: torch.cat([{which}, {which[0]}_new], dim=-2)": new,
+        "append the new entries after the cached ones: the cache is in the order of the positions, oldest first":
+            torch.cat([new, old], dim=-2),
+        "return the whole grown cache, the cached entries followed by the new ones, not only the new entries": new,
     })
 
 
@@ -520,22 +565,20 @@ def _variants(wrong) -> tuple[Tensor, ...]:
 
 def _attend_hint(runs: list, first: int) -> tuple[str, Tensor] | None:
     """(hint, output) of a mistake that gives the learner's output on the first wrong input and on every other
-    input it can be made on (else on every other wrong one): one new token cannot tell a missing scale from
-    d = q.size(-2), or a mask off by one from the new keys left out, but a chunk of new tokens can."""
+    input it can be made on (one new token cannot tell a missing scale from d = q.size(-2), or a mask off by one
+    from the new keys left out, but a chunk of new tokens can); None when no mistake explains every input."""
     _, out0, _, mistakes0, tol0 = runs[first]
     candidates = [(hint, w) for hint, wrong in mistakes0.items()
                   for w in (wrong if isinstance(wrong, tuple) else (wrong,)) if _matches(out0, w, *tol0)]
-    for strict in (True, False):
-        for hint, w0 in candidates:
-            if all(any(_matches(out, w, *tol) for w in _variants(mistakes[hint]))
-                   or (not strict and _matches(out, expected, *tol))
-                   for _, out, expected, mistakes, tol in runs if hint in mistakes and _variants(mistakes[hint])):
-                return hint, w0
+    for hint, w0 in candidates:
+        if all(any(_matches(out, w, *tol) for w in _variants(mistakes[hint]))
+               for _, out, _, mistakes, tol in runs if hint in mistakes and _variants(mistakes[hint])):
+            return hint, w0
     return None
 
 
 @exercise("10.3", "Append to a cache and attend over it", section="The KV cache",
-          references=("attnbook.multihead.KVCache",))
+          references=("attnbook.multihead.MultiHeadAttention",))
 def check_attend_with_cache(attend_with_cache) -> str:
     """attend_with_cache(q, k_cache, v_cache, k_new, v_new) -> (output, k_cache, v_cache)."""
     cases = _attend_cases()
@@ -549,7 +592,7 @@ def check_attend_with_cache(attend_with_cache) -> str:
         try:
             got = _call(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
                         forbid=ATTEND_FORBIDDEN, explain=_attend_explain)
-            items = expect_tuple(got, ("output", "k_cache", "v_cache"), "attend_with_cache", desc)
+            items = expect_tuple(got, _RESULT_NAMES, "attend_with_cache", desc)
             _check_order(items, k, v, expected.shape, desc)
             out, k_got, v_got = items
             _check_cache(k_got, k, kc, kn, "k_cache", desc)
@@ -561,9 +604,7 @@ def check_attend_with_cache(attend_with_cache) -> str:
                              mistakes={h: w[0] if isinstance(w, tuple) else w for h, w in mistakes.items()})
             if out.is_floating_point() and out.dtype != q.dtype:
                 raise Wrong(f"the output has dtype {out.dtype} on {desc}, expected {q.dtype} (the dtype of q)",
-                            "compute in the dtype of the inputs: no .float(), .double() or .half(), and no new "
-                            "tensors of another dtype (torch.zeros or torch.full without dtype=q.dtype make "
-                            "float32)")
+                            _output_dtype_hint(out.dtype, q.dtype))
         except Wrong:
             if first is None:
                 raise

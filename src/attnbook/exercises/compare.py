@@ -46,14 +46,15 @@ def expect_tuple(got, names: tuple[str, ...], fn_name: str, on: str) -> tuple:
     """Check that `got` is a tuple of len(names) items (the task says "returns the tuple"; a list is not one);
     else say what came back instead."""
     wanted = f"a tuple ({', '.join(names)})"
-    hint = f"end your function with `return {', '.join(names)}`"
+    hint = f"return {len(names)} results as a tuple, in the order the task gives: {', '.join(names)}"
     if isinstance(got, Tensor):
         raise Wrong(f"{fn_name} returned a single tensor of shape {tuple(got.shape)} on {on}, expected {wanted}", hint)
     if got is None:
         raise Wrong(f"{fn_name} returned None on {on}, expected {wanted}", "did you forget the `return` statement?")
     if isinstance(got, list):
         raise Wrong(f"{fn_name} returned a list on {on}, expected {wanted}",
-                    f"the task asks for a tuple: `return {', '.join(names)}` (no square brackets)")
+                    "the task asks for a tuple, not a list: return the results separated by commas, without "
+                    "square brackets")
     if not isinstance(got, tuple):
         raise Wrong(f"{fn_name} returned {describe(got)} on {on}, expected {wanted}", hint)
     if len(got) != len(names):
