@@ -58,7 +58,7 @@ def _reference_online(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="not updated")
 def online_softmax(blocks):
     """running max set from the first non-empty block and never updated (float32 exp overflows)"""
     m = None
@@ -72,7 +72,7 @@ def online_softmax(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="not updated")
 def online_softmax(blocks):
     """running max taken from the first block with a finite logit, never updated (float32)"""
     m = None
@@ -85,7 +85,7 @@ def online_softmax(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="not updated")
 def online_softmax(blocks):
     """running max from the first finite block, never updated, accumulated in float64 (overflows only past ~709)"""
     m = None
@@ -113,7 +113,7 @@ def online_softmax(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="exp(m_old - m_new)")
 def online_softmax(blocks):
     """forgets to rescale l by exp(m_old - m_new) when the maximum grows"""
     m, l = float("-inf"), 0.0
@@ -144,7 +144,7 @@ def online_softmax(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="relative to the old maximum")
 def online_softmax(blocks):
     """adds the new block relative to the OLD maximum, then updates m"""
     m, l = float("-inf"), 0.0
@@ -187,7 +187,7 @@ def online_softmax(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="on its own")
 def online_softmax(blocks):
     """normalises each block on its own (a softmax per block, concatenated)"""
     out = []
@@ -204,7 +204,7 @@ def online_softmax(blocks):
     return torch.cat(out)
 
 
-@wrong("9.1")
+@wrong("9.1", hint="known when the block arrived")
 def online_softmax(blocks):
     """writes each block's output during the pass with the running (not the final) m and l"""
     m, l, out = float("-inf"), 0.0, []
@@ -219,7 +219,7 @@ def online_softmax(blocks):
     return torch.cat(out)
 
 
-@wrong("9.1")
+@wrong("9.1", hint="the last block")
 def online_softmax(blocks):
     """leaves the last block out of the running statistics (off by one)"""
     m, l = float("-inf"), 0.0
@@ -236,7 +236,7 @@ def online_softmax(blocks):
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
 
 
-@wrong("9.1")
+@wrong("9.1", hint="overflows")
 def online_softmax(blocks):
     """no maximum at all: exp(x) / sum(exp(x)) (overflows at logits of 1000)"""
     l = sum(torch.exp(b).sum().item() for b in blocks)
@@ -260,9 +260,12 @@ def online_softmax(blocks):
     return torch.cat(blocks) / l
 
 
-@wrong("9.1")
+@right("9.1")
 def online_softmax(blocks):
-    """two passes: the maximum of all blocks first, then the sum (not streaming; the task concedes it cannot tell)"""
+    """two passes: the maximum of all blocks first, then the sum (not streaming; the task concedes it cannot tell)
+
+    Flipped from wrong to right: the task text says the check sees only the result and cannot tell a streaming
+    answer from one that looks at the whole row first, and the weights are right."""
     m = max((b.max().item() for b in blocks if b.numel()), default=float("-inf"))
     l = sum(torch.exp(b - m).sum().item() for b in blocks)
     return torch.cat([torch.exp(b - m) for b in blocks]) / l
@@ -359,6 +362,64 @@ def online_softmax(blocks):
     k = x[:, None]
     v = torch.eye(n, dtype=x.dtype)
     return F.scaled_dot_product_attention(q, k, v, scale=1.0)[0]
+
+def _streaming(blocks, *, common_max=True, rescale_at_end=True, divide=True, empty_max_zero=False,
+               neginf_to_zero=False, skip_any_inf=False, half=False):
+    """The chapter's streaming pass with one deliberate mistake (the defaults give the right weights)."""
+    if neginf_to_zero:
+        blocks = [torch.nan_to_num(b, neginf=0.0) for b in blocks]
+    if not common_max:
+        e = torch.cat([torch.exp(b - b.max()) for b in blocks if b.numel()])
+        return e / e.sum()
+    m, l, terms = float("-inf"), 0.0, []
+    for b in blocks:
+        if b.numel() == 0:
+            if empty_max_zero:
+                m = max(m, 0.0)
+            terms.append((b, m))
+            continue
+        if skip_any_inf and torch.isinf(b).any():
+            terms.append((b, m))
+            continue
+        m_new = max(m, b.max().item())
+        if m_new == float("-inf"):
+            terms.append((b, 0.0))
+            continue
+        factor = math.exp(m - m_new) if m != float("-inf") else 0.0
+        e = torch.exp((b - m_new).half()) if half else torch.exp(b - m_new)
+        l = l * factor + e.sum().item()
+        m = m_new
+        terms.append((b, m))
+    if not divide:
+        return torch.cat([torch.exp(b - m) for b in blocks])
+    if not rescale_at_end:
+        return torch.cat([torch.exp(b - mb) for b, mb in terms]) / l
+    if half:
+        return (torch.exp(torch.cat(blocks).half() - m) / l).to(blocks[0].dtype)
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+wrong("9.1", hint="its own maximum", name="each block shifted by its own maximum, one common sum")(
+    lambda blocks: _streaming(blocks, common_max=False))
+wrong("9.1", hint="with the final maximum", name="each block's exp kept with the maximum of its time, never rescaled")(
+    lambda blocks: _streaming(blocks, rescale_at_end=False))
+wrong("9.1", hint="without the division", name="exp(x - m) never divided by l")(
+    lambda blocks: _streaming(blocks, divide=False))
+wrong("9.1", hint="treating it as 0", name="an empty block counted as maximum 0")(
+    lambda blocks: _streaming(blocks, empty_max_zero=True))
+wrong("9.1", hint="replacing -inf by 0", name="-inf logits replaced by 0 (nan_to_num) first")(
+    lambda blocks: _streaming(blocks, neginf_to_zero=True))
+wrong("9.1", hint="not every block that holds a -inf", name="every block holding a -inf skipped")(
+    lambda blocks: _streaming(blocks, skip_any_inf=True))
+wrong("9.1", hint="float16", name="exp in float16 (.half()), cast back at the end")(
+    lambda blocks: _streaming(blocks, half=True))
+
+
+@wrong("9.1", hint="dtype")
+def online_softmax(blocks):
+    """right weights, but returned in float64 whatever the blocks' dtype"""
+    return _reference_online([b.double() for b in blocks])
+
 
 
 _softmax_copy = _copy(attnbook.attention.softmax)
@@ -706,6 +767,45 @@ def attention_cost(batch, heads, n, d_head, bytes_per_el):
     pairs = b * h * n * n
     return (pairs * d) << 2, pairs * e
 
+@wrong("9.2", hint="overflow")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """NumPy int32 for the FLOPs only, Python ints for the bytes"""
+    with np.errstate(over="ignore"):
+        flops = int(np.int32(4) * np.int32(batch) * np.int32(heads) * np.int32(n) * np.int32(n) * np.int32(d_head))
+    return flops, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="fixed size")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """2 bytes per element written into the code (float16 assumed)"""
+    return 4 * batch * heads * n * n * d_head, 2 * batch * heads * n * n
+
+
+@wrong("9.2", hint="GFLOPs")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """FLOPs floor-divided into GFLOPs"""
+    return 4 * batch * heads * n * n * d_head // 10 ** 9, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="MiB")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """score bytes in MiB"""
+    return 4 * batch * heads * n * n * d_head, batch * heads * n * n * bytes_per_el / 2 ** 20
+
+
+@wrong("9.2", hint="not d_model")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """d_model = heads * d_head used in place of d_head"""
+    return 4 * batch * heads * n * n * (heads * d_head), batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="W_q, W_k, W_v and W_o")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """adds the four projections"""
+    d_model = heads * d_head
+    return 4 * batch * heads * n * n * d_head + 8 * batch * n * d_model ** 2, batch * heads * n * n * bytes_per_el
+
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # 9.3 · A timing function
@@ -727,7 +827,7 @@ def _timed_runs(fn, n):
     return times
 
 
-@wrong("9.3", hint="median")
+@wrong("9.3", hint="two middle ones")
 def time_it(fn, n_warmup=3, n_runs=10):
     """upper median: sorted(times)[n // 2]"""
     for _ in range(n_warmup):
@@ -735,7 +835,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return sorted(_timed_runs(fn, n_runs))[n_runs // 2]
 
 
-@wrong("9.3", hint="median")
+@wrong("9.3", hint="two middle ones")
 def time_it(fn, n_warmup=3, n_runs=10):
     """lower median: sorted(times)[(n - 1) // 2]"""
     for _ in range(n_warmup):
@@ -743,7 +843,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return sorted(_timed_runs(fn, n_runs))[(n_runs - 1) // 2]
 
 
-@wrong("9.3", hint="median")
+@wrong("9.3", hint="two middle ones")
 def time_it(fn, n_warmup=3, n_runs=10):
     """torch.median (the lower median for an even count), returned as a 0-d tensor"""
     for _ in range(n_warmup):
@@ -751,7 +851,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return torch.median(torch.tensor(_timed_runs(fn, n_runs), dtype=torch.float64))
 
 
-@wrong("9.3", hint="median")
+@wrong("9.3", hint="two middle ones")
 def time_it(fn, n_warmup=3, n_runs=10):
     """statistics.median_low (the lower of the two middle times)"""
     for _ in range(n_warmup):
@@ -759,7 +859,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return statistics.median_low(_timed_runs(fn, n_runs))
 
 
-@wrong("9.3")
+@wrong("9.3", hint="dropping the slowest")
 def time_it(fn, n_warmup=3, n_runs=10):
     """drops the slowest run, then takes the median"""
     for _ in range(n_warmup):
@@ -848,7 +948,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return statistics.median(_timed_runs(fn, n_warmup + n_runs))
 
 
-@wrong("9.3", hint="argument")
+@wrong("9.3", hint="use the n_warmup and n_runs arguments")
 def time_it(fn, n_warmup=3, n_runs=10):
     """hard-coded counts: 3 warm-up calls and 10 runs whatever the arguments"""
     for _ in range(3):
@@ -1111,3 +1211,104 @@ def time_it(fn, n_warmup=3, n_runs=10):
         _sync()
         times.append(time.monotonic() - start)
     return statistics.median(times)
+
+
+@wrong("9.3", hint="geometric mean")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """geometric mean of the times"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.geometric_mean(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="microseconds")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """median in microseconds"""
+    for _ in range(n_warmup):
+        fn()
+    return 1e6 * statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="in the order the calls ran")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times[len(times) // 2] without sorting"""
+    for _ in range(n_warmup):
+        fn()
+    times = _timed_runs(fn, n_runs)
+    return times[len(times) // 2]
+
+
+@wrong("9.3", hint="time stamps")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """median of the times since the start of the timed loop"""
+    for _ in range(n_warmup):
+        fn()
+    t0, stamps = time.perf_counter(), []
+    for _ in range(n_runs):
+        fn()
+        stamps.append(time.perf_counter() - t0)
+    return statistics.median(stamps)
+
+
+@wrong("9.3", hint="timed the first n_runs calls")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """times the first n_runs calls and makes the warm-up calls afterwards"""
+    times = _timed_runs(fn, n_runs)
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="synchron")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """synchronises before stopping the clock, but not after the warm-up before the first start"""
+    cuda = torch.cuda.is_available()
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        start = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+_CUDA_AT_IMPORT = torch.cuda.is_available()
+
+
+@wrong("9.3", hint="inside time_it")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """asks torch.cuda.is_available() once, at import, outside time_it"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        if _CUDA_AT_IMPORT:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if _CUDA_AT_IMPORT:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """from torch.cuda import synchronize, is_available (names bound at import); laps with one reading per call"""
+    from torch.cuda import is_available, synchronize
+
+    for _ in range(n_warmup):
+        fn()
+    cuda = is_available()
+    if cuda:
+        synchronize()
+    stamps = [time.perf_counter()]
+    for _ in range(n_runs):
+        fn()
+        if cuda:
+            synchronize()
+        stamps.append(time.perf_counter())
+    return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))

@@ -7,9 +7,6 @@ import numbers
 import re
 import statistics
 import sys
-import threading
-import time
-import types
 
 import torch
 from torch import Tensor
@@ -17,8 +14,9 @@ from torch import Tensor
 from ..attention import softmax
 from ..timing import attention_flops, score_matrix_bytes
 from . import guard
-from .compare import expect_close, expect_tensor, expect_tuple
-from .guard import call, Patches
+from .compare import expect_close, expect_dtype, expect_tensor, expect_tuple
+from .clock import CheckClock
+from .guard import call
 from .hints import describe
 from .registry import exercise, Wrong
 
@@ -38,6 +36,7 @@ _SOFTMAX_PATHS = (
     "torch.sparse.softmax", "torch.sparse.log_softmax",
     "torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp",
     "torch.logaddexp", "torch.Tensor.logaddexp", "torch.logaddexp2", "torch.Tensor.logaddexp2",
+    "torch.logcumsumexp", "torch.Tensor.logcumsumexp",
     "torch.distributions.Categorical", "torch.distributions.categorical.Categorical",
     "numpy.logaddexp", "numpy.logaddexp2",
     "attnbook.attention.softmax", "attnbook.attention.scaled_dot_product_attention",
@@ -87,11 +86,23 @@ _NO_SHIFT = ("exp of a logit of 1000 overflows to inf (and exp(-1000) underflows
              "maximum before exp, as the chapter's online softmax does")
 _FIXED_SHIFT = ("an empty block has no maximum; treating it as 0 (or any fixed number) shifts by too much when "
                 "every logit is far below it, and exp underflows to 0: skip empty blocks")
+_START_ZERO = ("the running maximum starts at -inf, not 0: on logits far below 0 (about -150 here) a maximum of 0 "
+               "shifts by too much, exp(x - 0) underflows to 0 and the sum l stays 0")
+_FROZEN_MAX = ("the running maximum was not updated: a later block's logits exceed the first block's maximum by more "
+               "than exp can take (about 88 in float32, 709 in float64), so exp(x - m) overflows. Whenever a block "
+               "raises the maximum, rescale l by exp(m_old - m_new) and carry on with the new maximum")
+_OLD_MAX_ADD = ("a block's terms are added relative to the new maximum, after the old sum has been rescaled by "
+                "exp(m_old - m_new); you added them relative to the old maximum")
+_RUNNING_OUT = ("each block's weights were written with the m and l known when the block arrived; only the final m "
+                "and l are right for every logit: finish the pass over all the blocks first, then compute "
+                "exp(x - m) / l for every logit")
+_LAST_OUT = ("the last block did not update m and l: every non-empty block, the last one included, must go into "
+             "the running maximum and sum")
 _ALL_INF_BLOCK = ("a block whose entries are all -inf has maximum -inf, and exp(-inf - (-inf)) is NaN: while the "
                   "running maximum is still -inf, skip the block (it adds nothing to the sum) or shift by 0")
-_SKIPPED = ("on this input exp cannot overflow, so an inf or NaN means the running maximum m stayed -inf (or the sum "
-            "l stayed 0) for some logits: was a block skipped (blocks[1:], or a size test such as len(b) > 1)? "
-            "Every non-empty block must update m and l")
+_SKIPPED = ("an inf or NaN that no known mistake explains: the running maximum m stayed -inf (or the sum l stayed 0) "
+            "for some logits; was a block skipped (blocks[1:], or a size test such as len(b) > 1)? Every non-empty "
+            "block must update m and l")
 _NEGINF_TO_ZERO = ("a masked logit (-inf) must get weight exactly 0; replacing -inf by 0 (nan_to_num, masked_fill) "
                    "gives it the weight of a logit 0. exp(-inf - m) is already 0: guard only the shift while m is "
                    "still -inf")
@@ -118,18 +129,25 @@ def _online_cases() -> list[tuple[str, list[Tensor]]]:
     first_masked = [torch.full((3,), float("-inf"), dtype=torch.float64)] + _logits(2, 3, seed=5)
     g = torch.Generator().manual_seed(6)
     sizes = torch.randint(0, 6, (200,), generator=g).tolist()
-    long = [2.0 * torch.randn(n, generator=g, dtype=torch.float64) + 0.05 * j for j, n in enumerate(sizes)]
+    # From block 150 on the logits are about 760 higher: more than float64's exp can take (709.8) above the first
+    # blocks' maximum, so a running maximum that is never updated overflows even in float64.
+    long = [2.0 * torch.randn(n, generator=g, dtype=torch.float64) + 0.05 * j + (760.0 if j >= 150 else 0.0)
+            for j, n in enumerate(sizes)]
+    # float32, and the fifth block raises the maximum by 94, more than float32's exp can take (88.7).
+    singles = [torch.tensor([v]) for v in (0.5, -1.0, 2.0, 1.0, 96.0, 95.5, 3.0, 97.0)]
+    # float32 logits of about -150, the largest in the first block: a maximum that starts at 0 underflows.
+    falling = [b.float() - 150.0 for b in _logits(4, 3, 5, seed=3, offset=-5.0)]
     return [
         ("one block of 5 logits", _logits(5, seed=0)),
         ("3 blocks of sizes 3, 4 and 2 whose maximum grows from block to block", rising),
         ("4 blocks of float32 logits of about +-1000", huge),
-        ("8 blocks of size 1", _logits(*[1] * 8, seed=2, offset=1.0)),
-        ("3 blocks with the largest logit in the first block", _logits(4, 3, 5, seed=3, offset=-5.0)),
+        ("8 blocks of size 1 (float32), the fifth raising the maximum from 2 to 96", singles),
+        ("3 blocks of float32 logits of about -150 with the largest logit in the first block", falling),
         ("float32 logits of about -200 in 3 blocks, the middle one empty", deep),
         ("3 blocks, the second with two entries equal to -inf (masked)", masked),
         ("3 blocks, the first with every entry equal to -inf", first_masked),
         ("an empty block first, then 2 blocks", [torch.tensor([], dtype=torch.float64)] + _logits(3, 2, seed=7)),
-        (f"a long row in {len(long)} blocks of 0 to 5 logits", long),
+        (f"a long row in {len(long)} blocks of 0 to 5 logits, from block 150 on about 760 higher", long),
     ]
 
 
@@ -166,7 +184,7 @@ def _no_rescale_sum(blocks: list[Tensor]) -> Tensor:
 def _rescale_inverted(blocks: list[Tensor]) -> Tensor:
     """The running sum multiplied by exp(m_new - m_old) instead of exp(m_old - m_new)."""
     m = _stream_max(blocks)[-1]
-    l = _streamed_sum(blocks, lambda old, new: math.exp(new - old))
+    l = _streamed_sum(blocks, lambda old, new: math.exp(new - old) if new - old < 709 else math.inf)
     return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
 
 
@@ -199,12 +217,20 @@ def _no_shift(blocks: list[Tensor]) -> Tensor:
     return e / e.sum()
 
 
-def _fixed_shift(blocks: list[Tensor]) -> Tensor:
-    """An empty block counted as maximum 0: every exp(x - 0) underflows in the blocks' dtype, giving all zeros
-    (or NaN from 0 / 0, which the checker reports through its nan_hint)."""
+def _shifted_by_zero(blocks: list[Tensor], nan_to_zero: bool) -> Tensor:
+    """Every logit shifted by max(0, the maximum), in the blocks' dtype: on logits far below 0 every exp underflows,
+    giving NaN from 0 / 0, or zeros where the sum kept something from before (an empty block counted as 0)."""
     m = max(_stream_max(blocks)[-1], 0.0)
     e = torch.cat([torch.exp(b - m) for b in blocks])
-    return torch.nan_to_num(e / e.sum(), nan=0.0)
+    out = e / e.sum()
+    return torch.nan_to_num(out, nan=0.0) if nan_to_zero else out
+
+
+def _frozen_max(blocks: list[Tensor], dtype) -> Tensor:
+    """The maximum of the first block with a finite logit kept for the whole row, computed in `dtype`."""
+    m = next(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
+    e = torch.cat([torch.exp(b.to(dtype) - m) for b in blocks])
+    return e / e.sum()
 
 
 def _neginf_to_zero(blocks: list[Tensor]) -> Tensor:
@@ -220,38 +246,78 @@ def _skip_inf_blocks(blocks: list[Tensor]) -> Tensor:
     return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
 
 
-def _online_mistakes(blocks: list[Tensor], has_empty: bool, first_all_inf: bool) -> dict[str, Tensor]:
-    """The output of each known mistake on `blocks`, keyed by its hint."""
-    out = {}
-    if first_all_inf:
-        out[_ALL_INF_BLOCK] = torch.full((sum(b.numel() for b in blocks),), float("nan"), dtype=torch.float64)
-    if has_empty:  # an answer without a shift has failed on the logits of +-1000 before it gets here
-        out[_FIXED_SHIFT] = _fixed_shift(blocks)
-    else:
-        out[_NO_SHIFT] = _no_shift(blocks)
-        out[_PER_BLOCK] = _per_block(blocks)
-        out[_OWN_MAX] = _own_max(blocks)
-    out[_NO_RESCALE_SUM] = _no_rescale_sum(blocks)
-    out[_RESCALE_INVERTED] = _rescale_inverted(blocks)
-    out[_NO_FINAL_RESCALE] = _no_final_rescale(blocks)
-    out[_NO_DIVIDE] = _no_divide(blocks)
-    some_inf = [bool(torch.isneginf(b).any()) for b in blocks]
-    if any(some_inf):
-        out[_NEGINF_TO_ZERO] = _neginf_to_zero(blocks)
-        if not first_all_inf:
-            out[_SKIP_INF_BLOCK] = _skip_inf_blocks(blocks)
+def _stream(blocks: list[Tensor], *, add_old: bool = False, running_out: bool = False, last: bool = True) -> Tensor:
+    """The streaming pass in float64 with one mistake: each block's terms added relative to the old maximum
+    (`add_old`), each block's weights written with the m and l of its time (`running_out`), or the last block left
+    out of m and l (`last=False`; where nothing is left, the right weights, as such an answer would fall back)."""
+    m, l, outs = float("-inf"), 0.0, []
+    for b in (blocks if last else blocks[:-1]):
+        b = b.double()
+        m_new = max(m, b.max().item()) if b.numel() else m
+        if m_new == float("-inf"):
+            outs.append(torch.zeros_like(b))
+            continue
+        ref = m if add_old and math.isfinite(m) else m_new
+        l = (l * math.exp(m - m_new) if math.isfinite(m) else 0.0) + torch.exp(b - ref).sum().item()
+        m = m_new
+        outs.append(torch.exp(b - m) / l)
+    if running_out:
+        return torch.cat(outs)
+    if l == 0.0:
+        return softmax(torch.cat([b.double() for b in blocks]), dim=-1)
+    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
+
+
+def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[str, tuple[str, Tensor]]:
+    """{mistake: (hint, its output on `blocks`)}, most likely first. The keys are the same on every case, so that a
+    mistake can be confirmed on every case checked before its hint is given."""
+    has_empty = any(b.numel() == 0 for b in blocks)
+    first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
+    nan_row = torch.full_like(expected, float("nan"))
+    out = {
+        "frozen": (_FROZEN_MAX, _frozen_max(blocks, blocks[0].dtype)),
+        "frozen64": (_FROZEN_MAX, _frozen_max(blocks, torch.float64)),
+        "all_inf": (_ALL_INF_BLOCK, nan_row if first_all_inf else expected),
+        "start_zero": (_START_ZERO, _shifted_by_zero(blocks, nan_to_zero=False)),
+        "empty_zero": (_FIXED_SHIFT, _shifted_by_zero(blocks, nan_to_zero=True) if has_empty else expected),
+        "empty_zero_nan": (_FIXED_SHIFT, _shifted_by_zero(blocks, nan_to_zero=False) if has_empty else expected),
+        "no_shift": (_NO_SHIFT, _no_shift(blocks)),
+        "per_block": (_PER_BLOCK, _per_block(blocks)),
+        "own_max": (_OWN_MAX, _own_max(blocks)),
+        "no_rescale": (_NO_RESCALE_SUM, _no_rescale_sum(blocks)),
+        "inverted": (_RESCALE_INVERTED, _rescale_inverted(blocks)),
+        "no_final_rescale": (_NO_FINAL_RESCALE, _no_final_rescale(blocks)),
+        "running_out": (_RUNNING_OUT, _stream(blocks, running_out=True)),
+        "add_old": (_OLD_MAX_ADD, _stream(blocks, add_old=True)),
+        "last_out": (_LAST_OUT, _stream(blocks, last=False)),
+        "no_divide": (_NO_DIVIDE, _no_divide(blocks)),
+        "neginf_to_zero": (_NEGINF_TO_ZERO, _neginf_to_zero(blocks)),
+        "skip_inf": (_SKIP_INF_BLOCK, _skip_inf_blocks(blocks)),
+    }
     return out
 
 
-def _nan_hint(blocks: list[Tensor], has_empty: bool, first_all_inf: bool) -> str:
-    """The likely cause of an inf or NaN that no known mistake explains, on this input."""
+def _matches(got: Tensor, wrong: Tensor, atol: float) -> bool:
+    w = wrong.detach().to(torch.float64)
+    return w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=1e-4, equal_nan=True)
+
+
+def _nan_hint(blocks: list[Tensor], has_empty: bool, first_all_inf: bool, overflow_ruled_out: bool) -> str:
+    """The likely cause of an inf or NaN that no known mistake explains, on this input (`overflow_ruled_out`: the
+    answer was right on logits of +-1000 before)."""
     if first_all_inf:
         return _ALL_INF_BLOCK
-    finite = [b[torch.isfinite(b)] for b in blocks if b.numel()]
-    large = any(f.numel() and f.abs().max().item() > 80 for f in finite)  # exp overflows float32 above 88.7
-    if large:
+    finite = torch.cat([b[torch.isfinite(b)].double() for b in blocks])
+    if finite.max().item() > 80 and not overflow_ruled_out:  # exp overflows float32 above 88.7
         return _FIXED_SHIFT if has_empty else _NO_SHIFT
+    if finite.max().item() < -80:  # exp(x) underflows float32 below -103
+        return _FIXED_SHIFT if has_empty else _START_ZERO
     return _SKIPPED
+
+
+def finite_max(blocks: list[Tensor]) -> float:
+    """The largest finite logit of the row."""
+    return max(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
 
 
 def _online_error_hint(message: str) -> str | None:
@@ -263,11 +329,13 @@ def _online_error_hint(message: str) -> str | None:
 
 
 @exercise("9.1", "Online softmax over blocks", section="How online softmax works",
-          references=("attnbook.attention.tiled_attention",))
+          references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
 def check_online_softmax(online_softmax) -> str:
     """online_softmax(blocks) -> the softmax of torch.cat(blocks), one 1-D tensor."""
     cases = _online_cases()
     forbid = online_softmax_forbidden()
+    history: list[tuple[Tensor, list, Tensor, float]] = []  # (output, blocks, expected, atol) of each case passed
+    overflow_ruled_out = False
     for desc, blocks in cases:
         given = [b.clone() for b in blocks]
         got = call(online_softmax, given, what="online_softmax", on=desc, forbid=forbid,
@@ -284,6 +352,10 @@ def check_online_softmax(online_softmax) -> str:
                     "return one 1-D tensor holding the weights of every logit, in order")
             raise Wrong(f"online_softmax returned {describe(got)} on {desc}, expected one 1-D tensor of "
                         f"{total} weights", hint)
+        if hasattr(got, "__array__") and not isinstance(got, Tensor):
+            raise Wrong(f"online_softmax returned {describe(got)} on {desc}, expected a torch.Tensor",
+                        "return a torch tensor: torch.from_numpy(a) converts a NumPy array (then keep the blocks' "
+                        "dtype)")
         got = expect_tensor(got, what="the result", on=desc, finite=False)
         if got.dim() != 1:
             raise Wrong(f"the result has shape {tuple(got.shape)} on {desc}, expected ({total},)",
@@ -291,13 +363,28 @@ def check_online_softmax(online_softmax) -> str:
         has_empty = any(b.numel() == 0 for b in blocks)
         first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
         atol = 1e-6 if all(b.dtype == torch.float64 for b in blocks) else 1e-5
+        g = got.detach().to(torch.float64).cpu() if got.is_floating_point() else None
+        if g is not None and g.shape == expected.shape and torch.allclose(g, expected, atol=atol, rtol=1e-4):
+            expect_dtype(got, blocks[0].dtype, what="the result", on=desc, input_name="the blocks",
+                         hint="return the weights in the dtype of the blocks (float32 blocks give float32 weights); "
+                              "if you computed in float64, convert the result back with .to(blocks[0].dtype)")
+            history.append((g, blocks, expected, atol))
+            if finite_max(blocks) > 80:
+                overflow_ruled_out = True
+            continue
+        # A mistake's hint only when it gives this answer's output on this case and on every case before it.
+        # (The mistakes are worked out only now, for this case and the ones before: a right answer never waits.)
+        earlier = [(g_j, _online_mistakes(b_j, e_j), atol_j) for g_j, b_j, e_j, atol_j in history]
+        for key, (hint, wrong) in _online_mistakes(blocks, expected).items():
+            if g is not None and _matches(g, wrong, atol) and all(
+                    _matches(g_j, m_j[key][1], atol_j) for g_j, m_j, atol_j in earlier):
+                raise Wrong(f"the result has the wrong values on {desc}", hint)
         try:
             expect_close(got, expected, what="the result", on=desc, atol=atol, rtol=1e-4,
-                         mistakes=_online_mistakes(blocks, has_empty, first_all_inf),
-                         nan_hint=_nan_hint(blocks, has_empty, first_all_inf))
+                         nan_hint=_nan_hint(blocks, has_empty, first_all_inf, overflow_ruled_out))
         except Wrong as e:
-            if e.hint is None and got.is_floating_point() and got.shape == expected.shape and torch.allclose(
-                    got.detach().double().cpu(), expected, atol=3e-3, rtol=1e-2):
+            if e.hint is None and g is not None and g.shape == expected.shape and torch.allclose(
+                    g, expected, atol=3e-3, rtol=1e-2):
                 raise Wrong(f"the result is right to only about 3 significant digits on {desc} (checked to "
                             f"{atol:g})", _LOW_PRECISION) from None
             raise
@@ -321,8 +408,19 @@ COST_FORBIDDEN = [
 # (batch, heads, n, d_head, bytes_per_el). The first is small enough to count by hand and keeps the known
 # mistakes apart (d_head=6 is neither a small per-score count like the softmax's nor the 8 bits of a byte);
 # the second has a different bytes_per_el, so a byte size written into the code shows up at once.
-COST_CASES = [(3, 5, 7, 6, 4), (1, 1, 4, 2, 2), (4, 12, 1024, 64, 2), (1, 32, 4096, 128, 2), (3, 16, 100, 64, 8),
+# The third has more FLOPs than a 32-bit integer holds, and not a multiple of 2**32, so that counting in int32
+# shows as a wrong non-zero count before the power-of-two sizes, where it wraps to exactly 0.
+COST_CASES = [(3, 5, 7, 6, 4), (1, 1, 4, 2, 2), (3, 16, 1000, 72, 8), (4, 12, 1024, 64, 2), (1, 32, 4096, 128, 2),
               (1, 1, 1, 1, 1), (8, 32, 32768, 128, 2)]
+
+_OVERFLOW_HINT = ("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
+                  "wraps around past it; compute with the Python ints you are given, which never overflow")
+
+
+def _int32(n: int) -> int:
+    """What a 32-bit integer keeps of n (np.int32 and torch.int32 arithmetic wrap around)."""
+    return (n + 2**31) % 2**32 - 2**31
+
 
 _INT_HINT = ("FLOPs and bytes are whole numbers: compute them with integer arithmetic (*, **, //) on the int "
              "arguments, not with / or math.pow, which give floats")
@@ -429,6 +527,8 @@ def _flops_hint(got: int | float, B: int, H: int, N: int, d: int, nbytes: int) -
     right = attention_flops(B, H, N, N, d)
     if isinstance(got, float) and _same(got, right):
         return _INT_HINT
+    if got != right and got == _int32(right):
+        return _OVERFLOW_HINT
     if got == 0:
         return ("the FLOP count of this input is not 0; if you converted to GFLOPs (or divided with //), return the "
                 "number of FLOPs itself: the conversion rounds a small count down to 0")
@@ -449,6 +549,8 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
     right = score_matrix_bytes(B, H, N, N, _DTYPES[nbytes])
     if isinstance(got, float) and _same(got, right):
         return _INT_HINT
+    if got != right and got == _int32(right):
+        return _OVERFLOW_HINT
     if got == 0:
         return ("the score matrix of this input is not empty; if you converted to MiB or GB (or divided with //), "
                 "return the number of bytes itself: the conversion rounds a small size down to 0")
@@ -483,6 +585,8 @@ def check_attention_cost(attention_cost) -> str:
     for B, H, N, d, nbytes in COST_CASES:
         on = f"batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}"
         got = call(attention_cost, B, H, N, d, nbytes, what="attention_cost", on=on, forbid=COST_FORBIDDEN)
+        if isinstance(got, list) and len(got) == 2:
+            got = tuple(got)  # the task text accepts a list too
         flops_got, bytes_got = expect_tuple(got, ("flops", "score_bytes"), "attention_cost", on)
         flops_got, bytes_got = _cost_number(flops_got, "flops", on), _cost_number(bytes_got, "score_bytes", on)
         flops = attention_flops(B, H, N, N, d)
@@ -517,199 +621,22 @@ TIMING_FORBIDDEN = [
 ]
 
 # (the time of each call of the check's function in ms, in turn: the last one repeats; n_warmup, n_runs, or None
-# for the defaults 3 and 10). The first case alone tells every known mistake apart: its median (3 ms) differs
-# from the mean, minimum, maximum, total, trimmed, geometric and harmonic means, from the median with the
-# warm-up calls timed, from the median of the first n_runs calls, and each of those from the others. The
-# second has n_warmup=5, n_runs=7, where a fixed n_warmup=3, a fixed n_runs=10, one call too many or too few
-# and a single warm-up call all give different call counts.
+# for the defaults 3 and 10). The first case alone tells every known mistake apart: its median (3 ms, between the
+# two middle times 2 and 4 ms) differs from the lower and the upper middle time (sorted(times)[n // 2],
+# statistics.median_low, torch.median, the median after dropping the slowest call), the mean, minimum, maximum,
+# total, trimmed, geometric and harmonic means, from the median with the warm-up calls timed, from the median of
+# the first n_runs calls, and each of those from the others. The second has n_warmup=9, n_runs=7, where fixed
+# counts 3 and 10, a fixed n_warmup=3, a fixed n_runs=10, one call too many or too few, a single warm-up call,
+# no warm-up and no timed calls all give different call counts.
 TIMING_CASES = [
-    ([60, 40, 20, 1, 40, 3, 3, 3, 12, 8, 6, 1, 1], None, None),
-    ([20, 10, 8, 6, 5, 5, 2, 150, 11, 2, 5, 8], 5, 7),
+    ([60, 40, 20, 1, 40, 2, 4, 1, 10, 1, 12, 9, 2], None, None),
+    ([20, 10, 8, 6, 5, 5, 4, 4, 3, 2, 150, 11, 2, 5, 8], 9, 7),
     ([40, 40, 40, 3, 7, 3], 3, 3),
     ([30, 2, 6, 2, 9, 2], 1, 5),
     ([2, 6, 2], 0, 3),
 ]
-_CORE = guard.__name__
-
-
-class _CheckClock:
-    """The clock that time.perf_counter() reads while the check runs the learner's time_it.
-
-    The check's function `fn` does not sleep: each call moves this clock on by a set number of milliseconds, so
-    what time_it measures is exact, however busy the machine is. time.perf_counter, time.monotonic, time.time,
-    their _ns forms, time.clock_gettime on those clocks and timeit's default timer all read it, on the thread
-    that runs the check (other threads, and the CPU-time clocks such as time.process_time, see the real ones).
-    It also notes after how many calls of fn each reading happened, so that a hint can say what was timed.
-    """
-
-    _WALL = ("perf_counter", "monotonic", "time")
-    _CPU = ("process_time", "process_time_ns", "thread_time", "thread_time_ns")
-    _WALL_IDS = ("CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW", "CLOCK_BOOTTIME", "CLOCK_TAI")
-
-    def __init__(self, schedule_ms: list[float], answer):
-        self.schedule_ns = [round(ms * 1_000_000) for ms in schedule_ms]
-        self.answer = answer
-        self.elapsed_ns = 0
-        self.durations_ns: list[int] = []  # one per call of fn
-        self.wall_reads: set[int] = set()  # k: a reading after k calls of fn (before call k)
-        self.cpu_reads = 0
-        self.thread = threading.get_ident()
-        self.patches = Patches()
-
-        def fn():
-            """The function that the check times: each call takes a set time on the check's clock."""
-            i = len(self.durations_ns)
-            step = self.schedule_ns[min(i, len(self.schedule_ns) - 1)]
-            self.elapsed_ns += step
-            self.durations_ns.append(step)
-
-        fn.__qualname__ = "fn"
-        self.fn = fn
-
-    @property
-    def calls(self) -> int:
-        return len(self.durations_ns)
-
-    def seconds(self) -> list[float]:
-        """The time of each call made so far, in seconds."""
-        return [ns / 1e9 for ns in self.durations_ns]
-
-    def structure(self) -> tuple[int, int, int, list[int]] | None:
-        """(calls before the first clock reading, calls between the first and the last reading, calls after the
-        last, the number of calls between each two consecutive readings), or None if time_it never read it."""
-        gaps = sorted(self.wall_reads)
-        if not gaps:
-            return None
-        return gaps[0], gaps[-1] - gaps[0], self.calls - gaps[-1], [b - a for a, b in zip(gaps, gaps[1:])]
-
-    # -- the stand-ins for the clocks ---------------------------------------------------------------------
-
-    def _mine(self) -> bool:
-        return threading.get_ident() == self.thread
-
-    def _note(self, frame) -> None:
-        if frame.f_globals.get("__name__") != _CORE:  # the core's own time limit is not the learner's reading
-            self.wall_reads.add(self.calls)
-
-    def _wall(self, real, base_ns: int, as_float: bool):
-        def clock():
-            if not self._mine():
-                return real()
-            self._note(sys._getframe(1))
-            ns = base_ns + self.elapsed_ns
-            return ns / 1e9 if as_float else ns
-
-        clock.__name__ = clock.__qualname__ = real.__name__
-        return clock
-
-    def _cpu(self, real):
-        def clock(*args):
-            if self._mine():
-                self.cpu_reads += 1
-            return real(*args)
-
-        clock.__name__ = clock.__qualname__ = real.__name__
-        return clock
-
-    def _clock_gettime(self, real, real_ns, as_float: bool):
-        bases = {getattr(time, name): real_ns(getattr(time, name)) for name in self._WALL_IDS if hasattr(time, name)}
-
-        def clock_gettime(clk_id):
-            if not self._mine():
-                return real(clk_id)
-            if clk_id not in bases:
-                self.cpu_reads += 1
-                return real(clk_id)
-            self._note(sys._getframe(1))
-            ns = bases[clk_id] + self.elapsed_ns
-            return ns / 1e9 if as_float else ns
-
-        clock_gettime.__name__ = clock_gettime.__qualname__ = real.__name__
-        return clock_gettime
-
-    # -- putting them in place ------------------------------------------------------------------------------
-
-    def _set(self, owner, name: str, value) -> None:
-        self.patches.set(owner, name, value)
-
-    def __enter__(self):
-        import timeit
-
-        stand_ins = {}
-        for name in self._WALL:
-            real, real_ns = getattr(time, name), getattr(time, name + "_ns")
-            base = real_ns()
-            stand_ins[real] = self._wall(real, base, as_float=True)
-            stand_ins[real_ns] = self._wall(real_ns, base, as_float=False)
-        for name in self._CPU:
-            if hasattr(time, name):
-                stand_ins[getattr(time, name)] = self._cpu(getattr(time, name))
-        if hasattr(time, "clock_gettime_ns"):
-            stand_ins[time.clock_gettime] = self._clock_gettime(time.clock_gettime, time.clock_gettime_ns, True)
-            stand_ins[time.clock_gettime_ns] = self._clock_gettime(time.clock_gettime_ns, time.clock_gettime_ns,
-                                                                   False)
-        by_id = {id(real): (real, fake) for real, fake in stand_ins.items()}
-
-        def fake_for(value):
-            """The stand-in for `value` if it is one of the real clocks (by identity: values may be unhashable)."""
-            hit = by_id.get(id(value))
-            return hit[1] if hit is not None and hit[0] is value else None
-
-        def swap(values: tuple) -> tuple:
-            return tuple(fake_for(v) or v for v in values)
-
-        try:
-            for real, fake in stand_ins.items():
-                self._set(time, real.__name__, fake)
-            if fake_for(timeit.default_timer):
-                self._set(timeit, "default_timer", fake_for(timeit.default_timer))
-            for func in (timeit.timeit, timeit.repeat, timeit.Timer.__init__):  # timer=default_timer, bound early
-                defaults = func.__defaults__ or ()
-                if any(fake_for(d) for d in defaults):
-                    self._set(func, "__defaults__", swap(defaults))
-            # The same clocks reached another way: `from time import perf_counter` in the notebook, a closure,
-            # a default argument (def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter)).
-            answer = self.answer
-            namespace = getattr(answer, "__globals__", None)
-            if isinstance(namespace, dict):
-                for key, value in list(namespace.items()):
-                    if fake_for(value):
-                        self._set(namespace, key, fake_for(value))
-            # Closures and default arguments of the answer, of the helpers defined next to it
-            # (def timed(fn, clock=time.perf_counter)) and of the functions these hold, a few levels down.
-            todo = [answer] + [v for v in (namespace or {}).values() if isinstance(v, types.FunctionType)]
-            seen: set[int] = set()
-            for _ in range(4):
-                found = []
-                for func in todo:
-                    if id(func) in seen or not isinstance(func, types.FunctionType):
-                        continue
-                    seen.add(id(func))
-                    for cell in func.__closure__ or ():
-                        try:
-                            contents = cell.cell_contents
-                        except ValueError:  # an empty cell
-                            continue
-                        if fake_for(contents):
-                            self._set(cell, "cell_contents", fake_for(contents))
-                        elif isinstance(contents, types.FunctionType):
-                            found.append(contents)
-                    for attr in ("__defaults__", "__kwdefaults__"):
-                        defaults = getattr(func, attr, None)
-                        if isinstance(defaults, tuple) and any(fake_for(d) for d in defaults):
-                            self._set(func, attr, swap(defaults))
-                        elif isinstance(defaults, dict) and any(fake_for(d) for d in defaults.values()):
-                            self._set(func, attr, {k: fake_for(v) or v for k, v in defaults.items()})
-                todo = found
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.patches.restore()
-        return False
-
+# The GPU case: run once more as if a GPU were present (see clock.CheckClock), to see where time_it synchronises.
+GPU_CASE = ([30, 20, 5, 3, 4, 3], 2, 3)
 
 def _timing_error_hint(message: str) -> str | None:
     if re.search(r"CUDA|cuda", message):
@@ -760,7 +687,7 @@ def _default_counts(time_it) -> tuple[object, object] | None:
     return tuple(params[name].default if name in params else None for name in ("n_warmup", "n_runs"))
 
 
-def _count_hint(clock: _CheckClock, w: int, r: int, defaults: bool) -> str:
+def _count_hint(clock: CheckClock, w: int, r: int, defaults: bool) -> str:
     """Why time_it called fn the wrong number of times, from the calls and when it read the clock."""
     calls = clock.calls
     if defaults:
@@ -786,6 +713,9 @@ def _count_hint(clock: _CheckClock, w: int, r: int, defaults: bool) -> str:
                      "call it), so that one-time costs (lazy imports, caches, CUDA initialisation) stay out of the "
                      "measurement"),
         (calls == w, "after the warm-up, time n_runs calls of fn()"),
+        ((w, r) != (3, 10) and calls == 3 + 10, "you called fn 3 + 10 times, the default counts, although the check "
+                                                "passed other values: use the n_warmup and n_runs arguments instead "
+                                                "of fixed numbers"),
         (w != 3 and calls == 3 + r, "use the n_warmup argument for the number of warm-up calls instead of a fixed "
                                     "number"),
         (r != 10 and calls == w + 10, "use the n_runs argument for the number of timed calls instead of a fixed "
@@ -806,12 +736,23 @@ _MEAN_HINT = ("you returned the mean; a single slow call (another program, a pag
               "pulls the mean up, while the median is the typical call: return statistics.median(times)")
 
 
+_MIDDLE = ("with an even number of times ({r} here) there are two middle ones, {low:g} and {high:g} ms: the median "
+           "is their mean, as statistics.median computes it; you returned the {which}")
+
+
 def _timing_mistakes(d: list[float], w: int, r: int) -> list[tuple[str, float]]:
     """(hint, value) for what common mistakes return, from the times `d` of the w + r calls (in seconds)."""
     timed, first = d[w:w + r], d[:r]
     ordered = sorted(timed)
     median = statistics.median(timed)
+    low, high = statistics.median_low(timed), statistics.median_high(timed)
+    even = r % 2 == 0 and low != high
     out = [
+        (_MIDDLE.format(r=r, low=1e3 * low, high=1e3 * high, which="lower one, which statistics.median_low, "
+                        "torch.median and sorted(times)[(n - 1) // 2] give, as does dropping the slowest time first"),
+         low if even else None),
+        (_MIDDLE.format(r=r, low=1e3 * low, high=1e3 * high, which="upper one, which sorted(times)[n // 2] gives"),
+         high if even else None),
         ("you returned milliseconds; return seconds (the difference of two time.perf_counter() readings)",
          1e3 * median),
         ("you returned microseconds; return seconds (the difference of two time.perf_counter() readings)",
@@ -866,52 +807,93 @@ def _describe_case(schedule: list[float], w: int, r: int, defaults: bool) -> str
     return f"a function whose calls take {listed} ms in turn{rare}, with {args}"
 
 
+def _gpu_error_hint(message: str) -> str | None:
+    if re.search(r"CUDA|cuda|[Ss]tream|[Ee]vent", message):
+        return ("on this run the check pretends that a GPU is present: torch.cuda.is_available() returns True and "
+                "torch.cuda.synchronize() works, but nothing else of torch.cuda does; synchronise with "
+                "torch.cuda.synchronize() (no CUDA events or streams) and time with time.perf_counter()")
+    return _timing_error_hint(message)
+
+
+def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int | None, gpu: bool = False) -> CheckClock:
+    """Run time_it on one case of the check's clock; Wrong unless it made the right calls and returned the median."""
+    defaults = n_warmup is None
+    w, r = (3, 10) if defaults else (n_warmup, n_runs)
+    desc = _describe_case(schedule, w, r, defaults)
+    if gpu:
+        desc += ", as if on a machine with a GPU (torch.cuda.is_available() returns True)"
+    on = f"on {desc}"
+    clock = CheckClock(schedule, time_it, gpu=gpu)
+    kwargs = {} if defaults else {"n_warmup": w, "n_runs": r}
+    with clock:
+        got = call(time_it, clock.fn, what="time_it", on=desc, forbid=TIMING_FORBIDDEN, seed=None,
+                   explain=_gpu_error_hint if gpu else _timing_error_hint, **kwargs)
+    value, was_int = _timing_value(got, r, on)
+    if clock.calls != w + r:
+        raise Wrong(f"time_it called fn {clock.calls} times {on}; expected {w + r}: {w} warm-up calls, then "
+                    f"{r} timed calls", _count_hint(clock, w, r, defaults))
+    d = clock.seconds()
+    median = statistics.median(d[w:])
+    if _close(value, median):
+        return clock
+    after = f" after the {w} warm-up call{'s' if w != 1 else ''}" if w else ""
+    said = f"time_it returned {value:.6g} s {on}, but the median of the {r} timed calls{after} is {median:.6g} s"
+    if value == 0:
+        raise Wrong(said, "int() (or //) cut a time of a few milliseconds down to 0: return the float" if was_int
+                    else "a time of a few milliseconds rounds to 0.0 (round(t, 2)): return the full float")
+    if not math.isfinite(value) or value < 0:
+        raise Wrong(said, "a time is time.perf_counter() after the call minus time.perf_counter() before it "
+                          "(in that order), a positive number of seconds")
+    shape = clock.structure()
+    if shape is None:
+        raise Wrong(said, "time.process_time() counts only the CPU time of this process, not time spent "
+                          "waiting (for a GPU, a disk, a sleep): time with time.perf_counter()"
+                    if clock.cpu_reads else
+                    "time_it never read time.perf_counter() (nor time.time() or time.monotonic()), the clock "
+                    "that the check's function takes its time on: time each call with time.perf_counter()")
+    hints = {hint for hint, v in _timing_mistakes(d, w, r) if _close(value, v) and not _close(v, median)}
+    hint = hints.pop() if len(hints) == 1 else None
+    before, between, after_calls, groups = shape
+    if hint == _MEAN_HINT and groups == [r] and before == w:
+        hint = ("you timed the n_runs calls as one block and divided by n_runs: that is the mean, which a single "
+                "slow call pulls up; time each call on its own and return the median of those times")
+    raise Wrong(said, hint or "time each of the n_runs calls separately with time.perf_counter() and return "
+                              "the median of those times, in seconds")
+
+
+def _check_synchronisation(time_it) -> None:
+    """Wrong unless time_it, on a (pretended) GPU machine, synchronises before every clock reading of the timed
+    part that follows a call of fn: the start of each timed call and the stop after it."""
+    schedule, w, r = GPU_CASE
+    clock = _run_case(time_it, schedule, w, r, gpu=True)
+    on = f"on {_describe_case(schedule, w, r, False)}, as if on a machine with a GPU"
+    why = ("GPU work runs asynchronously: fn() returns as soon as its kernels are queued, so a clock read without "
+           "torch.cuda.synchronize() measures the launch, or includes work still running from before. ")
+    if not clock.synced():
+        raise Wrong(f"time_it never called torch.cuda.synchronize() {on} (torch.cuda.is_available() returned True)",
+                    why + "When torch.cuda.is_available() is True, synchronise right before you start the clock and "
+                    "right before you stop it; ask torch.cuda.is_available() inside time_it, when it runs"
+                    + ("" if clock.cuda_queries else " (time_it never asked it)"))
+    calls = clock.unsynchronised(w, r)
+    if calls is None:
+        return
+    if calls == w:
+        raise Wrong(f"time_it started the clock for the first timed call without torch.cuda.synchronize() after "
+                    f"the {w} warm-up calls {on}",
+                    why + "Synchronise right before you start the clock too, so that the warm-up's GPU work is not "
+                    "counted in the first timed call")
+    raise Wrong(f"time_it read the clock after timed call {calls - w} of {r} without torch.cuda.synchronize() "
+                f"between that call of fn and the reading {on}",
+                why + "Synchronise right before you stop the clock, after fn() returns")
+
+
 @exercise("9.3", "A timing function", section="How to time honestly",
           references=("attnbook.timing.benchmark",))
 def check_time_it(time_it) -> str:
-    """time_it(fn, n_warmup=3, n_runs=10) -> median seconds of n_runs calls after n_warmup untimed calls."""
+    """time_it(fn, n_warmup=3, n_runs=10) -> median seconds of n_runs calls after n_warmup untimed calls, with
+    torch.cuda.synchronize() before each start and stop of the clock when torch.cuda.is_available()."""
     for schedule, n_warmup, n_runs in TIMING_CASES:
-        defaults = n_warmup is None
-        w, r = (3, 10) if defaults else (n_warmup, n_runs)
-        desc = _describe_case(schedule, w, r, defaults)
-        on = f"on {desc}"
-        clock = _CheckClock(schedule, time_it)
-        kwargs = {} if defaults else {"n_warmup": w, "n_runs": r}
-        with clock:
-            got = call(time_it, clock.fn, what="time_it", on=desc, forbid=TIMING_FORBIDDEN, seed=None,
-                       explain=_timing_error_hint, **kwargs)
-        value, was_int = _timing_value(got, r, on)
-        if clock.calls != w + r:
-            raise Wrong(f"time_it called fn {clock.calls} times {on}; expected {w + r}: {w} warm-up calls, then "
-                        f"{r} timed calls", _count_hint(clock, w, r, defaults))
-        d = clock.seconds()
-        timed = d[w:]
-        median = statistics.median(timed)
-        low, high = statistics.median_low(timed), statistics.median_high(timed)  # both are medians too
-        if low - 1e-6 <= value <= high + 1e-6 or _close(value, median):
-            continue
-        after = f" after the {w} warm-up call{'s' if w != 1 else ''}" if w else ""
-        said = f"time_it returned {value:.6g} s {on}, but the median of the {r} timed calls{after} is {median:.6g} s"
-        if value == 0:
-            raise Wrong(said, "int() (or //) cut a time of a few milliseconds down to 0: return the float" if was_int
-                        else "a time of a few milliseconds rounds to 0.0 (round(t, 2)): return the full float")
-        if not math.isfinite(value) or value < 0:
-            raise Wrong(said, "a time is time.perf_counter() after the call minus time.perf_counter() before it "
-                              "(in that order), a positive number of seconds")
-        shape = clock.structure()
-        if shape is None:
-            raise Wrong(said, "time.process_time() counts only the CPU time of this process, not time spent "
-                              "waiting (for a GPU, a disk, a sleep): time with time.perf_counter()"
-                        if clock.cpu_reads else
-                        "time_it never read time.perf_counter() (nor time.time() or time.monotonic()), the clock "
-                        "that the check's function takes its time on: time each call with time.perf_counter()")
-        hints = {hint for hint, v in _timing_mistakes(d, w, r) if _close(value, v) and not _close(v, median)}
-        hint = hints.pop() if len(hints) == 1 else None
-        before, between, after_calls, groups = shape
-        if hint == _MEAN_HINT and groups == [r] and before == w:
-            hint = ("you timed the n_runs calls as one block and divided by n_runs: that is the mean, which a single "
-                    "slow call pulls up; time each call on its own and return the median of those times")
-        raise Wrong(said, hint or "time each of the n_runs calls separately with time.perf_counter() and return "
-                                  "the median of those times, in seconds")
+        _run_case(time_it, schedule, n_warmup, n_runs)
+    _check_synchronisation(time_it)
     return (f"warm-up, call count and median right on {len(TIMING_CASES)} functions, including slow first calls "
             "and a rare outlier")
