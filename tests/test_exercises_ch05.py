@@ -1,6 +1,7 @@
 """Chapter 5 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint; what the
 tasks forbid is refused. Every wrong answer here is written out by hand, independently of the checker code."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -135,10 +136,9 @@ def test_5_1_library_is_refused():
         module = positional.SinusoidalPositionalEncoding(d_model, max_len=max_len)
         return module(torch.zeros(max_len, d_model))
 
-    for answer in (wrapped, through_the_module, positional.sinusoidal_table):
+    for answer in (wrapped, through_the_module, positional.sinusoidal_table):  # 5.1's references
         result = check("5.1", answer)
-        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
-            result.message
+        assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_5_1_error_in_learner_code_gets_a_hint():
@@ -171,8 +171,7 @@ def test_5_1_default_argument_capture_is_refused():
 
     for answer in (captured_table, captured_module):
         result = check("5.1", answer)
-        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
-            result.message
+        assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_5_1_built_from_the_shift_operator_names_the_public_function():
@@ -208,6 +207,75 @@ def test_5_1_hugging_face_tables_are_refused():
         assert "no library sinusoidal table" in result.message, result.message
 
 
+# The 5.1 answers below are written out here; each differs from the paper's table in one way.
+
+
+def table_from(angles_fn, dtype=torch.float32):
+    """A sinusoidal_table whose angles come from angles_fn(max_len, d_model) -> (max_len, d_model/2)."""
+    def sinusoidal_table(max_len, d_model):
+        a = angles_fn(max_len, d_model)
+        return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model).to(dtype)
+    return sinusoidal_table
+
+
+def test_5_1_float16_positions_fail_on_a_table_longer_than_2048_rows():
+    # float16 holds whole numbers exactly only up to 2048: row 2049 would get the angles of position 2048
+    answer = table_from(lambda n, d: torch.arange(n, dtype=torch.float16)[:, None].float()
+                        / 10000 ** (torch.arange(0, d, 2).float() / d))
+    result = check("5.1", answer)
+    assert not result.passed and "2048" in result.message, result.message
+
+
+def test_5_1_float16_angles_are_named_and_the_numbers_shown_differ():
+    answer = table_from(lambda n, d: (torch.arange(n, dtype=torch.float16)[:, None]
+                                      / 10000 ** (torch.arange(0, d, 2, dtype=torch.float16) / d)).float())
+    result = check("5.1", answer)
+    assert not result.passed and "float16" in result.message, result.message
+    m = re.search(r"expected (\S+), got (\S+)", result.message)
+    assert m and m.group(1) != m.group(2), result.message
+
+
+def test_5_1_tensor2tensor_spacing_and_base_1000_are_named():
+    def t2t(n, d):
+        half = d // 2
+        return torch.arange(n).float()[:, None] * torch.exp(-math.log(10000) / max(half - 1, 1)
+                                                            * torch.arange(half).float())
+
+    def base_1000(n, d):
+        return torch.arange(n).float()[:, None] / 1000 ** (torch.arange(0, d, 2).float() / d)
+
+    assert "tensor2tensor" in check("5.1", table_from(t2t)).message
+    assert "base 10000" in check("5.1", table_from(base_1000)).message
+
+
+def test_5_1_a_mistake_that_explains_one_size_only_is_not_named():
+    right = table_from(lambda n, d: torch.arange(n).double()[:, None] / 10000 ** (torch.arange(0, d, 2).double() / d))
+
+    def halves_on_one_size(max_len, d_model):  # right everywhere except (10, 8), where the layout is halves
+        pe = right(max_len, d_model)
+        return torch.cat((pe[:, 0::2], pe[:, 1::2]), dim=-1) if (max_len, d_model) == (10, 8) else pe
+
+    result = check("5.1", halves_on_one_size)
+    assert not result.passed and "on max_len=10, d_model=8" in result.message, result.message
+    assert "halves" not in result.message and "at index" in result.message, result.message
+
+
+def test_5_1_an_allowed_layout_helper_of_the_package_passes():
+    def sinusoidal_table(max_len, d_model):
+        a = torch.arange(max_len).double()[:, None] / 10000 ** (torch.arange(0, d_model, 2).double() / d_model)
+        return positional.halves_to_interleaved(torch.cat((a.sin(), a.cos()), dim=-1)).float()
+
+    result = check("5.1", sinusoidal_table)
+    assert result.passed, result.message
+
+
+def test_5_1_hints_print_no_solution_code():
+    for kwargs in ({"layout": "halves"}, {"exponent": "j/d"}, {"start": 1}):
+        message = check("5.1", make_table(**kwargs)).message
+        for code in ("pe[:, 0::2]", "torch.arange(0, d_model, 2)", "torch.arange(max_len)"):
+            assert code not in message, (kwargs, message)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 5.2 how far from permutation-equivariant
 # ---------------------------------------------------------------------------------------------------------
@@ -226,9 +294,24 @@ def test_5_2_a_zero_dim_tensor_and_a_numpy_float_are_accepted():
         diff = f(x[:, perm]).numpy() - f(x).numpy()[:, perm.numpy()]
         return np.abs(diff).max()
 
-    for answer in (as_tensor, as_numpy):
+    def as_numpy_float32(f, x, perm):  # the task text allows np.float64 and np.float32
+        return np.float32((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+    for answer in (as_tensor, as_numpy, as_numpy_float32):
         result = check("5.2", answer)
         assert result.passed, result.message
+
+
+def test_5_2_half_precision_numbers_are_refused():
+    def numpy_half(f, x, perm):
+        return np.float16((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+    def tensor_half(f, x, perm):
+        return (f(x[:, perm]) - f(x)[:, perm]).abs().max().half()
+
+    for answer in (numpy_half, tensor_half):
+        result = check("5.2", answer)
+        assert not result.passed and "half precision" in result.message, result.message
 
 
 def test_5_2_not_attempted():
@@ -281,7 +364,7 @@ def always_zero(f, x, perm):
         (inverse_on_output, "inverse permutation"),
         (output_not_permuted, "compare with the permuted output"),
         (mean_not_max, "the mean of the absolute differences"),
-        (signed_max, "take the absolute value first"),
+        (signed_max, "you returned the largest signed difference"),
         (whole_tensor, "reduce the differences to one number"),
         (always_zero, "this f is not equivariant"),
     ],
@@ -309,7 +392,7 @@ def truncated_to_int(f, x, perm):
 def test_5_2_comparing_with_the_permuted_input_gets_a_hint_not_a_crash():
     result = check("5.2", permuted_input_not_output)
     assert not result.passed and "could not check" not in result.message, result.message
-    assert "you compared f(x[:, perm]) with the permuted input x[:, perm]" in result.message, result.message
+    assert "you compared f of the permuted input with the permuted input itself" in result.message, result.message
 
 
 @pytest.mark.parametrize("answer", [always_zero, compared_with_itself], ids=lambda a: a.__name__)
@@ -321,8 +404,8 @@ def test_5_2_zero_gets_the_not_equivariant_hint_not_the_batch_axis_one(answer):
 
 def test_5_2_int_is_refused_with_a_float_hint():
     result = check("5.2", truncated_to_int)
-    assert not result.passed and "returned an int" in result.message, result.message
-    assert "without int()" in result.message and "batch axis" not in result.message, result.message
+    assert not result.passed and "returned the int 12" in result.message, result.message
+    assert "drop the fractional part" in result.message and "batch axis" not in result.message, result.message
 
 
 def test_5_2_return_kinds_the_task_excludes_are_refused():
@@ -340,8 +423,8 @@ def test_5_2_return_kinds_the_task_excludes_are_refused():
                            (integer_tensor, "integer tensor")):
         result = check("5.2", answer)
         assert not result.passed, answer.__name__
-        assert phrase in result.message and "a Python float (.item()) or a 0-d tensor" in result.message, \
-            result.message
+        assert phrase in result.message, result.message
+        assert "a Python float, a NumPy float or a 0-d floating-point tensor" in result.message, result.message
 
 
 def test_5_2_the_exact_case_says_what_was_expected():
@@ -371,6 +454,47 @@ def test_5_2_max_with_dim_returns_a_pair():
 
     result = check("5.2", max_equivariance_error)
     assert not result.passed and "(values, indices) pair" in result.message, result.message
+
+
+def test_5_2_one_position_gets_its_own_hint_not_the_sign_one():
+    # on the first f, the last position alone happens to give what the signed maximum gives (4): only a mistake
+    # that explains every case may be named
+    def last_position(f, x, perm):
+        return (f(x[:, perm]) - f(x)[:, perm])[:, -1].abs().max().item()
+
+    def first_position(f, x, perm):
+        return (f(x[:, perm]) - f(x)[:, perm])[:, 0].abs().max().item()
+
+    for answer in (last_position, first_position):
+        result = check("5.2", answer)
+        assert not result.passed and "one position" in result.message, result.message
+        assert "sign" not in result.message and "absolute value" not in result.message, result.message
+
+
+def test_5_2_a_mistake_that_fits_one_case_only_is_not_named():
+    def signed_on_the_first_f_only(f, x, perm):  # the signed maximum where the batch is 4, right elsewhere
+        diff = f(x[:, perm]) - f(x)[:, perm]
+        return diff.max().item() if x.shape == (4, 4, 4) else diff.abs().max().item()
+
+    result = check("5.2", signed_on_the_first_f_only)
+    assert not result.passed and "returned 4 for" in result.message, result.message
+    assert "Hint:" not in result.message, result.message
+
+
+def test_5_2_rounding_is_named():
+    def rounded(f, x, perm):
+        return round((f(x[:, perm]) - f(x)[:, perm]).abs().max().item(), 3)
+
+    result = check("5.2", rounded)
+    assert not result.passed and "rounded the result to 3 decimals" in result.message, result.message
+
+
+@pytest.mark.parametrize("answer", [batch_axis, feature_axis, inverse_on_output, output_not_permuted, mean_not_max,
+                                    signed_max, whole_tensor, always_zero], ids=lambda a: a.__name__)
+def test_5_2_hints_print_no_solution_code(answer):
+    message = check("5.2", answer).message
+    for code in (".abs()", ".max()", ".item()", "f(x)[:, perm]", "(a - b)"):
+        assert code not in message, (code, message)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -474,7 +598,7 @@ def test_5_3_positions_shifted_to_zero_or_assumed_consecutive_get_their_own_hint
     def consecutive(x, positions):
         return rope_at(x, positions[0] + torch.arange(x.size(-2)))
 
-    for answer, phrase in ((from_zero, "you shifted the positions to start at 0"),
+    for answer, phrase in ((from_zero, "you shifted the positions so that they start at 0"),
                            (consecutive, "you assumed consecutive positions")):
         result = check("5.3", answer)
         assert not result.passed and phrase in result.message, result.message
@@ -490,7 +614,8 @@ def test_5_3_freqs_not_concatenated_gets_the_cat_hint():
         return x * freqs.cos() + torch.cat((-x2, x1), dim=-1) * freqs.sin()  # (.., d) * (seq, d/2): fails
 
     result = check("5.3", apply_rope)
-    assert not result.passed and "torch.cat((freqs, freqs), dim=-1)" in result.message, result.message
+    assert not result.passed and "the d/2 angles repeated as a block" in result.message, result.message
+    assert "torch.cat" not in result.message, result.message  # a rule, not the line of code
 
 
 def test_5_3_rotate_half_without_the_minus_gets_a_hint():
@@ -517,10 +642,12 @@ def test_5_3_library_is_refused():
         emb = torch.cat((freqs, freqs), dim=-1)
         return (x * emb.cos() + positional.rotate_half(x) * emb.sin()).to(x.dtype)
 
-    for answer in (wrapped, own_cos_library_rotate_half, positional.apply_rope):
+    for answer in (wrapped, positional.apply_rope):  # 5.3's reference
         result = check("5.3", answer)
-        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
-            result.message
+        assert not result.passed and "the package's own solution" in result.message, result.message
+    result = check("5.3", own_cos_library_rotate_half)  # a helper the task forbids, not the reference
+    assert not result.passed, result.message
+    assert "the task asks you to write this without attnbook.positional.rotate_half" in result.message, result.message
 
 
 def test_5_3_hugging_face_is_refused():
@@ -588,10 +715,58 @@ def test_5_3_default_argument_capture_is_refused():
         emb = torch.cat((freqs, freqs), dim=-1)
         return (x * emb.cos() + _rotate(x) * emb.sin()).to(x.dtype)
 
-    for answer in (captured_apply_rope, captured_rotate_half):
-        result = check("5.3", answer)
-        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
-            result.message
+    result = check("5.3", captured_apply_rope)
+    assert not result.passed and "the package's own solution" in result.message, result.message
+    result = check("5.3", captured_rotate_half)
+    assert not result.passed and "without attnbook.positional.rotate_half" in result.message, result.message
+
+
+def test_5_3_float16_positions_fail_above_2048():
+    def apply_rope(x, positions):  # float16 * float32 gives float32 angles, but from positions already rounded
+        return rope_at(x, positions.half().double())
+
+    result = check("5.3", apply_rope)
+    assert not result.passed and "2048" in result.message, result.message
+
+
+def test_5_3_float16_angles_are_named_and_the_numbers_shown_differ():
+    def apply_rope(x, positions):
+        d = x.size(-1)
+        freqs = (positions.float()[:, None] / 10000 ** (torch.arange(0, d, 2).float() / d)).half()
+        emb = torch.cat((freqs, freqs), dim=-1)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+    result = check("5.3", apply_rope)
+    assert not result.passed and "float16" in result.message, result.message
+    m = re.search(r"expected (\S+), got (\S+)", result.message)
+    assert m and m.group(1) != m.group(2), result.message
+
+
+def test_5_3_float32_angles_pass():
+    def apply_rope(x, positions):  # Hugging Face's way: float32 inverse frequencies and float32 positions
+        d = x.size(-1)
+        inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2).float() / d)
+        freqs = positions.float()[:, None] * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+    result = check("5.3", apply_rope)
+    assert result.passed, result.message
+
+
+def test_5_3_subtracting_the_first_position_is_named():
+    result = check("5.3", lambda x, positions: rope_at(x, positions - positions[0]))
+    assert not result.passed and "you shifted the positions so that they start at 0" in result.message, \
+        result.message
+
+
+def test_5_3_hints_print_no_solution_code():
+    for kwargs in ({"power": "i/d"}, {"freqs": "repeat"}, {"sign": -1}):
+        message = check("5.3", make_rope(**kwargs)).message
+        for code in ("torch.cat((freqs, freqs)", "10000 ** (-torch.arange", "torch.arange(0, d, 2)"):
+            assert code not in message, (kwargs, message)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -672,7 +847,7 @@ def omega_only(k, omega):
 @pytest.mark.parametrize(
     "answer, hint",
     [
-        (transposed, "inverse rotation"),
+        (transposed, "moves (sin, cos) back by k positions"),
         (k_not_omega_k, "you used k alone"),
         (omega_only, "you used omega alone"),
         (rows_swapped, "your rows are swapped"),
@@ -704,7 +879,7 @@ def test_5_4_half_precision_gets_a_dtype_message():
 def test_5_4_hints_never_state_the_entries(answer):
     message = check("5.4", answer).message
     assert "Hint:" in message, message
-    for giveaway in ("row 0 is", "[cos(omega k)", "cos(omega k), sin(omega k)", "[[cos", "-sin(omega k)"):
+    for giveaway in ("row 0 is", "[cos(omega k)", "cos(omega k), sin(omega k)", "[[cos", "-sin(omega k)", "transpose"):
         assert giveaway not in message, (giveaway, message)
 
 
@@ -717,8 +892,7 @@ def test_5_4_default_argument_capture_is_refused():
 
     for answer in (captured_matrix, captured_operator):
         result = check("5.4", answer)
-        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
-            result.message
+        assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_5_4_messages_never_give_the_numbers_away():
@@ -752,5 +926,24 @@ def test_5_4_library_is_refused():
 
     for answer in (wrapped, from_the_operator, positional.shift_matrix):
         result = check("5.4", answer)
-        assert not result.passed and "the task asks you to write this without attnbook.positional" in result.message, \
-            result.message
+        assert not result.passed and "the package's own solution" in result.message, result.message
+        assert "math.cos(omega * k)" not in result.message and "math.sin(omega * k)" not in result.message
+
+
+def test_5_4_abs_k_is_told_it_is_right_for_k_ge_0_only():
+    def pe_shift_matrix(k, omega):
+        c, s = math.cos(omega * abs(k)), math.sin(omega * abs(k))
+        return torch.tensor([[c, s], [-s, c]])
+
+    result = check("5.4", pe_shift_matrix)
+    assert not result.passed and "right for k >= 0 but not for negative k" in result.message, result.message
+    assert "back by k" not in result.message and "transpose" not in result.message, result.message
+
+
+def test_5_4_integer_tensors_get_a_dtype_message():
+    def pe_shift_matrix(k, omega):
+        return torch.eye(2, dtype=torch.long)
+
+    result = check("5.4", pe_shift_matrix)
+    assert not result.passed and "dtype torch.int64" in result.message, result.message
+    assert "expected float32 or float64" in result.message, result.message

@@ -160,7 +160,7 @@ def sinusoidal_table(max_len, d_model):
     return torch.stack((a.sin(), a.cos()), dim=-1).reshape(64, d_model)
 
 
-@wrong("5.1", hint=None)
+@wrong("5.1", hint="float16")
 def sinusoidal_table(max_len, d_model):
     """angles computed in float16 and then cast to float32"""
     pos = torch.arange(max_len, dtype=torch.float16)[:, None]
@@ -170,7 +170,7 @@ def sinusoidal_table(max_len, d_model):
     return pe.reshape(max_len, d_model)
 
 
-@wrong("5.1", hint=None)
+@wrong("5.1", hint="2048")
 def sinusoidal_table(max_len, d_model):
     """positions made with torch.arange(max_len, dtype=torch.float16): rows past 2048 hold rounded positions"""
     pos = torch.arange(max_len, dtype=torch.float16)[:, None].float()
@@ -179,17 +179,20 @@ def sinusoidal_table(max_len, d_model):
     return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model)
 
 
-@wrong("5.1", hint="without")
+@wrong("5.1", hint="package's own")
 def sinusoidal_table(max_len, d_model):
-    """reads the table out of attnbook's SinusoidalPositionalEncoding module"""
+    """reads the table out of attnbook's SinusoidalPositionalEncoding module
+
+    (hint was "without": SinusoidalPositionalEncoding is one of 5.1's references, so the message says "the
+    package's own solution", as for sinusoidal_table itself.)"""
     from attnbook.positional import SinusoidalPositionalEncoding
 
     return SinusoidalPositionalEncoding(d_model, max_len=max_len).pe.float()
 
 
-@wrong("5.1", hint="without")
+@wrong("5.1", hint="package's own")
 def sinusoidal_table(max_len, d_model):
-    """builds it by adding SinusoidalPositionalEncoding to zeros"""
+    """builds it by adding SinusoidalPositionalEncoding to zeros (a reference of 5.1, as above)"""
     from attnbook import positional
 
     return positional.SinusoidalPositionalEncoding(d_model, max_len)(torch.zeros(max_len, d_model))
@@ -278,42 +281,141 @@ def sinusoidal_table(max_len, d_model, base=10000.0):
     return halves[:, order].float()
 
 
+@wrong("5.1", hint="2j/d_model")
+def sinusoidal_table(max_len, d_model):
+    """exponent 2j/d with the column index j"""
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    j = torch.arange(d_model, dtype=torch.float32)
+    a = pos / 10000 ** (2 * j / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = a[:, 0::2].sin(), a[:, 1::2].cos()
+    return pe
+
+
+@wrong("5.1", hint="radians")
+def sinusoidal_table(max_len, d_model):
+    """converts the angles from degrees to radians"""
+    a = torch.deg2rad(_angles(max_len, d_model))
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model)
+
+
+@wrong("5.1", hint="odd columns (2i+1) hold cos")
+def sinusoidal_table(max_len, d_model):
+    """sin in every column (each column its pair's angle)"""
+    a = _angles(max_len, d_model).repeat_interleave(2, dim=-1)
+    return a.sin()
+
+
+@wrong("5.1", hint="only the odd columns (2i+1) hold cosines")
+def sinusoidal_table(max_len, d_model):
+    """cos in every column"""
+    return _angles(max_len, d_model).repeat_interleave(2, dim=-1).cos()
+
+
+@wrong("5.1", hint="also, sin and cos are swapped")
+def sinusoidal_table(max_len, d_model):
+    """halves layout with cos first: cat(cos, sin)"""
+    a = _angles(max_len, d_model)
+    return torch.cat((a.cos(), a.sin()), dim=-1)
+
+
+@wrong("5.1", hint="return all d_model columns")
+def sinusoidal_table(max_len, d_model):
+    """returns only the sines, (max_len, d_model / 2)"""
+    return _angles(max_len, d_model).sin()
+
+
+@wrong("5.1", hint="without a batch dimension")
+def sinusoidal_table(max_len, d_model):
+    """returns the table with a batch dimension, (1, max_len, d_model)"""
+    a = _angles(max_len, d_model)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(1, max_len, d_model)
+
+
+@wrong("5.1", hint="shape")
+def sinusoidal_table(max_len, d_model):
+    """ignores d_model: always 8 columns (the chapter's first example)"""
+    a = _angles(max_len, 8)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, 8)
+
+
+@wrong("5.1", hint="integer dtype")
+def sinusoidal_table(max_len, d_model):
+    """rounds the table to integers with .long()"""
+    a = _angles(max_len, d_model)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model).round().long()
+
+
+@wrong("5.1", hint="half precision")
+def sinusoidal_table(max_len, d_model):
+    """returns the table in bfloat16 to save memory"""
+    a = _angles(max_len, d_model)
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model).bfloat16()
+
+
+@wrong("5.1", hint="need tensors")
+def sinusoidal_table(max_len, d_model):
+    """torch.sin on Python floats, one entry at a time"""
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(0, d_model, 2):
+            pe[pos, i] = torch.sin(pos / 10000 ** (i / d_model))
+            pe[pos, i + 1] = torch.cos(pos / 10000 ** (i / d_model))
+    return pe
+
+
+@wrong("5.1", hint="without attnbook.positional.shift_operator")
+def sinusoidal_table(max_len, d_model):
+    """rows made by shifting PE(0) with attnbook's shift_operator (a forbidden helper, not the reference)"""
+    pe0 = torch.tensor([0.0, 1.0] * (d_model // 2), dtype=torch.float64)
+    return torch.stack([_positional.shift_operator(p, d_model, dtype=torch.float64) @ pe0
+                        for p in range(max_len)]).float()
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """halves built first, then reordered with attnbook's halves_to_interleaved (an allowed layout helper)"""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    a = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    return _positional.halves_to_interleaved(torch.cat((a.sin(), a.cos()), dim=-1)).float()
+
+
 # ==========================================================================================================
 # 5.2 How far from permutation-equivariant
 # ==========================================================================================================
 
 
-@wrong("5.2", hint="position")
+@wrong("5.2", hint="one position")
 def max_equivariance_error(f, x, perm):
     """compares only the last position of the outputs"""
     return (f(x[:, perm]) - f(x)[:, perm])[:, -1].abs().max().item()
 
 
-@wrong("5.2", hint="position")
+@wrong("5.2", hint="one position")
 def max_equivariance_error(f, x, perm):
     """compares only the first position of the outputs"""
     return (f(x[:, perm]) - f(x)[:, perm])[:, 0].abs().max().item()
 
 
-@wrong("5.2", hint="batch")
+@wrong("5.2", hint="one sequence of the batch")
 def max_equivariance_error(f, x, perm):
     """only looks at the first sequence of the batch"""
     return (f(x[:, perm]) - f(x)[:, perm])[0].abs().max().item()
 
 
-@wrong("5.2", hint="feature")
+@wrong("5.2", hint="one feature")
 def max_equivariance_error(f, x, perm):
     """only looks at the last feature"""
     return (f(x[:, perm]) - f(x)[:, perm])[..., -1].abs().max().item()
 
 
-@wrong("5.2", hint="dim")
+@wrong("5.2", hint="batch axis")
 def max_equivariance_error(f, x, perm):
     """permutes the batch axis: x[perm] and f(x)[perm]"""
     return (f(x[perm]) - f(x)[perm]).abs().max().item()
 
 
-@wrong("5.2", hint="dim")
+@wrong("5.2", hint="feature axis")
 def max_equivariance_error(f, x, perm):
     """permutes the feature axis: x[..., perm]"""
     return (f(x[..., perm]) - f(x)[..., perm]).abs().max().item()
@@ -343,20 +445,20 @@ def max_equivariance_error(f, x, perm):
     return (f(x[:, perm]) - f(x)[:, perm]).abs().min().item()
 
 
-@wrong("5.2", hint=None)
+@wrong("5.2", hint="relative")
 def max_equivariance_error(f, x, perm):
     """relative error: divides by the largest output"""
     out = f(x)
     return ((f(x[:, perm]) - out[:, perm]).abs().max() / out.abs().max()).item()
 
 
-@wrong("5.2", hint=None)
+@wrong("5.2", hint="norm")
 def max_equivariance_error(f, x, perm):
     """Euclidean norm of the difference instead of the largest entry"""
     return (f(x[:, perm]) - f(x)[:, perm]).norm().item()
 
 
-@wrong("5.2", hint=None)
+@wrong("5.2", hint="with the permuted input itself")
 def max_equivariance_error(f, x, perm):
     """forgets f on one side: compares f(x[:, perm]) with x[:, perm]"""
     return (f(x[:, perm]) - x[:, perm]).abs().max().item()
@@ -368,7 +470,7 @@ def max_equivariance_error(f, x, perm):
     return int((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
 
 
-@wrong("5.2", hint=None)
+@wrong("5.2", hint="rounded")
 def max_equivariance_error(f, x, perm):
     """rounds the error to 4 decimals for a nice print"""
     return round((f(x[:, perm]) - f(x)[:, perm]).abs().max().item(), 4)
@@ -449,6 +551,91 @@ def max_equivariance_error(f, x, perm, *, detach=True):
     return diff.abs().max().item()
 
 
+@wrong("5.2", hint="inverse permutation")
+def max_equivariance_error(f, x, perm):
+    """permutes the input with the inverse permutation"""
+    return (f(x[:, torch.argsort(perm)]) - f(x)[:, perm]).abs().max().item()
+
+
+@wrong("5.2", hint="in its original order")
+def max_equivariance_error(f, x, perm):
+    """compares f(x[:, perm]) with f(x) itself, unpermuted"""
+    return (f(x[:, perm]) - f(x)).abs().max().item()
+
+
+@wrong("5.2", hint="largest signed difference")
+def max_equivariance_error(f, x, perm):
+    """forgets the absolute value, other order: max of f(x)[:, perm] - f(x[:, perm])"""
+    return (f(x)[:, perm] - f(x[:, perm])).max().item()
+
+
+@wrong("5.2", hint="sum of the absolute differences")
+def max_equivariance_error(f, x, perm):
+    """sum of the absolute differences"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().sum().item()
+
+
+@wrong("5.2", hint="not equivariant")
+def max_equivariance_error(f, x, perm):
+    """hard-coded 0.0 ("attention is equivariant")"""
+    return 0.0
+
+
+@wrong("5.2", hint=None)
+def max_equivariance_error(f, x, perm):
+    """hard-coded 12.0, the exact answer of the known f"""
+    return 12.0
+
+
+@wrong("5.2", hint="(values, indices) pair")
+def max_equivariance_error(f, x, perm):
+    """max(dim=0) on the flattened differences: a (values, indices) pair"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().flatten().max(dim=0)
+
+
+@wrong("5.2", hint="returned a bool")
+def max_equivariance_error(f, x, perm):
+    """returns whether the two sides agree"""
+    return bool(torch.allclose(f(x[:, perm]), f(x)[:, perm]))
+
+
+@wrong("5.2", hint="integer tensor")
+def max_equivariance_error(f, x, perm):
+    """returns a 0-d integer tensor"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().max().long()
+
+
+@wrong("5.2", hint="half precision")
+def max_equivariance_error(f, x, perm):
+    """returns a 0-d float16 tensor"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().max().half()
+
+
+@wrong("5.2", hint="half precision")
+def max_equivariance_error(f, x, perm):
+    """returns a NumPy float16"""
+    return np.float16((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+
+@wrong("5.2", hint="tensor of shape (1,)")
+def max_equivariance_error(f, x, perm):
+    """returns a one-element 1-D tensor"""
+    return (f(x[:, perm]) - f(x)[:, perm]).abs().max().reshape(1)
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """NumPy: np.abs(...).max() returns a NumPy float64 (the task text allows a NumPy float)"""
+    diff = f(x[:, perm]).numpy() - f(x).numpy()[:, perm.numpy()]
+    return np.abs(diff).max()
+
+
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """returns a NumPy float32 (the task text allows a NumPy float)"""
+    return np.float32((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+
 # ==========================================================================================================
 # 5.3 Rotary position embedding
 # ==========================================================================================================
@@ -484,7 +671,7 @@ def apply_rope(x, positions):
     return x * cos + torch.cat((x2, -x1), dim=-1) * sin
 
 
-@wrong("5.3", hint="positions")
+@wrong("5.3", hint="ignored the positions")
 def apply_rope(x, positions):
     """ignores `positions` and uses 0..seq-1"""
     d = x.size(-1)
@@ -493,7 +680,7 @@ def apply_rope(x, positions):
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-@wrong("5.3", hint="positions")
+@wrong("5.3", hint="shifted the positions")
 def apply_rope(x, positions):
     """subtracts the first position, so the positions start at 0"""
     d = x.size(-1)
@@ -513,7 +700,7 @@ def apply_rope(x, positions):
     return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
 
 
-@wrong("5.3", hint=None)
+@wrong("5.3", hint="repeat_interleave")
 def apply_rope(x, positions):
     """cos/sin built with repeat_interleave (adjacent layout) but rotate-half pairing"""
     d = x.size(-1)
@@ -560,7 +747,7 @@ def apply_rope(x, positions):
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-@wrong("5.3", hint=None)
+@wrong("5.3", hint="2048")
 def apply_rope(x, positions):
     """positions cast to float16: positions above 2048 are rounded (2049 -> 2048, 4097 -> 4096)"""
     d = x.size(-1)
@@ -606,6 +793,97 @@ def apply_rope(x, positions):
     d = x.size(-1)
     cos, sin = _cos_sin(positions, d, x.dtype)
     return x * cos + x.flip(-1) * sin
+
+
+@wrong("5.3", hint="do not multiply")
+def apply_rope(x, positions):
+    """theta_i = 10000^(2i/d): multiplies instead of dividing"""
+    d = x.size(-1)
+    theta = 10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    emb = positions.double()[:, None] * theta
+    emb = torch.cat((emb, emb), dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+
+@wrong("5.3", hint="you left the minus out")
+def apply_rope(x, positions):
+    """rotate_half without the minus: cat(x2, x1)"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="assumed consecutive positions")
+def apply_rope(x, positions):
+    """positions[0] + arange(seq): assumes the positions are consecutive"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions[0] + torch.arange(x.size(-2)), d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="shifted the positions")
+def apply_rope(x, positions):
+    """subtracts the smallest position"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions - positions.min(), d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="(you used p + 1)")
+def apply_rope(x, positions):
+    """positions + 1 ("positions count from 1")"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions + 1, d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+@wrong("5.3", hint="also, you rotated by -angle")
+def apply_rope(x, positions):
+    """adjacent pairs and the wrong sign"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * theta
+    c, s = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack((a * c + b * s, -a * s + b * c), dim=-1).flatten(-2)
+
+
+@wrong("5.3", hint="returned x unchanged")
+def apply_rope(x, positions):
+    """returns a copy of x (the stub "for now")"""
+    return x.clone()
+
+
+@wrong("5.3", hint="d columns before they multiply x")
+def apply_rope(x, positions):
+    """cos/sin with d/2 columns, never repeated: the shapes do not match"""
+    d = x.size(-1)
+    angles = positions.double()[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * angles.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * angles.sin().to(x.dtype)
+
+
+@wrong("5.3", hint="return all d features")
+def apply_rope(x, positions):
+    """returns only the rotated first halves of the pairs"""
+    d = x.size(-1)
+    angles = positions.double()[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    c, s = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    return x[..., : d // 2] * c - x[..., d // 2:] * s
+
+
+@wrong("5.3", hint="half precision")
+def apply_rope(x, positions):
+    """returns the result in float16"""
+    d = x.size(-1)
+    cos, sin = _cos_sin(positions, d, x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return (x * cos + torch.cat((-x2, x1), dim=-1) * sin).half()
 
 
 @wrong("5.3", hint="without")
@@ -719,28 +997,28 @@ def pe_shift_matrix(k, omega):
     return torch.tensor([[c, s], [-s, c]])
 
 
-@wrong("5.4", hint="transpos")
+@wrong("5.4", hint="back by k positions")
 def pe_shift_matrix(k, omega):
     """the transposed matrix [[c, -s], [s, c]] (the usual counter-clockwise rotation)"""
     c, s = math.cos(omega * k), math.sin(omega * k)
     return torch.tensor([[c, -s], [s, c]])
 
 
-@wrong("5.4", hint=None)
+@wrong("5.4", hint="rows are swapped")
 def pe_shift_matrix(k, omega):
     """rows swapped: the cos row first"""
     c, s = math.cos(omega * k), math.sin(omega * k)
     return torch.tensor([[-s, c], [c, s]])
 
 
-@wrong("5.4", hint=None)
+@wrong("5.4", hint="reflection")
 def pe_shift_matrix(k, omega):
     """sign on the other diagonal entry: [[c, s], [s, -c]] (a reflection)"""
     c, s = math.cos(omega * k), math.sin(omega * k)
     return torch.tensor([[c, s], [s, -c]])
 
 
-@wrong("5.4", hint="k")
+@wrong("5.4", hint="you used omega alone")
 def pe_shift_matrix(k, omega):
     """forgets k: rotation by omega"""
     c, s = math.cos(omega), math.sin(omega)
@@ -754,17 +1032,74 @@ def pe_shift_matrix(k, omega):
     return torch.tensor([[c, s], [-s, c]])
 
 
-@wrong("5.4", hint=None)
+@wrong("5.4", hint="radians")
 def pe_shift_matrix(k, omega):
     """treats omega k as degrees"""
     a = math.radians(omega * k)
     return torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]])
 
 
-@wrong("5.4", hint=None)
+@wrong("5.4", hint="identity")
 def pe_shift_matrix(k, omega):
     """hard-coded identity (right for k = 0 only)"""
     return torch.eye(2)
+
+
+@wrong("5.4", hint="you used k alone")
+def pe_shift_matrix(k, omega):
+    """angle k instead of omega k"""
+    c, s = math.cos(k), math.sin(k)
+    return torch.tensor([[c, s], [-s, c]])
+
+
+@wrong("5.4", hint="columns are swapped")
+def pe_shift_matrix(k, omega):
+    """columns swapped"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[s, c], [c, -s]])
+
+
+@wrong("5.4", hint="swapped cos and sin")
+def pe_shift_matrix(k, omega):
+    """cos and sin swapped inside the matrix"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[s, c], [-c, s]])
+
+
+@wrong("5.4", hint="integer")
+def pe_shift_matrix(k, omega):
+    """rounds the entries into an integer tensor"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[round(c), round(s)], [-round(s), round(c)]])
+
+
+@wrong("5.4", hint="math.cos and math.sin")
+def pe_shift_matrix(k, omega):
+    """torch.cos on a Python float"""
+    c, s = torch.cos(omega * k), torch.sin(omega * k)
+    return torch.stack((torch.stack((c, s)), torch.stack((-s, c))))
+
+
+@wrong("5.4", hint="return")
+def pe_shift_matrix(k, omega):
+    """forgets the return"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    torch.tensor([[c, s], [-s, c]])
+
+
+@wrong("5.4", hint="NaN")
+def pe_shift_matrix(k, omega):
+    """divides sin by tan... and gets 0/0 at k = 0"""
+    a = torch.tensor(omega * k, dtype=torch.float64)
+    c = a.sin() / a.tan()
+    return torch.stack((torch.stack((c, a.sin())), torch.stack((-a.sin(), c))))
+
+
+@wrong("5.4", hint="entry [0, 1] is wrong")
+def pe_shift_matrix(k, omega):
+    """a typo in one entry: cos instead of sin at [0, 1]"""
+    c, s = math.cos(omega * k), math.sin(omega * k)
+    return torch.tensor([[c, c], [-s, c]])
 
 
 @wrong("5.4", hint="list")
@@ -802,9 +1137,12 @@ def pe_shift_matrix(k, omega):
     return torch.tensor([[c, s], [-s, c]], dtype=torch.float16)
 
 
-@wrong("5.4", hint="without")
+@wrong("5.4", hint="package's own")
 def pe_shift_matrix(k, omega):
-    """the (2, 2) shift_operator for d_model = 2 (omega_0 = 1) with k * omega as the shift"""
+    """the (2, 2) shift_operator for d_model = 2 (omega_0 = 1) with k * omega as the shift
+
+    (hint was "without": shift_operator is one of 5.4's references, so the message says "the package's own
+    solution".)"""
     from attnbook.positional import shift_operator
 
     return shift_operator(k * omega, 2)
