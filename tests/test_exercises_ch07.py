@@ -123,15 +123,19 @@ def test_7_1_channel_order_is_caught_on_the_worked_example():
     [
         (lambda images, p: F.unfold(images, p, stride=p).transpose(1, 2), "torch.nn.functional.unfold"),
         (lambda images, p: nn.Unfold(p, stride=p)(images).transpose(1, 2), "torch.nn.Unfold"),
-        (lambda images, p: __import__("attnbook.patches", fromlist=["patchify"]).patchify(images, p),
-         "attnbook.patches.patchify"),
     ],
-    ids=["F.unfold", "nn.Unfold", "attnbook"],
+    ids=["F.unfold", "nn.Unfold"],
 )
 def test_7_1_shortcuts_are_refused(shortcut, name):
     result = check("7.1", shortcut)
     assert not result.passed
     assert f"without {name}" in result.message, result.message
+    assert _no_recipe(result.message), result.message  # the way out is not spelled out step by step
+
+
+def test_7_1_calling_the_package_patchify_is_its_own_solution():
+    result = check("7.1", lambda images, p: __import__("attnbook.patches", fromlist=["patchify"]).patchify(images, p))
+    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_7_1_the_package_function_itself_is_refused():
@@ -201,7 +205,7 @@ def test_7_2_a_correct_variant_passes():
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
-        ({"layout": "reshape"}, "weight.reshape(D, C, P, P) reads the columns"),
+        ({"layout": "reshape"}, "a plain reshape to (D, C, P, P) reads the columns"),
         ({"layout": "spatial"}, "rows and columns of your kernel are swapped"),
         ({"bias": "none"}, "has no bias"),
         ({"bias": "default"}, "random bias of its own"),
@@ -231,7 +235,7 @@ def test_7_2_a_copy_into_a_conv_of_the_wrong_shape_gets_a_hint():
         return conv
 
     result = check("7.2", patch_embedding_as_conv)
-    assert not result.passed and "takes in_channels C first" in result.message, result.message
+    assert not result.passed and "takes in_channels (C, the image channels) first" in result.message, result.message
 
 
 def test_7_2_plain_reshape_is_caught_on_the_first_colour_input():
@@ -252,6 +256,7 @@ def test_7_2_to_conv_and_from_conv_are_refused():
 
     result = check("7.2", via_to_conv)
     assert not result.passed and "attnbook.patches.PatchEmbedding" in result.message, result.message
+    assert "the package's own solution" in result.message, result.message
 
 
 def test_7_2_returning_something_else():
@@ -318,7 +323,7 @@ def cls_added_to_patches(x, cls, pos):
         (cls_at_the_end, "goes first"),
         (positions_before_concatenation, "before the concatenation"),
         (positions_shifted, "patch i must get pos[:, i + 1]"),
-        (not_expanded, "expand it over the batch"),
+        (not_expanded, "expand cls over the batch"),
         (in_place, "in place"),
         (positions_twice, "positions twice"),
         (no_positions, "forgot the positions"),
@@ -573,7 +578,7 @@ def test_7_3_overwriting_the_first_patch_is_told_to_concatenate():
 
     result = check("7.3", prepend_cls)
     assert not result.passed
-    assert "overwrote the first patch" in result.message and "Concatenate, don't overwrite" in result.message
+    assert "overwrote the first patch" in result.message and "don't overwrite one" in result.message
     assert "added cls to every patch" not in result.message, result.message
 
 
@@ -685,3 +690,97 @@ def test_the_tasks_say_what_the_checks_require():
         assert name in task_2, name
     for phrase in ("gradient", "dtype", "overwrite"):
         assert phrase in task_3, phrase
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the fixes of the learner's report require: no recipe in a message, hints that fit every case
+# ---------------------------------------------------------------------------------------------------------
+
+_RECIPES = ("reshape(D, P, P, C)", "permute(0, 3, 1, 2)", "torch.cat([cls, x]", "(B, C, H/P, P, W/P, P)",
+            "images.reshape(B, C, H // P", "kernel_size=patch_size, stride=patch_size")
+
+
+def _no_recipe(message):
+    return not any(r in message for r in _RECIPES)
+
+
+def _patchify_axes(images, patch_size, split_as):
+    B, C, H, W = images.shape
+    P = patch_size
+    h, w = split_as(H, W)
+    x = images.reshape(B, C, h // P, P, w // P, P).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(B, (h // P) * (w // P), P * P * C)
+
+
+def test_7_1_height_used_for_the_width_is_told_the_images_are_not_square():
+    result = check("7.1", lambda images, p: _patchify_axes(images, p, lambda H, W: (H, H)))
+    assert not result.passed and "not square" in result.message and "fixed numbers" in result.message, result.message
+
+
+def test_7_1_reading_the_shape_as_b_c_w_h_is_named():
+    result = check("7.1", lambda images, p: _patchify_axes(images, p, lambda H, W: (W, H)))
+    assert not result.passed and "(B, C, W, H)" in result.message and "non-square" in result.message, result.message
+
+
+def test_7_1_one_channel_kept_gets_a_channel_hint():
+    def grey(images, patch_size):
+        return _patchify_axes(images[:, :1], patch_size, lambda H, W: (H, W))
+
+    result = check("7.1", grey)
+    assert not result.passed and "P*P*C = 12" in result.message and "every channel" in result.message, result.message
+
+
+def test_7_1_a_batch_of_one_hard_coded_still_gets_fixed_numbers():
+    def one(images, patch_size):
+        _, C, H, W = images.shape
+        P = patch_size
+        x = images.reshape(1, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
+        return x.reshape(1, (H // P) * (W // P), P * P * C)
+
+    result = check("7.1", one)
+    assert not result.passed and "fixed numbers" in result.message, result.message
+
+
+def test_7_1_messages_give_no_recipe():
+    def plain(images, patch_size):
+        B, C, H, W = images.shape
+        return images.reshape(B, (H // patch_size) * (W // patch_size), patch_size ** 2 * C)
+
+    for answer in (plain, lambda images, p: F.pixel_unshuffle(images, p).flatten(2).transpose(1, 2)):
+        result = check("7.1", answer)
+        assert not result.passed and _no_recipe(result.message), result.message
+
+
+def test_7_2_a_patch_embedding_is_the_package_s_own_solution_and_no_recipe_is_given():
+    def plain_reshape(weight, bias, patch_size):
+        P = patch_size
+        D, C = weight.size(0), weight.size(1) // (P * P)
+        conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+        with torch.no_grad():
+            conv.weight.copy_(weight.reshape(D, C, P, P))
+            conv.bias.copy_(bias)
+        return conv
+
+    result = check("7.2", plain_reshape)
+    assert not result.passed and "plain reshape" in result.message and _no_recipe(result.message), result.message
+
+    def via_unpatchify(weight, bias, patch_size):
+        from attnbook.patches import unpatchify
+
+        return unpatchify(weight[:, None], patch_size, patch_size, patch_size)
+
+    result = check("7.2", via_unpatchify)
+    assert not result.passed and "without attnbook.patches.unpatchify" in result.message
+    assert _no_recipe(result.message), result.message
+
+
+@pytest.mark.parametrize("prepend_cls, piece", [
+    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, -1:], x + pos[:, :-1]], 1), "pos[:, 0]"),
+    (lambda x, cls, pos: (torch.cat([cls, x[:1]], 1) + pos).expand(x.size(0), -1, -1), "first image"),
+    (lambda x, cls, pos: torch.cat([cls.expand(*x.shape), x], -1), "dim=1"),
+    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + pos[:, :1], "all of pos"),
+    (lambda x, cls, pos: torch.cat([x[:, :1] * 0 + cls, x[:, 1:]], 1) + pos[:, 1:], "overwrote"),
+], ids=["positions-before-concat", "first-image-only", "feature-axis", "only-pos0", "overwrite"])
+def test_7_3_more_mistakes_are_named_without_the_solution_line(prepend_cls, piece):
+    result = check("7.3", prepend_cls)
+    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message

@@ -99,10 +99,10 @@ def test_8_1_not_attempted():
     ({"labels": "after"}, "ORIGINAL id"),
     ({"labels": "float"}, "dtype torch.float32"),
     ({"p": 2}, "your choice is inverted"),
-    ({"p": 0.3}, "choose each position with probability 0.15"),
+    ({"p": 0.3}, "choose each position independently with probability 0.15"),
     ({"rng": "global"}, "pass generator=generator"),
-    ({"rng": "own"}, "not a generator you create and seed yourself"),
-    ({"random_high": 10}, "torch.randint(vocab_size"),
+    ({"rng": "own"}, "drew no random number from `generator`"),
+    ({"random_high": 10}, "draw the random ids uniformly from all of [0, vocab_size)"),
     ({"outputs": 3}, "return only masked_ids and labels"),
     ({"in_place": True}, "in place"),
     ({"order": "overlap"}, "your cases overlap"),
@@ -125,7 +125,7 @@ def test_8_1_the_package_function_is_refused():
         return package_mask(ids, mask_id, vocab_size, generator)[:2]
 
     result = check("8.1", mlm_mask)
-    assert not result.passed and "without attnbook.data.mlm_mask" in result.message, result.message
+    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -249,13 +249,13 @@ def test_8_3_not_attempted():
 @pytest.mark.parametrize("kwargs, hint", [
     ({"temperature": "multiply"}, "you multiplied the logits by the temperature"),
     ({"temperature": "ignore"}, "the temperature changes nothing"),
-    ({"top_k": "ignore"}, "only the largest logit survives"),
-    ({"top_k": "smallest"}, "LARGEST"),
+    ({"top_k": "ignore"}, "outside the top_k"),
+    ({"top_k": "smallest"}, "SMALLEST"),
     ({"top_k": "unmapped"}, "position within the top k"),
     ({"probs": "uniform"}, "uniformly"),
     ({"shape": "column"}, ".squeeze(-1)"),
-    ({"rng": "global"}, "pass generator=generator to torch.multinomial"),
-    ({"rng": "own"}, "not a generator you create and seed yourself"),
+    ({"rng": "global"}, "drew no random number from `generator`"),
+    ({"rng": "own"}, "drew no random number from `generator`"),
     ({"greedy": False}, "with temperature 0 return the argmax"),
     ({"probs": "raw"}, "torch.multinomial takes probabilities"),
 ], ids=lambda x: str(x) if isinstance(x, dict) else "")
@@ -291,7 +291,7 @@ def test_8_3_the_package_sampler_is_refused(path):
         return fn(logits, temperature, top_k, generator).squeeze(-1)
 
     result = check("8.3", sample_next)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
+    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def test_8_1_the_package_function_through_a_partial_in_globals_is_refused():
         return _PARTIAL_MLM(ids, mask_id, vocab_size, generator)[:2]
 
     result = check("8.1", mlm_mask)
-    assert not result.passed and "without attnbook.data.mlm_mask" in result.message, result.message
+    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_8_1_transformers_collator_is_refused():
@@ -451,3 +451,182 @@ def test_8_3_softmax_over_the_batch_is_named():
 
     result = check("8.3", sample_next)
     assert not result.passed and "dim=-1" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the fixes of the learner's report require
+# ---------------------------------------------------------------------------------------------------------
+
+_RECIPES = ("r < 0.8", "0.8 <= r", "< 0.15", "torch.randint(vocab_size, ids.shape", "logits[:, :-1]", "ids[:, 1:]",
+            "torch.multinomial(probs, 1", "logits.argmax(dim=-1)", "torch.cat(")
+
+
+def _no_recipe(message):
+    return not any(r in message for r in _RECIPES)
+
+
+def _masked(ids, mask_id, vocab_size, generator, chosen):
+    r = torch.rand(ids.shape, generator=generator)
+    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    return torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, masked)
+
+
+def test_8_1_a_fixed_number_of_chosen_positions_is_not_independent():
+    def fixed_count(ids, mask_id, vocab_size, generator):
+        n = ids.numel()
+        chosen = torch.zeros(n, dtype=torch.bool)
+        chosen[torch.randperm(n, generator=generator)[:round(0.15 * n)]] = True
+        chosen = chosen.reshape(ids.shape)
+        return _masked(ids, mask_id, vocab_size, generator, chosen), torch.where(chosen, ids, -100)
+
+    def fixed_per_row(ids, mask_id, vocab_size, generator):
+        scores = torch.rand(ids.shape, generator=generator)
+        k = round(0.15 * ids.size(1))
+        chosen = scores <= scores.kthvalue(k, dim=1, keepdim=True).values
+        return _masked(ids, mask_id, vocab_size, generator, chosen), torch.where(chosen, ids, -100)
+
+    for answer in (fixed_count, fixed_per_row):
+        result = check("8.1", answer)
+        assert not result.passed and "independently" in result.message and _no_recipe(result.message), \
+            result.message
+
+
+@pytest.mark.parametrize("fix, piece", [
+    (lambda masked, labels, ids: [masked, labels], "tuple"),
+    (lambda masked, labels, ids: (masked, labels.int()), "torch.int64"),
+    (lambda masked, labels, ids: (masked, torch.where(labels == -100, ids, -100)), "inverted"),
+    (lambda masked, labels, ids: (torch.where(masked == ids, masked, torch.where(labels != -100, ids, masked)),
+                                  labels), None),
+], ids=["list", "int32-labels", "inverted-labels", "undo-changes"])
+def test_8_1_return_types_and_inverted_labels(fix, piece):
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        chosen = torch.rand(ids.shape, generator=generator) < 0.15
+        masked = _masked(ids, mask_id, vocab_size, generator, chosen)
+        return fix(masked, torch.where(chosen, ids, -100), ids)
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed, piece
+    if piece:
+        assert piece in result.message, result.message
+
+
+def test_8_1_the_global_generator_reseeded_from_the_given_one_is_refused():
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        torch.manual_seed(generator.initial_seed())
+        chosen = torch.rand(ids.shape) < 0.15
+        return _masked(ids, mask_id, vocab_size, None, chosen), torch.where(chosen, ids, -100)
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "drew no random number from `generator`" in result.message, result.message
+
+
+def test_8_1_a_hard_coded_mask_id_is_named():
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        chosen = torch.rand(ids.shape, generator=generator) < 0.15
+        return _masked(ids, 3, vocab_size, generator, chosen), torch.where(chosen, ids, -100)
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "ignores the mask_id argument" in result.message, result.message
+
+
+def test_8_1_messages_give_no_recipe():
+    def overlap(ids, mask_id, vocab_size, generator):
+        chosen = torch.rand(ids.shape, generator=generator) < 0.15
+        to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+        to_random = chosen & (torch.rand(ids.shape, generator=generator) < 0.1)
+        masked = torch.where(to_mask, mask_id, ids)
+        masked = torch.where(to_random, torch.randint(vocab_size, ids.shape, generator=generator), masked)
+        return masked, torch.where(chosen, ids, -100)
+
+    result = check("8.1", overlap)
+    assert not result.passed and "overlap" in result.message and _no_recipe(result.message), result.message
+
+
+def _ce(logits, ids, **kw):
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), **kw)
+
+
+@pytest.mark.parametrize("fn, piece", [
+    (lambda lg, ids: -(lg[:, :-1].exp() / lg[:, :-1].exp().sum(-1, keepdim=True)).gather(-1, ids[:, 1:, None]).log()
+     .mean(), "overflow"),
+    (lambda lg, ids: F.nll_loss(torch.log(torch.softmax(lg[:, :-1], -1)).reshape(-1, lg.size(-1)),
+                                ids[:, 1:].reshape(-1)), "log_softmax"),
+    (lambda lg, ids: _ce(lg, ids).reshape(1), "0-dimensional"),
+    (lambda lg, ids: _ce(lg, ids, reduction="sum") / ids.numel(), "batch * (seq - 1)"),
+    (lambda lg, ids: F.cross_entropy(lg[:, -2], ids[:, -1]), "only the last prediction"),
+    (lambda lg, ids: F.cross_entropy(lg[:, :-1].transpose(0, 1).reshape(-1, lg.size(-1)), ids[:, 1:].reshape(-1)),
+     "flattened in different orders"),
+    (lambda lg, ids: _ce(lg, ids, label_smoothing=0.1), "label_smoothing"),
+    (lambda lg, ids: F.cross_entropy(lg.reshape(-1, lg.size(-1)), ids.reshape(-1)), "no shift"),
+], ids=["naive-exp", "log-of-softmax", "shape-1", "divided-by-B-T", "last-only", "time-major", "smoothing",
+        "no-shift"])
+def test_8_2_more_mistakes_are_named_without_the_solution_line(fn, piece):
+    result = check("8.2", fn)
+    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
+
+
+def test_8_2_the_first_check_does_not_import_transformers():
+    import subprocess
+    import sys
+
+    code = ("import sys, torch.nn.functional as F\nfrom attnbook.exercises import check\n"
+            "r = check('8.2', lambda lg, ids: F.cross_entropy(lg[:, :-1].transpose(1, 2), ids[:, 1:]))\n"
+            "assert r.passed, r.message\nprint('transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def _sampler(cut):
+    """A sample_next that is right except for `cut(scaled, top_k)`, which returns the logits to sample from."""
+
+    def sample_next(logits, temperature, top_k, generator):
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        scaled = logits / temperature
+        if top_k is not None:
+            scaled = cut(scaled, top_k)
+        return torch.multinomial(torch.softmax(scaled, -1), 1, generator=generator).squeeze(-1)
+
+    return sample_next
+
+
+def _keep(scaled, k, fill):
+    kth = torch.topk(scaled, k, dim=-1).values[:, -1:]
+    return torch.where(scaled >= kth, scaled, fill(scaled))
+
+
+@pytest.mark.parametrize("answer, piece", [
+    (_sampler(lambda s, k: _keep(s, min(k + 1, s.size(-1)), lambda s: torch.full_like(s, float("-inf")))),
+     "top_k + 1"),
+    (_sampler(lambda s, k: _keep(s, k, torch.zeros_like)), "-inf"),
+    (_sampler(lambda s, k: _keep(s, k, lambda s: s.amin(-1, keepdim=True).expand_as(s))), "-inf"),
+], ids=["k-plus-1", "fill-0", "fill-row-min"])
+def test_8_3_top_k_mistakes_are_named(answer, piece):
+    result = check("8.3", answer)
+    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
+
+
+def test_8_3_randomness_rules():
+    def tiny_temperature(logits, temperature, top_k, generator):
+        probs = torch.softmax(logits.double() / max(temperature, 1e-6), -1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+    def global_reseed(logits, temperature, top_k, generator):
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        torch.manual_seed(generator.initial_seed())
+        return torch.multinomial(torch.softmax(logits / temperature, -1), 1).squeeze(-1)
+
+    def no_none(logits, temperature, top_k, generator):
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        scaled = logits.masked_fill(logits < kth, float("-inf")) / temperature
+        return torch.multinomial(torch.softmax(scaled, -1), 1, generator=generator).squeeze(-1)
+
+    for answer, piece in ((tiny_temperature, "at temperature 0"), (global_reseed, "drew no random number"),
+                          (no_none, "top_k=None means no cut")):
+        result = check("8.3", answer)
+        assert not result.passed and piece in result.message and _no_recipe(result.message), result.message

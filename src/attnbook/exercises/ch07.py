@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 from torch import Tensor, nn
@@ -73,8 +74,7 @@ def _worked_example() -> Tensor:
 # ---------------------------------------------------------------------------------------------------------
 
 PATCHIFY_FORBIDDEN = [
-    (name, "cut the image with reshape and permute: (B, C, H, W) -> (B, C, H/P, P, W/P, P), move the axes to "
-           "(B, H/P, W/P, P, P, C), then reshape to (B, N, P*P*C)")
+    (name, "cut the patches yourself, with reshape and permute (or view, transpose, Tensor.unfold)")
     for name in ("attnbook.patches.patchify", "attnbook.patches.unpatchify", "attnbook.patches.PatchEmbedding",
                  "torch.nn.functional.unfold", "torch.nn.Unfold", "torch._C._nn.im2col", "torch.ops.aten.im2col",
                  "torch.nn.functional.fold", "torch.nn.Fold", "torch._C._nn.col2im", "torch.ops.aten.col2im",
@@ -106,11 +106,11 @@ def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
         "grid row, grid column, pixel row, pixel column, channel":
             g.permute(0, 4, 2, 5, 3, 1).reshape(B, N, dim),
         "you split H into (P, H/P) instead of (H/P, P), and W likewise: pixel row r lies in grid row r // P, at "
-        "row r % P inside its patch, so the grid index comes first: images.reshape(B, C, H // P, P, W // P, P)":
+        "row r % P inside its patch, so in memory the grid index comes first, then the row inside the patch":
             images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1).reshape(B, N, dim),
         "a plain reshape to (B, N, P*P*C) does not cut patches: it takes the values in memory order (a whole "
-        "image row, then the next), so one 'patch' mixes pixels of several patches. Split H into (H/P, P) and "
-        "W into (W/P, P), permute, then reshape":
+        "image row, then the next), so one 'patch' mixes pixels of several patches: the P rows of a patch come from "
+        "P different image rows":
             images.reshape(B, N, dim),
         "your result is (batch, P*P*C, n_patches), the layout F.unfold returns; put the patches on dim 1: "
         "(batch, n_patches, P*P*C)": _patchify(images, P).transpose(1, 2),
@@ -119,14 +119,32 @@ def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
         "you merged the batch and the patches into one dimension; keep them apart: (batch, n_patches, P*P*C)":
             _patchify(images, P).reshape(B * N, dim),
     }
+    if H != W and H % P == 0 and W % P == 0:  # the shape read as (B, C, W, H)
+        out["you read the shape as (B, C, W, H), so height and width are swapped on these non-square images: "
+            "images has shape (B, C, H, W), the height before the width"] = (
+            images.reshape(B, C, W // P, P, H // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, dim))
     if P != 2 and H % 2 == 0 and W % 2 == 0:
         out["your patches are 2 x 2 whatever patch_size says: use the patch_size argument"] = _patchify(images, 2)
     return out
 
 
-def _patchify_error_hint(message: str) -> str | None:
+def _patchify_error_hint(message: str, images: Tensor) -> str | None:
     if "too many values to unpack" in message or "not enough values to unpack" in message:
         return "images has four dimensions, (batch, channels, height, width): B, C, H, W = images.shape"
+    H, W = images.shape[-2:]
+    if H != W and re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", message):
+        return (f"these images are not square (height {H}, width {W}): the sizes in your reshape must come from "
+                "images.shape, (B, C, H, W), with the height for the rows and the width for the columns, not from "
+                "fixed numbers or one side used twice")
+    return None
+
+
+def _channel_hint(got, images: Tensor, P: int) -> str | None:
+    """A hint for patch vectors with P*P entries instead of P*P*C (one channel kept or the channels merged)."""
+    B, C, H, W = images.shape
+    if C > 1 and isinstance(got, Tensor) and tuple(got.shape) == (B, (H // P) * (W // P), P * P):
+        return (f"your patch vectors have P*P = {P * P} entries, one value per pixel; with C = {C} channels each "
+                f"holds P*P*C = {P * P * C}: keep every channel of every pixel")
     return None
 
 
@@ -152,8 +170,11 @@ def check_patchify(patchify) -> str:
     _expect_function(patchify, "patchify", PATCHIFY_FORBIDDEN)
     for desc, images, P in cases:
         got = call(patchify, images, P, what="patchify", on=desc, forbid=PATCHIFY_FORBIDDEN,
-                   explain=_patchify_error_hint)
+                   explain=functools.partial(_patchify_error_hint, images=images))
         expected = _patchify(images, P)  # (B, N, P*P*C)
+        hint = _channel_hint(got, images, P)
+        if hint is not None:
+            raise Wrong(f"your result has shape {tuple(got.shape)} on {desc}, expected {tuple(expected.shape)}", hint)
         expect_close(got, expected, what="your result", on=desc, atol=1e-6, rtol=1e-6,
                      mistakes=_patchify_mistakes(images, P))
         _expect_dtype(got, images.dtype, "images", "your result", desc)  # moving values must not round them
@@ -166,11 +187,8 @@ def check_patchify(patchify) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 CONV_FORBIDDEN = [
-    (name, "create nn.Conv2d(C, D, kernel_size=patch_size, stride=patch_size, dtype=weight.dtype) and copy the "
-           "weight into it, reordered from (D, P*P*C) to (D, C, P, P) with reshape(D, P, P, C) and permute(0, 3, 1, 2)")
-    for name in ("attnbook.patches.PatchEmbedding.to_conv", "attnbook.patches.PatchEmbedding.from_conv",
-                 "attnbook.patches.PatchEmbedding",  # the methods first: once the class is replaced they are unreachable
-                 "attnbook.patches.unpatchify",  # unpatchify(weight[:, None], P, P, P) is the kernel, ready-made
+    (name, "reorder the weight into the Conv2d kernel yourself, and copy it into an nn.Conv2d you create")
+    for name in ("attnbook.patches.unpatchify",  # unpatchify(weight[:, None], P, P, P) is the kernel, ready-made
                  "transformers.models.*.unpatchify")  # ViTMAEForPreTraining.unpatchify: the same, in transformers
 ]
 
@@ -183,16 +201,15 @@ def _conv_weight(weight: Tensor, C: int, P: int) -> Tensor:
 def _conv_weight_mistakes(weight: Tensor, C: int, P: int) -> dict[str, Tensor]:
     D = weight.size(0)
     return {
-        "weight.reshape(D, C, P, P) reads the columns as if they were ordered (channel, row, column), but "
-        "patchify orders them (row, column, channel), channels innermost: reshape to (D, P, P, C) first, then "
-        "permute(0, 3, 1, 2)": weight.reshape(D, C, P, P),
-        "the rows and columns of your kernel are swapped: after reshape(D, P, P, C) the axes are (output, pixel "
-        "row, pixel column, channel), and Conv2d wants (output, channel, row, column): permute(0, 3, 1, 2)":
+        "a plain reshape to (D, C, P, P) reads the columns as if they were ordered (channel, row, column), but "
+        "patchify orders them (row, column, channel), channels innermost: split them in that order, then permute "
+        "the channel axis to where Conv2d wants it": weight.reshape(D, C, P, P),
+        "the rows and columns of your kernel are swapped: Conv2d wants (output, channel, pixel row, pixel column)":
             weight.reshape(D, P, P, C).permute(0, 3, 2, 1),
         "weight is already (d_model, P*P*C), the (out_features, in_features) layout of nn.Linear: do not "
         "transpose it before reshaping": weight.t().reshape(D, P, P, C).permute(0, 3, 1, 2),
-        "weight.t().reshape(D, C, P, P) mixes up every axis: weight is (d_model, P*P*C) with columns ordered (row, "
-        "column, channel); reshape it to (D, P, P, C) and permute(0, 3, 1, 2)": weight.t().reshape(D, C, P, P),
+        "transposing and then reshaping to (D, C, P, P) mixes up every axis: weight is (d_model, P*P*C) with "
+        "columns ordered (row, column, channel)": weight.t().reshape(D, C, P, P),
     }
 
 
@@ -201,9 +218,9 @@ def _conv_error_hint(message: str) -> str | None:
         return ("copy into a parameter inside `with torch.no_grad():` (conv.weight.copy_(...)), or assign a new "
                 "one: conv.weight = nn.Parameter(...)")
     if "must match the size of tensor" in message or "doesn't match the broadcast shape" in message:
-        return ("nn.Conv2d(C, D, ...) takes in_channels C first and out_channels D = weight.size(0) second; its "
-                "weight has shape (D, C, P, P) and its bias (D,). Bring weight (D, P*P*C) to that shape with "
-                "reshape(D, P, P, C) and permute(0, 3, 1, 2) before copying it in")
+        return ("nn.Conv2d takes in_channels (C, the image channels) first and out_channels (D, d_model) second; its "
+                "weight has shape (D, C, P, P) and its bias (D,): reorder weight (D, P*P*C) into that shape before copying "
+                "it in")
     return None
 
 
@@ -214,10 +231,9 @@ def _pair(x) -> tuple:
 def _check_conv_structure(conv, C: int, P: int, D: int, on: str) -> None:
     """Wrong unless `conv` is an nn.Conv2d(C, D, kernel_size=P, stride=P) with a bias, no padding or dilation."""
     if isinstance(conv, Tensor):
-        hint = ("that tensor looks like the kernel: create conv = nn.Conv2d(C, D, kernel_size=patch_size, "
-                "stride=patch_size), copy it into conv.weight (and bias into conv.bias), and return conv"
-                if tuple(conv.shape) == (D, C, P, P) else
-                "create nn.Conv2d(C, D, kernel_size=patch_size, stride=patch_size), copy the weights in, return it")
+        hint = ("that tensor looks like the kernel: copy it into the weight of an nn.Conv2d you create (and bias "
+                "into its bias), and return the convolution" if tuple(conv.shape) == (D, C, P, P) else
+                "return an nn.Conv2d you create, with the weights copied in")
         raise Wrong(f"patch_embedding_as_conv returned a tensor of shape {tuple(conv.shape)} on {on}, expected an "
                     "nn.Conv2d", hint)
     if conv is None:
@@ -225,14 +241,13 @@ def _check_conv_structure(conv, C: int, P: int, D: int, on: str) -> None:
                     "did you forget `return conv`?")
     if not isinstance(conv, nn.Conv2d):
         raise Wrong(f"patch_embedding_as_conv returned {describe(conv)} on {on}, expected an nn.Conv2d",
-                    "return the convolution module itself: nn.Conv2d(C, D, kernel_size=patch_size, "
-                    "stride=patch_size) with the weights copied in")
+                    "return the convolution module itself, an nn.Conv2d with the weights copied in")
     got = (conv.in_channels, conv.out_channels)
     if got != (C, D):
         hint = ("in_channels and out_channels are swapped: nn.Conv2d(in_channels=C, out_channels=D, ...)"
                 if got == (D, C) else
-                "in_channels is the number of image channels, C = weight.size(1) // patch_size**2, and "
-                "out_channels is d_model = weight.size(0)")
+                "in_channels is the number of image channels C, which you work out from weight's shape and "
+                "patch_size (a patch vector holds P*P*C values), and out_channels is d_model, weight's first size")
         raise Wrong(f"your Conv2d has in_channels={conv.in_channels} and out_channels={conv.out_channels} on {on}, "
                     f"expected in_channels={C} (image channels) and out_channels={D} (d_model)", hint)
     if _pair(conv.kernel_size) != (P, P):
@@ -254,8 +269,7 @@ def _check_conv_structure(conv, C: int, P: int, D: int, on: str) -> None:
                     "`bias` into conv.bias")
     if tuple(conv.weight.shape) != (D, C, P, P):
         raise Wrong(f"your Conv2d's weight has shape {tuple(conv.weight.shape)} on {on}, expected ({D}, {C}, {P}, {P})",
-                    "Conv2d kernels are (out_channels, in_channels, P, P): reshape weight to (D, P, P, C), then "
-                    "permute(0, 3, 1, 2)")
+                    "Conv2d kernels are (out_channels, in_channels, P, P)")
 
 
 def _check_conv_dtype(conv: nn.Conv2d, dtype: torch.dtype, on: str) -> None:
@@ -264,14 +278,15 @@ def _check_conv_dtype(conv: nn.Conv2d, dtype: torch.dtype, on: str) -> None:
         if param.dtype != dtype:
             raise Wrong(f"your Conv2d's {name} has dtype {param.dtype} on {on}, expected {dtype}, the dtype of "
                         "`weight`",
-                        "create the convolution in the dtype of the weights you copy into it: nn.Conv2d(C, D, "
-                        "kernel_size=patch_size, stride=patch_size, dtype=weight.dtype). Without dtype= it is "
+                        "create the convolution in the dtype of the weights you copy into it (dtype=weight.dtype). "
+                        "Without dtype= it is "
                         "float32, and copy_ silently rounds float64 weights; a fixed dtype=torch.float64 is wrong "
                         "for float32 weights")
 
 
 @exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution",
-          references=("attnbook.patches.PatchEmbedding.to_conv",))
+          references=("attnbook.patches.PatchEmbedding.to_conv", "attnbook.patches.PatchEmbedding.from_conv",
+                      "attnbook.patches.PatchEmbedding"))
 def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
     """patch_embedding_as_conv(weight, bias, patch_size) -> nn.Conv2d equal to patchify(images) @ weight.T + bias."""
     cases = [  # (C, P, D, image shape, dtype): RGB first, where every weight-layout mistake changes the result
@@ -314,16 +329,18 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
 # 7.3 prepend the class token and add the positions
 # ---------------------------------------------------------------------------------------------------------
 
-CLS_FORBIDDEN = [("attnbook.models.vit.ViT.embed", "concatenate the expanded cls in front of x with torch.cat, "
-                                                    "then add pos")]
+CLS_FORBIDDEN = [("attnbook.models.vit.ViT.embed", "build the tokens yourself from x, cls and pos")]
 
 
 def _cls_mistakes(x: Tensor, cls: Tensor, pos: Tensor) -> dict[str, Tensor]:
     B, N, D = x.shape
     c = cls.expand(B, 1, D)  # (B, 1, D)
     return {
-        "the class token goes first, at position 0: torch.cat([cls, x], dim=1), not after the patches":
+        "the class token goes first, at position 0, in front of the patches, not after them":
             torch.cat([x, c], dim=1) + pos,
+        "you added the positions before the concatenation, rows 0 .. N - 1 to the patches and the last row to the "
+        "class token; row 0 of pos (pos[:, 0]) is the class token's and row i + 1 is patch i's":
+            torch.cat([c + pos[:, N:], x + pos[:, :N]], dim=1),
         "you added the positions to the patches before the concatenation, so the class token got no position: "
         "concatenate first, then add all of pos (the class token's position is pos[:, 0])":
             torch.cat([c, x + pos[:, 1:]], dim=1),
@@ -335,6 +352,12 @@ def _cls_mistakes(x: Tensor, cls: Tensor, pos: Tensor) -> dict[str, Tensor]:
         "you forgot the positions: add pos after the concatenation": torch.cat([c, x], dim=1),
         "the positions belong to the tokens in order: add pos as it is, not flipped or shuffled":
             torch.cat([c, x], dim=1) + pos.flip(1),
+        "you added only pos[:, :1], the class token's position, to every token: add all of pos, row t to token t":
+            torch.cat([c, x], dim=1) + pos[:, :1],
+        "every image of your result holds the first image's patches: each image keeps its own patches":
+            (torch.cat([cls, x[:1]], dim=1) + pos).expand(B, N + 1, D),
+        "your result has twice the features and N tokens: you joined cls and x along the features; the class token "
+        "is a token of its own, joined along the token axis (dim=1)": torch.cat([c.expand(B, N, D), x], dim=-1),
     }
 
 
@@ -349,11 +372,10 @@ def _token_count_hint(got, x: Tensor, cls: Tensor, pos: Tensor) -> str | None:
     for p in (pos[:, 1:], pos[:, :N], torch.zeros_like(pos[:, 1:])):
         if torch.allclose(g, overwritten + p, atol=1e-5, rtol=1e-5):
             return ("you overwrote the first patch with the class token, so that patch is lost: the class token is "
-                    "an extra token, in front of all N patches. Concatenate, don't overwrite: "
-                    "torch.cat([cls, x], dim=1) has N + 1 tokens, then add pos")
+                    "an extra token, in front of all N patches: don't overwrite one, the result has N + 1 tokens")
         if torch.allclose(g, x + cls + p, atol=1e-5, rtol=1e-5):
-            return ("you added cls to every patch instead of putting it in front as a token of its own: "
-                    "torch.cat([cls, x], dim=1) gives N + 1 tokens, then add pos")
+            return ("you added cls to every patch instead of putting it in front as a token of its own: the result "
+                    "has N + 1 tokens")
     return ("your result has N tokens, one per patch; the encoder gets N + 1: the class token in front of all N "
             "patches (concatenate it, don't overwrite a patch or add it to them), then add pos, whose N + 1 rows "
             "are one per token")
@@ -371,8 +393,8 @@ def _cls_error_hint(message: str) -> str | None:
         return ("do not change x, cls or pos in place (x += ..., x[...] = ...): they are the model's tokens and "
                 "parameters; build a new tensor with torch.cat and +")
     if "Sizes of tensors must match except in dimension" in message:
-        return ("cls has batch size 1 and x has batch size B: expand it over the batch first, "
-                "cls.expand(x.size(0), -1, -1), then torch.cat([cls, x], dim=1)")
+        return ("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) before "
+                "joining it to x")
     if "Tensors must have same number of dimensions" in message:
         return "cls is (1, 1, D), already 3-D like x: concatenate it along dim=1 without squeezing it"
     return None

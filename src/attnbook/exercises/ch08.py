@@ -49,19 +49,28 @@ def _is_integer_tensor(t: Tensor) -> bool:
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
 _P_CHOOSE, _P_MASK, _P_RANDOM = 0.15, 0.8, 0.1
+RANDOM_IDS = "draw the random ids uniformly from all of [0, vocab_size) (torch.randint), with generator=generator"
 GENERATOR_HINT = ("draw every random number from the generator you are given: pass generator=generator to "
                   "torch.rand, torch.randint, torch.bernoulli, torch.multinomial or torch.randperm")
-OVERLAP_HINT = ("your cases overlap (two independent draws, one overriding the other): draw one number r per "
-                "position and use r < 0.8 for [MASK], 0.8 <= r < 0.9 for a random id, r >= 0.9 for unchanged")
-_MLM_INSTEAD = ("choose positions with torch.rand(ids.shape, generator=generator) < 0.15, then split the chosen ones "
-                "80/10/10 with a second torch.rand")
+OVERLAP_HINT = ("your cases overlap: a position picked for [MASK] can also be picked for a random id (two independent "
+                "draws, one overriding the other); split the chosen positions into three disjoint groups of 80%, 10% "
+                "and 10%")
+_MLM_INSTEAD = "write the masking yourself, from random numbers drawn with generator=generator"
 # The package's masker, and transformers' collators (DataCollatorForLanguageModeling.torch_mask_tokens and the
 # rest of that module), matched by a pattern wherever they are imported from.
 MLM_FORBIDDEN = [("attnbook.data.mlm_mask", _MLM_INSTEAD),
                  ("transformers.data.data_collator.*mask_tokens*", _MLM_INSTEAD),
                  ("transformers.data.data_collator.*", _MLM_INSTEAD)]
-INDEPENDENT_HINT = ("choose each position independently, with its own random number: torch.rand(ids.shape, "
-                    "generator=generator) < 0.15 (not one number per row or per column)")
+INDEPENDENT_HINT = ("choose each position independently with probability 0.15, with a random number of its own (not "
+                    "one per row or per column, and not a fixed number of positions): the number chosen then varies "
+                    "from row to row and from call to call like a binomial count")
+
+
+def _expect_used(generator: torch.Generator, gen_seed: int, what: str, on: str, hint: str) -> None:
+    """Wrong if `generator` (seeded with `gen_seed`) has not been drawn from: the answer used other randomness."""
+    if torch.equal(generator.get_state(), torch.Generator().manual_seed(gen_seed).get_state()):
+        raise Wrong(f"{what} drew no random number from `generator` on {on} (its state is unchanged after the call)",
+                    hint)
 
 
 def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
@@ -70,8 +79,10 @@ def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
 
 def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: int, on: str, seed: int = 0):
     """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes."""
-    got = call(mlm_mask, ids, mask_id, vocab_size, torch.Generator().manual_seed(gen_seed), what="mlm_mask", on=on,
-               forbid=MLM_FORBIDDEN, seed=seed, explain=_mlm_error_hint)
+    generator = torch.Generator().manual_seed(gen_seed)
+    got = call(mlm_mask, ids, mask_id, vocab_size, generator, what="mlm_mask", on=on, forbid=MLM_FORBIDDEN, seed=seed,
+               explain=_mlm_error_hint)
+    _expect_used(generator, gen_seed, "mlm_mask", on, GENERATOR_HINT)
     if isinstance(got, (tuple, list)) and len(got) == 3:
         raise Wrong(f"mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)",
                     "return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "
@@ -89,14 +100,16 @@ def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: in
             raise Wrong(f"{name} has shape {tuple(t.shape)} on {on}, expected the shape of ids {tuple(ids.shape)}",
                         "keep one entry per position of ids: build the result with torch.where or masked_fill "
                         "rather than by indexing, which flattens")
-        if not _is_integer_tensor(t):
-            raise Wrong(f"{name} has dtype {t.dtype} on {on}, expected an integer tensor like ids ({ids.dtype})",
-                        "token ids are integers: build the result from ids with torch.where / masked_fill, and "
-                        "keep random ids from torch.randint")
+        if t.dtype != ids.dtype:
+            raise Wrong(f"{name} has dtype {t.dtype} on {on}, expected {ids.dtype}, the dtype of ids",
+                        "token ids are integers, and F.cross_entropy takes int64 (torch.long) targets: build the "
+                        "result from ids (torch.where, masked_fill) and keep the random ids of torch.randint, int64"
+                        if _is_integer_tensor(t) else "token ids are integers: build the result from ids (torch.where, "
+                        "masked_fill) and keep the random ids of torch.randint")
     return masked, labels
 
 
-def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, vocab_size: int, on: str) -> Tensor:
+def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, mask_id: int, vocab_size: int, on: str) -> Tensor:
     """The exact rules (who may change, what the labels hold); returns the chosen positions."""
     n = ids.numel()
     chosen = labels != -100
@@ -114,8 +127,7 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, vocab_size: in
                         "that the loss is computed at the chosen 15% only")
         if not chosen.any():
             raise Wrong(f"every label is -100 on {on}: no position was chosen",
-                        "choose each position with probability 0.15 (torch.rand(ids.shape, generator=generator) "
-                        "< 0.15) and label it with its original id")
+                        "choose each position with probability 0.15 and label it with its original id")
         raise Wrong(f"labels has no -100 on {on}: every position is labelled",
                     "label only the chosen positions: the original id where chosen, -100 everywhere else")
     if not torch.equal(labels[chosen], ids[chosen]):
@@ -126,6 +138,10 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, vocab_size: in
         raise Wrong(f"labels holds ids other than the original ones at chosen positions on {on}",
                     "at a chosen position the label is ids at that position; elsewhere it is -100")
     changed = masked != ids
+    if changed.any() and not (changed & chosen).any():
+        raise Wrong(f"every position that you changed is labelled -100 on {on}, and every other one holds its id",
+                    "your labels are inverted: a chosen position (one that may change) holds its original id, and "
+                    "-100 marks the positions that were NOT chosen")
     if (changed & ~chosen).any():
         share = float((changed & ~chosen).sum()) / max(1, int((~chosen).sum()))
         hint = ("label every chosen position, also those that got a random id or kept their own: a position that "
@@ -135,7 +151,16 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, vocab_size: in
     if int(masked.min()) < 0 or int(masked.max()) >= vocab_size:
         raise Wrong(f"masked_ids holds values in [{int(masked.min())}, {int(masked.max())}] on {on}, outside "
                     f"[0, vocab_size={vocab_size})",
-                    "draw random ids with torch.randint(vocab_size, ids.shape, generator=generator)")
+                    RANDOM_IDS)
+    k, to_mask = int(chosen.sum()), int((masked[chosen] == mask_id).sum())
+    if k >= 200 and to_mask < k / 2:  # a right answer: probability below 1e-19
+        replaced = masked[chosen & changed & (masked != mask_id)]
+        mode = int(replaced.mode().values) if replaced.numel() else -1
+        share = int((replaced == mode).sum()) / k
+        if share > 0.5:
+            raise Wrong(f"{to_mask / k:.1%} of the {k:,} chosen positions hold mask_id={mask_id} on {on}, and "
+                        f"{share:.1%} hold {mode}", "your [MASK] ignores the mask_id argument: use mask_id itself, "
+                        "whatever its value (it is not the same in every call)")
     return chosen
 
 
@@ -146,12 +171,12 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
     share = k / n
     # Independent choices make every row (and column) differ: equal rows or all-or-nothing rows have probability
     # below 1e-30 here.
-    rows_equal = bool((chosen == chosen[:1]).all())
-    rows_uniform = bool((chosen.all(dim=1) | ~chosen.any(dim=1)).all())
-    if ids.size(0) > 1 and (rows_equal or rows_uniform):
-        what = ("the same positions are chosen in every row" if rows_equal else
-                "each row is chosen entirely or not at all")
-        raise Wrong(f"{what} on {on}", INDEPENDENT_HINT)
+    per_row = chosen.sum(dim=1)  # (rows,): equal counts in all 200 rows have probability below 0.06^199
+    for what, bad in (("the same positions are chosen in every row", (chosen == chosen[:1]).all()),
+                      ("each row is chosen entirely or not at all", (chosen.all(dim=1) | ~chosen.any(dim=1)).all()),
+                      (f"every row has exactly {int(per_row[0])} chosen positions", (per_row == per_row[0]).all())):
+        if bool(bad):
+            raise Wrong(f"{what} on {on}", INDEPENDENT_HINT)
     if not _within(k, n, _P_CHOOSE):
         all_masked = bool((masked[chosen] == _MASK).all())
         all_changed = bool((masked[chosen] != ids[chosen]).all())
@@ -165,7 +190,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
             if confirmed and _within(k, n, p):
                 raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%", hint)
         raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
-                    "choose each position with probability 0.15: torch.rand(ids.shape, generator=generator) < 0.15")
+                    "choose each position independently with probability 0.15")
     to_mask = int((masked[chosen] == _MASK).sum())
     same = int((masked[chosen] == ids[chosen]).sum())
     got = (to_mask, same, k - to_mask - same)  # [MASK], unchanged, another id
@@ -178,8 +203,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
         shares = f"{got[0] / k:.1%} [MASK], {got[2] / k:.1%} another id, {got[1] / k:.1%} unchanged"
         known = [((1.0, 0.0, 0.0), "every chosen position became [MASK]: replace 80% of them by [MASK], 10% by a "
                   "random id, and leave 10% unchanged"),
-                 ((0.8, 0.0, 0.2), "no chosen position got a random id: 10% of them must get an id drawn with "
-                  "torch.randint(vocab_size, ..., generator=generator)"),
+                 ((0.8, 0.0, 0.2), "no chosen position got a random id: 10% of them must get a random id"),
                  ((0.8, 0.2, 0.0), "no chosen position kept its id: 10% of them must stay unchanged (they are "
                   "still labelled, so the model learns that any token may be wrong)"),
                  ((0.1, 0.8, 0.1), "the split is the wrong way round: 80% of the chosen positions become [MASK], "
@@ -191,16 +215,15 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
             if all(_within(c, k, p) for c, p in zip(got, observed(*actions))):
                 raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", hint)
         raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%",
-                    "draw one number r per position with torch.rand(ids.shape, generator=generator): [MASK] where "
-                    "chosen and r < 0.8, a random id where chosen and 0.8 <= r < 0.9, unchanged otherwise")
+                    "split the chosen positions into three disjoint groups with probabilities 0.8 ([MASK]), 0.1 "
+                    "(a random id) and 0.1 (unchanged)")
     replaced = masked[chosen & (masked != ids) & (masked != _MASK)].double()  # (other,) the random ids
     m = replaced.numel()
     low, high = int((replaced < _V / 2).sum()), int((replaced >= 0.9 * _V).sum())  # uniform: half, a tenth
     if m and not (_within(low, m, 0.5) and _within(high, m, 0.1)):
         raise Wrong(f"the random ids on {on} lie in [{int(replaced.min())}, {int(replaced.max())}], {low / m:.0%} of "
                     f"them below {_V // 2}; ids drawn uniformly from [0, vocab_size={_V}) spread over the whole "
-                    "range, half of them below the middle", "draw them with torch.randint(vocab_size, ids.shape, "
-                    "generator=generator)")
+                    "range, half of them below the middle", RANDOM_IDS)
 
 
 def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int, vocab_size: int, on: str) -> None:
@@ -228,35 +251,31 @@ def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int,
     if rare in ([0], [vocab_size - 1]):
         j = rare[0]
         raise Wrong(f"id {j} replaced a chosen position other than its own {shares[j]:.2%} of the time {where}",
-                    "torch.randint(vocab_size, ...) draws every id from 0 to vocab_size - 1: the lower bound is 0 "
-                    "(also the special ids) and the upper bound, vocab_size, is exclusive")
+                    "every id from 0 to vocab_size - 1 can be drawn: the lower bound is 0 (also the special ids), "
+                    "and torch.randint's upper bound, vocab_size, is exclusive")
     for j in rare:  # an id never (or too rarely) drawn names the mistake best
         if j not in present:
             raise Wrong(f"id {j}, which is not in the batch, replaced a chosen position {shares[j]:.2%} of the time "
-                        f"{where}", "draw random ids from the whole vocabulary, not from the tokens in the batch: "
-                        "torch.randint(vocab_size, ids.shape, generator=generator)")
+                        f"{where}", "draw random ids from the whole vocabulary, not from the tokens in the batch")
     if not same_ok and same < k * (1 - _P_MASK - _P_RANDOM + p_each):
         raise Wrong(f"{same / k:.1%} of the chosen positions kept their id {where}; expected 10% unchanged + "
                     f"{p_each:.1%} that drew their own id",
-                    "a random id may equal the original one (probability 1/vocab_size): draw it with "
-                    "torch.randint(vocab_size, ids.shape, generator=generator) and keep it, without shifting or "
-                    "redrawing it")
+                    "a random id may equal the original one (probability 1/vocab_size): keep it, without shifting "
+                    "or redrawing it")
     if not mask_ok and to_mask < k * (_P_MASK + p_each):
         raise Wrong(f"{to_mask / k:.1%} of the chosen positions hold mask_id {where}; expected 80% [MASK] + "
                     f"{p_each:.1%} that drew mask_id as their random id",
-                    "a random id may be mask_id too: draw it from all of [0, vocab_size) with "
-                    "torch.randint(vocab_size, ids.shape, generator=generator)")
+                    "a random id may be mask_id too: draw it from all of [0, vocab_size), without shifting or "
+                    "redrawing it")
     if failed or not (same_ok and mask_ok):
         detail = (f"id {failed[0]} replaced a chosen position other than its own {shares[failed[0]]:.2%} of the time"
                   if failed else f"{same / k:.1%} kept their id and {to_mask / k:.1%} hold mask_id")
-        raise Wrong(f"{detail} {where}",
-                    "draw the random ids uniformly with torch.randint(vocab_size, ids.shape, generator=generator)")
+        raise Wrong(f"{detail} {where}", RANDOM_IDS)
 
 
 def _mlm_error_hint(message: str) -> str | None:
     if "random_ expects 'from' to be less than 'to'" in message:
-        return ("draw random ids from the whole vocabulary, 0 included: torch.randint(vocab_size, ids.shape, "
-                "generator=generator)")
+        return "draw random ids from the whole vocabulary, 0 included: " + RANDOM_IDS
     return None
 
 
@@ -270,14 +289,15 @@ def check_mlm_mask(mlm_mask) -> str:
         ("a batch of 1: ids of shape (1, 5)", _ids((1, 5), 4, _V, 802), _MASK, _V),
         ("ids of shape (64, 30) with a small vocabulary: vocab_size=6, mask_id=5", _ids((64, 30), 0, 5, 803), 5, 6),
     ]
+    counts = []  # (chosen, positions) per call
     for on, ids, mask_id, vocab_size in small:
         masked, labels = _mlm_call(mlm_mask, ids, mask_id, vocab_size, 11, on)
-        _check_structure(ids, masked, labels, vocab_size, on)
+        counts.append((int(_check_structure(ids, masked, labels, mask_id, vocab_size, on).sum()), ids.numel()))
     # the proportions, on 100,000 positions
     on = "ids of shape (200, 500) with vocab_size=1000, mask_id=3"
     ids = _ids((200, 500), 4, _V, 810)  # never the [MASK] id 3
     masked, labels = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on)
-    chosen = _check_structure(ids, masked, labels, _V, on)
+    chosen = _check_structure(ids, masked, labels, _MASK, _V, on)
     _check_proportions(ids, masked, chosen, on)
     # the generator: the same seed, whatever the global generators; another seed, another mask
     again = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=1)
@@ -293,7 +313,15 @@ def check_mlm_mask(mlm_mask) -> str:
     on = "ids of shape (600, 500) holding only 0 and 1, with vocab_size=5, mask_id=2"
     ids = _ids((600, 500), 0, 2, 811)
     masked, labels = _mlm_call(mlm_mask, ids, 2, 5, 99, on)
-    _check_random_ids(ids, masked, _check_structure(ids, masked, labels, 5, on), 2, 5, on)
+    chosen_small = _check_structure(ids, masked, labels, 2, 5, on)
+    _check_random_ids(ids, masked, chosen_small, 2, 5, on)
+    # A binomial count hits its mean exactly with probability about 1 / sqrt(2 pi n p (1 - p)): 0.026, 0.0035 (twice)
+    # and 0.002 here, all four together below 7e-10 for a right answer.
+    counts = [counts[2], (int(chosen.sum()), chosen.numel()), (int((other[1] != -100).sum()), chosen.numel()),
+              (int(chosen_small.sum()), chosen_small.numel())]
+    if all(k == round(_P_CHOOSE * n) for k, n in counts):
+        raise Wrong("exactly 15% of the positions are chosen in every call: " + ", ".join(
+            f"{k:,} of {n:,}" for k, n in counts), INDEPENDENT_HINT)
     return ("15% chosen and 80/10/10 within statistical bounds on 100,000 positions; random ids uniform over the "
             "whole vocabulary; labels, unchosen positions and the generator are right")
 
@@ -302,8 +330,8 @@ def check_mlm_mask(mlm_mask) -> str:
 # 8.2 causal-LM loss
 # ---------------------------------------------------------------------------------------------------------
 
-LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.ForCausalLMLoss",
-                      "shift by hand: logits[:, :-1] against ids[:, 1:], then F.cross_entropy")]
+# a pattern, matched by name when called: resolving the path would import transformers (1 s or more)
+LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.*", "shift the logits and the ids yourself")]
 CLASS_DIM_HINT = ("F.cross_entropy wants the classes in dimension 1: flatten the logits to (batch * positions, "
                   "vocab_size) and the targets to (batch * positions,), or pass logits.transpose(1, 2)")
 
@@ -325,18 +353,18 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
 
     right = ce(logits[:, :-1], ids[:, 1:])
     out = {
-        "no shift: the output at position t predicts the NEXT token, ids[:, t + 1]; compare logits[:, :-1] with "
-        "ids[:, 1:]": ce(logits, ids),
-        "the shift goes the wrong way: logits[:, :-1] (every position but the last) predict ids[:, 1:] (every "
-        "token but the first), not logits[:, 1:] and ids[:, :-1]": ce(logits[:, 1:], ids[:, :-1]),
+        "no shift: the output at position t predicts the NEXT token, the one at position t + 1, not its own":
+            ce(logits, ids),
+        "the shift goes the wrong way: the output at position t predicts the token at t + 1, not the one at t - 1":
+            ce(logits[:, 1:], ids[:, :-1]),
         "you summed the losses; take the mean over all batch * (seq - 1) predictions": ce(logits[:, :-1], ids[:, 1:],
                                                                                           "sum"),
         "you applied a softmax before F.cross_entropy, which applies log-softmax itself: pass the raw logits":
             ce(torch.softmax(logits, dim=-1)[:, :-1], ids[:, 1:]),
         "F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits":
             F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
-        "shift by exactly one position: logits[:, :-1] against ids[:, 1:]": ce(logits[:, :-2], ids[:, 2:])
-        if T > 2 else right + 1.0,
+        "shift by exactly one position: the output at t predicts the token at t + 1, not t + 2":
+            ce(logits[:, :-2], ids[:, 2:]) if T > 2 else right + 1.0,
         "the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)": -right,
         "you took the mean over each sequence, then summed over the batch; take one mean over all predictions":
             ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
@@ -350,6 +378,17 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
         "your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1": F.nll_loss(
             torch.log_softmax(logits, dim=1)[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
     })
+    out.update({
+        "you divided the summed loss by batch * seq; there are batch * (seq - 1) predictions":
+            ce(logits[:, :-1], ids[:, 1:], "sum") / (B * T),
+        "you scored only the last prediction of each sequence; the mean runs over all batch * (seq - 1) predictions":
+            ce(logits[:, -2], ids[:, -1]),
+        "your logits and targets are flattened in different orders (one position-major, one batch-major), so "
+        "predictions are scored against the tokens of other positions: flatten both the same way":
+            ce(logits[:, :-1].transpose(0, 1), ids[:, 1:]),
+        "label_smoothing changes the loss: the task asks for the plain cross-entropy": F.cross_entropy(
+            logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1),
+    })
     if B > 1:
         out["you used only the first sequence of the batch; the mean runs over every sequence"] = ce(
             logits[:1, :-1], ids[:1, 1:])
@@ -362,8 +401,11 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
 
     def case(B: int, T: int, V: int, seed: int, dtype=torch.float64, scale: float = 2.0):
         g = torch.Generator().manual_seed(seed)
-        logits = (scale * torch.randn(B, T, V, generator=g, dtype=dtype)).requires_grad_()
-        return logits, torch.randint(V, (B, T), generator=g)
+        logits = scale * torch.randn(B, T, V, generator=g, dtype=dtype)
+        ids = torch.randint(V, (B, T), generator=g)
+        if scale > 10:  # targets alternate between the largest logit (exp overflows) and the smallest (underflows)
+            ids[:, 1:] = torch.where(torch.arange(T - 1) % 2 == 0, logits[:, :-1].argmax(-1), logits[:, :-1].argmin(-1))
+        return logits.requires_grad_(), ids
 
     cases = [
         ("logits of shape (2, 5, 7) and ids of shape (2, 5)", *case(2, 5, 7, 820)),
@@ -372,7 +414,9 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
         ("two tokens, so one prediction: logits (4, 2, 5) and ids (4, 2)", *case(4, 2, 5, 823)),
         ("float32 logits (2, 12, 50) and ids (2, 12)", *case(2, 12, 50, 824, torch.float32)),
     ]
-    for on, logits, ids in cases:
+    large = ("large float32 logits, from about -300 to 300, of shape (2, 4, 9) and ids (2, 4)",
+             *case(2, 4, 9, 825, torch.float32, 100.0))  # not counted in the success message, which predates it
+    for on, logits, ids in cases + [large]:
         got = call(causal_lm_loss, logits, ids, what="causal_lm_loss", on=on, forbid=LM_LOSS_FORBIDDEN,
                    explain=_loss_error_hint)
         if isinstance(got, numbers.Real) and not isinstance(got, bool):
@@ -388,10 +432,19 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
             hint = ("you returned one loss per prediction (reduction='none'): return their mean, a single number"
                     if got.numel() == per_position.numel() else "return one number: the mean loss over all predictions")
             raise Wrong(f"your loss has shape {tuple(got.shape)} on {on}, expected a single number (shape ())", hint)
+        if got.dim() != 0:
+            raise Wrong(f"your loss has shape {tuple(got.shape)} on {on}, expected a 0-dimensional tensor (shape ())",
+                        "the mean over all predictions is already 0-dimensional: no reshape, view or unsqueeze")
         if not got.is_floating_point():
             raise Wrong(f"your loss has dtype {got.dtype} on {on}, expected floating point",
                         "keep the loss in floating point (no .long() or .int())")
-        expect_close(got.detach().reshape(()), right, what="your loss", on=on, atol=1e-5, rtol=1e-5,
+        if not torch.isfinite(got).all():
+            raise Wrong(f"your loss is {got.item()} on {on}, expected {right.item():.6g}", (
+                "exp of a large logit overflows (inf / inf is NaN): compute log-probabilities with log_softmax or "
+                "logsumexp, which subtract the maximum, or use F.cross_entropy on the raw logits" if got.isnan() else
+                "a probability that underflows to 0 has log -inf: take log_softmax (or logsumexp), not the log of a "
+                "softmax, or use F.cross_entropy on the raw logits"))
+        expect_close(got.detach(), right, what="your loss", on=on, atol=1e-5, rtol=1e-5,
                      mistakes=_lm_mistakes(logits.detach(), ids))
         if not got.requires_grad:
             raise Wrong(f"your loss has the right value on {on} but no gradient can flow back to the logits",
@@ -404,15 +457,16 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
 # 8.3 temperature and top-k sampling
 # ---------------------------------------------------------------------------------------------------------
 
-SAMPLE_FORBIDDEN = [(name, "divide the logits by the temperature, set all but the top_k largest to -inf, softmax, "
-                           "then torch.multinomial(probs, 1, generator=generator)")
+SAMPLE_FORBIDDEN = [(name, "write the sampling yourself, step by step as the task describes it")
                     for name in ("attnbook.models.gpt.sample_next", "attnbook.models.gpt.GPT.generate")]
 _ROWS = torch.tensor([[1.0, -1.5, 2.2, 0.3, -0.4, 1.6],  # two different rows, the largest logits not first
                       [-0.5, 0.8, -2.0, 1.9, 0.1, 1.2]], dtype=torch.float64)
 _N = 20_000  # samples per row
 
 
-def _sample_error_hint(message: str) -> str | None:
+def _sample_error_hint(message: str, top_k) -> str | None:
+    if top_k is None and "NoneType" in message:
+        return "top_k=None means no cut: keep every logit, and skip the top-k step when top_k is None"
     if "probability tensor contains either `inf`, `nan` or element < 0" in message or "invalid multinomial" in message:
         return ("torch.multinomial takes probabilities (non-negative, finite): apply the softmax over the vocabulary "
                 "(dim=-1) to the (scaled) logits first (over another dimension a column of -inf gives NaN); and with "
@@ -420,13 +474,15 @@ def _sample_error_hint(message: str) -> str | None:
     return None
 
 
-def _probs(logits: Tensor, temperature: float, top_k: int | None, *, smallest: bool = False) -> Tensor:
-    """softmax(logits / temperature) over the top_k largest (or smallest) logits of each row, in float64."""
+def _probs(logits: Tensor, temperature: float, top_k: int | None, *, smallest: bool = False, fill=None) -> Tensor:
+    """softmax(logits / temperature) over the top_k largest (or smallest) logits of each row, in float64; the
+    others set to -inf, or to `fill` ("min": the row's minimum)."""
     scaled = logits.double() / temperature
     if top_k is not None:
         kept = torch.topk(scaled, top_k, dim=-1, largest=not smallest).indices  # (R, k)
         keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, kept, True)
-        scaled = scaled.masked_fill(~keep, float("-inf"))
+        low = scaled.amin(dim=-1, keepdim=True) if fill == "min" else torch.full_like(scaled, float("-inf") if fill is None else fill)
+        scaled = torch.where(keep, scaled, low)
     return torch.softmax(scaled, dim=-1)
 
 
@@ -453,6 +509,14 @@ def _sample_mistakes(temperature: float, top_k: int | None) -> dict[str, Tensor]
             "you returned the position within the top k (0 .. top_k - 1) instead of the token id: map it back "
             "through the indices that torch.topk returns (topk.indices.gather(-1, choice))": unmapped,
         })
+        V = _ROWS.size(-1)
+        if top_k < V:
+            out["keep exactly top_k logits: you kept top_k + 1"] = _probs(_ROWS, temperature, top_k + 1)
+        if top_k > 1:
+            out["keep exactly top_k logits: you kept top_k - 1"] = _probs(_ROWS, temperature, top_k - 1)
+        for fill, what in ((0.0, "to 0"), ("min", "to the row's smallest logit")):
+            out[f"you set the logits outside the top k {what}, so they keep some probability: set them to -inf, "
+                "whose exp is 0"] = _probs(_ROWS, temperature, top_k, fill=fill)
         keep = (_probs(_ROWS, temperature, top_k) > 0).double()  # (R, V): the top k of each row
         out["you sampled the top_k tokens uniformly: weight them by softmax(logits / temperature)"] = (
             keep / keep.sum(dim=-1, keepdim=True))
@@ -470,9 +534,11 @@ def _fits(counts: Tensor, probs: Tensor) -> bool:
     return all(_within(float(c), _N, float(p)) for c, p in zip(counts.flatten(), probs.flatten()))
 
 
-def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int, on: str, seed: int = 0) -> Tensor:
-    got = call(sample_next, logits, temperature, top_k, torch.Generator().manual_seed(gen_seed), what="sample_next",
-               on=on, forbid=SAMPLE_FORBIDDEN, seed=seed, explain=_sample_error_hint)
+def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int, on: str, seed: int = 0):
+    """The learner's ids (checked for type, shape, range) and whether the generator was drawn from."""
+    generator = torch.Generator().manual_seed(gen_seed)
+    got = call(sample_next, logits, temperature, top_k, generator, what="sample_next", on=on, forbid=SAMPLE_FORBIDDEN,
+               seed=seed, explain=lambda message: _sample_error_hint(message, top_k))
     got = expect_tensor(got, what="your result", on=on, finite=False)
     B = logits.size(0)
     if tuple(got.shape) != (B,):
@@ -486,7 +552,12 @@ def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int,
     V = logits.size(-1)
     if int(got.min()) < 0 or int(got.max()) >= V:
         raise Wrong(f"your result holds ids in [{int(got.min())}, {int(got.max())}] on {on}, outside [0, {V})")
-    return got
+    used = not torch.equal(generator.get_state(), torch.Generator().manual_seed(gen_seed).get_state())
+    return got, used
+
+
+SAMPLE_GENERATOR_HINT = ("draw with generator=generator (torch.multinomial(..., generator=generator)); reseeding the "
+                         "global generator or making a generator of your own does not count")
 
 
 @exercise("8.3", "Temperature and top-k sampling", section="Temperature and top-k",
@@ -494,34 +565,28 @@ def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int,
 def check_sample_next(sample_next) -> str:
     """sample_next(logits, temperature, top_k, generator) -> (B,) ids: greedy at 0, else softmax(l/T) on the top k."""
     g = torch.Generator().manual_seed(830)
-    greedy = [
+    greedy = [  # temperature 0 first, top_k=1 (sampled from one logit) after the frequencies
         ("logits of shape (3, 10), temperature=0, top_k=None", torch.randn(3, 10, generator=g), 0.0, None),
         ("a batch of 1: logits (1, 7), temperature=0, top_k=3", torch.randn(1, 7, generator=g), 0.0, 3),
         ("logits (5, 12), temperature=1.0, top_k=1 (only the largest logit is left)",
          torch.randn(5, 12, generator=g), 1.0, 1),
     ]
-    for on, logits, temperature, top_k in greedy:
-        got = _sample_call(sample_next, logits, temperature, top_k, 5, on)
-        if torch.equal(got, logits.argmax(dim=-1)):
-            continue
-        if top_k == 1 and not got.any() and logits.argmax(dim=-1).any():
-            raise Wrong(f"your result is 0 in every row on {on}, expected the argmax of each row",
-                        "you returned the position within the top k (always 0 when top_k=1) instead of the token "
-                        "id: map it back through the indices that torch.topk returns")
-        if torch.equal(got, logits.argmin(dim=-1)):
-            raise Wrong(f"your result is the argmin of each row on {on}, expected the argmax",
-                        "the most likely token has the LARGEST logit"
-                        + ("; torch.topk returns the largest by default" if top_k else ""))
-        hint = ("temperature 0 means greedy: return logits.argmax(dim=-1), with no randomness" if temperature == 0
-                else "with top_k=1 only the largest logit survives, so the sample must be the argmax of each row")
-        raise Wrong(f"your result is not the argmax of each row on {on}", hint)
+    for on, logits, temperature, top_k in greedy[:2]:
+        _expect_argmax(*_sample_call(sample_next, logits, temperature, top_k, 5, on), logits, temperature, top_k, on)
     configs = [(1.0, None), (0.5, None), (1.0, 3), (2.0, 4), (0.7, 2)]
     R, V = _ROWS.shape
     for temperature, top_k in configs:
         on = (f"logits of shape ({R * _N}, {V}) ({_N:,} copies of each of two rows), temperature={temperature}, "
               f"top_k={top_k}")
         logits = _ROWS.float().repeat_interleave(_N, dim=0)  # (R * _N, V): row r fills block r
-        got = _sample_call(sample_next, logits, temperature, top_k, 7, on)
+        got, used = _sample_call(sample_next, logits, temperature, top_k, 7, on)
+        if torch.equal(got, logits.argmax(dim=-1)):
+            raise Wrong(f"your result is the argmax of every row on {on}",
+                        "the argmax of every row is for temperature 0 only: at temperature > 0, draw a random id "
+                        "from softmax(logits / temperature) over the top_k largest logits")
+        if not used:
+            raise Wrong(f"sample_next drew no random number from `generator` on {on} (its state is unchanged after "
+                        "the call)", SAMPLE_GENERATOR_HINT)
         counts = _counts(got, R, V)
         expected = _probs(_ROWS, temperature, top_k)
         if _fits(counts, expected):
@@ -537,20 +602,41 @@ def check_sample_next(sample_next) -> str:
         raise Wrong(f"the frequencies of your samples do not match softmax(logits / temperature) over the top_k "
                     f"largest logits on {on}: in row {r}, token {j} came {int(counts[r, j]):,} times in {_N:,} "
                     f"draws, expected about {_N * float(expected[r, j]):,.0f}",
-                    "scale, then cut to the top k, then softmax, then one torch.multinomial draw per row; each row "
-                    "samples from its own logits")
+                    "each row must be sampled from softmax(logits / temperature) over its own top_k largest logits")
+    on, logits, temperature, top_k = greedy[2]
+    _expect_argmax(*_sample_call(sample_next, logits, temperature, top_k, 5, on), logits, temperature, top_k, on)
     return (f"greedy at temperature 0, the argmax at top_k=1, and frequencies within statistical bounds for "
             f"{len(configs)} settings of temperature and top_k")
 
 
+def _expect_argmax(got: Tensor, used: bool, logits: Tensor, temperature: float, top_k, on: str) -> None:
+    """Wrong unless `got` is the argmax of each row (and, at temperature 0, drawn without the generator)."""
+    if torch.equal(got, logits.argmax(dim=-1)):
+        if temperature == 0 and used:
+            raise Wrong(f"sample_next drew random numbers from `generator` at temperature 0 on {on}",
+                        "temperature 0 means greedy: the argmax of each row, with no randomness (no sampling, not "
+                        "even at a tiny temperature)")
+        return
+    if top_k == 1 and not got.any() and logits.argmax(dim=-1).any():
+        raise Wrong(f"your result is 0 in every row on {on}, expected the argmax of each row",
+                    "you returned the position within the top k (always 0 when top_k=1) instead of the token "
+                    "id: map it back through the indices that torch.topk returns")
+    if torch.equal(got, logits.argmin(dim=-1)):
+        raise Wrong(f"your result is the argmin of each row on {on}, expected the argmax",
+                    "the most likely token has the LARGEST logit" + ("; torch.topk returns the largest by default"
+                                                                     if top_k else ""))
+    raise Wrong(f"your result is not the argmax of each row on {on}",
+                "temperature 0 means greedy: the argmax of each row, with no randomness" if temperature == 0 else
+                "with top_k=1 only the largest logit survives, so the sample must be the argmax of each row")
+
+
 def _check_generator(sample_next, logits: Tensor, first: Tensor, on: str) -> None:
     """The same generator seed gives the same samples whatever the global generators; another seed others."""
-    again = _sample_call(sample_next, logits, 1.0, None, 7, on, seed=1)
+    again, _ = _sample_call(sample_next, logits, 1.0, None, 7, on, seed=1)
     if not torch.equal(again, first):
         raise Wrong("two calls with generators seeded alike (torch.Generator().manual_seed(7)) gave different "
-                    "samples when the global random generator was in another state",
-                    "pass generator=generator to torch.multinomial (and to any other random draw)")
-    other = _sample_call(sample_next, logits, 1.0, None, 8, on)
+                    "samples when the global random generator was in another state", SAMPLE_GENERATOR_HINT)
+    other, _ = _sample_call(sample_next, logits, 1.0, None, 8, on)
     if torch.equal(other, first):
         raise Wrong("generators seeded with 7 and with 8 gave exactly the same samples",
                     "use the generator argument in torch.multinomial, not a generator you create and seed yourself")

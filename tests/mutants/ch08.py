@@ -1,0 +1,962 @@
+"""Chapter 8 (BERT vs GPT): learner answers to exercises 8.1-8.3."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import attnbook.data as _data
+import attnbook.models.gpt as _gpt
+from mutants import right, value, wrong  # noqa: F401
+
+
+def _fresh(module, name):
+    """A second, separate import of the package module's .py file (not the module in sys.modules)."""
+    spec = importlib.util.spec_from_file_location(f"{module.__package__}._copy_{name}", Path(module.__file__))
+    copy = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = copy  # dataclasses look their module up in sys.modules while it executes
+    spec.loader.exec_module(copy)
+    return copy
+
+
+def _copy(f, name):
+    return types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 8.1  mlm_mask(ids, mask_id, vocab_size, generator) -> (masked_ids, labels)
+# ----------------------------------------------------------------------------------------------------------------
+
+wrong("8.1", hint="package's own", name="handed in attnbook.data.mlm_mask itself")(_data.mlm_mask)
+wrong("8.1", hint="package's own", name="a lambda around attnbook.data.mlm_mask, keeping its first two results")(
+    lambda ids, mask_id, vocab_size, generator: _data.mlm_mask(ids, mask_id, vocab_size, generator)[:2])
+
+
+@wrong("8.1", hint="package's own")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """a def wrapper that calls attnbook.data.mlm_mask"""
+    from attnbook.data import mlm_mask as theirs
+
+    masked, labels, _ = theirs(ids, mask_id, vocab_size, generator)
+    return masked, labels
+
+
+_mm = _copy(_data.mlm_mask, "mlm_mask")
+
+
+@wrong("8.1", hint="package's own")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """a types.FunctionType copy of attnbook.data.mlm_mask, first two results"""
+    return _mm(ids, mask_id, vocab_size, generator)[:2]
+
+
+_mm_fresh = _fresh(_data, "data").mlm_mask
+
+
+@wrong("8.1", hint="package's own")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """mlm_mask from a second, separate import of attnbook/data.py, first two results"""
+    return _mm_fresh(ids, mask_id, vocab_size, generator)[:2]
+
+
+def _ref(ids, mask_id, vocab_size, generator, p=0.15, mask_share=0.8, random_share=0.1, low=0, high=None):
+    chosen = torch.rand(ids.shape, generator=generator) < p
+    r = torch.rand(ids.shape, generator=generator)
+    random_ids = torch.randint(low, vocab_size if high is None else high, ids.shape, generator=generator)
+    masked = torch.where(chosen & (r < mask_share), mask_id, ids)
+    masked = torch.where(chosen & (r >= mask_share) & (r < mask_share + random_share), random_ids, masked)
+    labels = torch.where(chosen, ids, -100)
+    return masked, labels, chosen
+
+
+@wrong("8.1", hint="-100")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels are the original ids everywhere (no -100 at positions not chosen)"""
+    masked, _, _ = _ref(ids, mask_id, vocab_size, generator)
+    return masked, ids.clone()
+
+
+@wrong("8.1", hint="label")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels inverted: -100 at the chosen positions, the id elsewhere"""
+    masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
+    return masked, torch.where(chosen, -100, ids)
+
+
+@wrong("8.1", hint="label")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels hold the masked ids (what the model sees), not the originals"""
+    masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
+    return masked, torch.where(chosen, masked, -100)
+
+
+@wrong("8.1", hint="80")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """every chosen position becomes [MASK] (no 10% random, no 10% unchanged)"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, mask_share=1.0, random_share=0.0)
+    return masked, labels
+
+
+@wrong("8.1", hint="80")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """80 and 10 swapped: 10% [MASK], 80% random"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(chosen & (r < 0.1), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.1) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="15%")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """chooses with rand > 0.15 (85% of the positions)"""
+    chosen = torch.rand(ids.shape, generator=generator) > 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="random")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """draws a fresh uniform number for the random case, so [MASK] and random overlap (about 72/10/18)"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+    to_random = chosen & ~to_mask & (torch.rand(ids.shape, generator=generator) < 0.1)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(to_mask, mask_id, ids)
+    masked = torch.where(to_random, rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="exclusive")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """random ids from randint(vocab_size - 1): the last id can never be drawn"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, high=vocab_size - 1)
+    return masked, labels
+
+
+@wrong("8.1", hint="lower bound")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """random ids from randint(1, vocab_size): id 0 (taken for [PAD]) never drawn"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, low=1)
+    return masked, labels
+
+
+@wrong("8.1", hint="whole vocabulary")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """the 'random' token is another id of the batch (shuffled ids), not uniform over the vocabulary"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    flat = ids.flatten()
+    rnd = flat[torch.randperm(flat.numel(), generator=generator)].reshape(ids.shape)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint=None)
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """the random token is redrawn until it differs from the original id (the task allows any id)"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = (ids + torch.randint(1, vocab_size, ids.shape, generator=generator)) % vocab_size  # never the original
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint=None)
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """exactly round(15%) of the positions, by randperm (not each position independently)"""
+    n = ids.numel()
+    k = round(0.15 * n)
+    chosen = torch.zeros(n, dtype=torch.bool)
+    chosen[torch.randperm(n, generator=generator)[:k]] = True
+    chosen = chosen.reshape(ids.shape)
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="generator")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """ignores generator: draws from the global random generator"""
+    chosen = torch.rand(ids.shape) < 0.15
+    r = torch.rand(ids.shape)
+    rnd = torch.randint(vocab_size, ids.shape)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="generator")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """uses the generator for the choice but the global generator for the random ids"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="in place")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """writes [MASK] and the random ids into ids itself, and returns it"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    labels = torch.where(chosen, ids, -100)
+    ids[chosen & (r < 0.8)] = mask_id
+    sel = chosen & (r >= 0.8) & (r < 0.9)
+    ids[sel] = rnd[sel]
+    return ids, labels
+
+
+@wrong("8.1", hint="tuple")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """returns a list [masked, labels] instead of a tuple"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
+    return [masked, labels]
+
+
+@wrong("8.1", hint="expected 2")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """returns three things, (masked, labels, chosen), like the package's version"""
+    return _ref(ids, mask_id, vocab_size, generator)
+
+
+@wrong("8.1", hint="dtype")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels built with torch.full(..., -100.0): a float tensor"""
+    masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
+    labels = torch.full(ids.shape, -100.0)
+    labels[chosen] = ids[chosen].float()
+    return masked, labels
+
+
+@wrong("8.1", hint="dtype")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """masked ids come back as floats (torch.where with a float mask value)"""
+    masked, labels, _ = _ref(ids, float(mask_id), vocab_size, generator)
+    return masked.float(), labels
+
+
+@wrong("8.1", hint="ignore")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """hard-codes [MASK] as id 3 (the chapter's vocabulary) and ignores mask_id"""
+    masked, labels, _ = _ref(ids, 3, vocab_size, generator)
+    return masked, labels
+
+
+@wrong("8.1", hint="changed")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels only where the id changed: the 10% left unchanged get -100"""
+    masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
+    changed = chosen & (masked != ids)
+    return masked, torch.where(changed, ids, -100)
+
+
+@wrong("8.1", hint=None)
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """the random id is shifted off mask_id (never draws [MASK] as a random id)"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    rnd = torch.where(rnd == mask_id, (rnd + 1) % vocab_size, rnd)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="generator")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """reseeds the global generator from generator.initial_seed(), then draws from the global one"""
+    torch.manual_seed(generator.initial_seed())
+    chosen = torch.rand(ids.shape) < 0.15
+    r = torch.rand(ids.shape)
+    rnd = torch.randint(vocab_size, ids.shape)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="generator")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """reseeds the generator it is given (generator.manual_seed(0)): the same mask at every call"""
+    generator.manual_seed(0)
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
+    return masked, labels
+
+
+@wrong("8.1", hint="int64")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels as int32 (F.cross_entropy wants int64 targets)"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
+    return masked, labels.int()
+
+
+@right("8.1")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """three draws and torch.where, as in the chapter"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
+    return masked, labels
+
+
+@right("8.1")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """one uniform number per position: <0.12 mask, <0.135 random, <0.15 unchanged"""
+    u = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(0, vocab_size, ids.shape, generator=generator)
+    masked = ids.clone()
+    masked[u < 0.12] = mask_id
+    sel = (u >= 0.12) & (u < 0.135)
+    masked[sel] = rnd[sel]
+    labels = torch.full_like(ids, -100)
+    labels[u < 0.15] = ids[u < 0.15]
+    return masked, labels
+
+
+@right("8.1")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """torch.bernoulli for the choice, torch.multinomial for the 80/10/10 action, masked_fill"""
+    chosen = torch.bernoulli(torch.full(ids.shape, 0.15), generator=generator).bool()
+    action = torch.multinomial(torch.tensor([0.8, 0.1, 0.1]), ids.numel(), replacement=True,
+                               generator=generator).reshape(ids.shape)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator, dtype=ids.dtype)
+    masked = ids.masked_fill(chosen & (action == 0), mask_id)
+    masked = torch.where(chosen & (action == 1), rnd, masked)
+    labels = ids.masked_fill(~chosen, -100)
+    return masked, labels
+
+
+@right("8.1")
+def mlm_mask(ids, mask_id, vocab_size, generator, p=0.15):
+    """random ids drawn only where needed, as in Hugging Face's collator; extra keyword p"""
+    chosen = torch.rand(ids.shape, generator=generator) < p
+    replace = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+    randomize = chosen & ~replace & (torch.rand(ids.shape, generator=generator) < 0.5)
+    masked = ids.clone()
+    masked[replace] = mask_id
+    masked[randomize] = torch.randint(vocab_size, (int(randomize.sum()),), generator=generator, dtype=ids.dtype)
+    labels = ids.clone()
+    labels[~chosen] = -100
+    return masked, labels
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 8.2  causal_lm_loss(logits, ids) -> 0-dim tensor
+# ----------------------------------------------------------------------------------------------------------------
+
+@wrong("8.2", hint="shift")
+def causal_lm_loss(logits, ids):
+    """no shift: position t scored against its own token"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits.reshape(-1, V), ids.reshape(-1))
+
+
+@wrong("8.2", hint="shift")
+def causal_lm_loss(logits, ids):
+    """shifted the wrong way: logits[:, 1:] against ids[:, :-1]"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, 1:].reshape(-1, V), ids[:, :-1].reshape(-1))
+
+
+@wrong("8.2", hint="dim")
+def causal_lm_loss(logits, ids):
+    """(B, T-1, V) straight into F.cross_entropy: classes not in dim 1"""
+    return F.cross_entropy(logits[:, :-1], ids[:, 1:])
+
+
+@wrong("8.2", hint="mean")
+def causal_lm_loss(logits, ids):
+    """reduction='sum' instead of the mean"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), reduction="sum")
+
+
+@wrong("8.2", hint="mean")
+def causal_lm_loss(logits, ids):
+    """mean over each sequence, then summed over the batch"""
+    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")  # (B, T-1)
+    return losses.mean(dim=1).sum()
+
+
+@wrong("8.2", hint="seq - 1")
+def causal_lm_loss(logits, ids):
+    """sum divided by batch * seq instead of batch * (seq - 1)"""
+    V = logits.size(-1)
+    total = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), reduction="sum")
+    return total / ids.numel()
+
+
+@wrong("8.2", hint="tensor")
+def causal_lm_loss(logits, ids):
+    """returns loss.item(), a Python float"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)).item()
+
+
+@wrong("8.2", hint="softmax")
+def causal_lm_loss(logits, ids):
+    """applies softmax first, then cross_entropy (softmax twice)"""
+    V = logits.size(-1)
+    probs = logits.softmax(dim=-1)
+    return F.cross_entropy(probs[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="log_softmax")
+def causal_lm_loss(logits, ids):
+    """F.nll_loss on the raw logits (no log_softmax)"""
+    V = logits.size(-1)
+    return F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="overflow")
+def causal_lm_loss(logits, ids):
+    """the naive -log(exp / sum exp): overflows on large logits"""
+    e = logits[:, :-1].exp()
+    p = e / e.sum(dim=-1, keepdim=True)
+    return -p.gather(-1, ids[:, 1:, None]).log().mean()
+
+
+@wrong("8.2", hint="grad")
+def causal_lm_loss(logits, ids):
+    """computes the loss under torch.no_grad() ('it is only a number')"""
+    V = logits.size(-1)
+    with torch.no_grad():
+        return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="grad")
+def causal_lm_loss(logits, ids):
+    """rebuilds the loss with torch.tensor(...), cutting the graph"""
+    V = logits.size(-1)
+    return torch.tensor(F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)).item())
+
+
+@wrong("8.2", hint="reshape")
+def causal_lm_loss(logits, ids):
+    """.view(-1, V) on the sliced (non-contiguous) logits"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].view(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="different orders")
+def causal_lm_loss(logits, ids):
+    """flattens the logits time-major (transpose(0, 1)) but the targets batch-major"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].transpose(0, 1).reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="all")
+def causal_lm_loss(logits, ids):
+    """only the last prediction: logits[:, -2] against ids[:, -1]"""
+    return F.cross_entropy(logits[:, -2], ids[:, -1])
+
+
+@wrong("8.2", hint="shape")
+def causal_lm_loss(logits, ids):
+    """reduction='none' and returns the per-token losses (batch * (seq - 1),)"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), reduction="none")
+
+
+@wrong("8.2", hint="label_smoothing")
+def causal_lm_loss(logits, ids):
+    """label_smoothing=0.1 'as in big models'"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1)
+
+
+@wrong("8.2", hint="ignore_index")
+def causal_lm_loss(logits, ids):
+    """ignore_index=0 ('id 0 is padding'): skips every target that happens to be 0"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
+
+
+@wrong("8.2", hint="0-dim")
+def causal_lm_loss(logits, ids):
+    """returns a 1-element tensor of shape (1,), not a 0-dimensional one"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)).reshape(1)
+
+
+@wrong("8.2", hint="log_softmax")
+def causal_lm_loss(logits, ids):
+    """torch.log(torch.softmax(...)): log of an underflowed probability is -inf"""
+    logp = torch.log(torch.softmax(logits[:, :-1], dim=-1))
+    return F.nll_loss(logp.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+
+
+@right("8.2")
+def causal_lm_loss(logits, ids):
+    """slice, reshape to (B*(T-1), V), F.cross_entropy (as in the chapter)"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@right("8.2")
+def causal_lm_loss(logits, ids):
+    """classes moved to dim 1 with transpose(1, 2)"""
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
+
+
+@right("8.2")
+def causal_lm_loss(logits, ids):
+    """log_softmax and gather by hand"""
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (B, T-1, V)
+    return -logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1).mean()
+
+
+@right("8.2")
+def causal_lm_loss(logits, ids, ignore_index=-100):
+    """logsumexp minus the target logit, flatten(0, 1); an extra harmless keyword argument"""
+    pred = logits[:, :-1].flatten(0, 1)  # (B*(T-1), V)
+    tgt = ids[:, 1:].flatten()
+    picked = pred[torch.arange(tgt.numel()), tgt]
+    return (torch.logsumexp(pred, dim=-1) - picked).mean()
+
+
+@right("8.2")
+def causal_lm_loss(logits, ids):
+    """Python loop over the positions, averaged"""
+    B, T, V = logits.shape
+    total = 0
+    for t in range(T - 1):
+        total = total + F.cross_entropy(logits[:, t], ids[:, t + 1], reduction="sum")
+    return total / (B * (T - 1))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 8.3  sample_next(logits, temperature, top_k, generator) -> (batch,) integer ids
+# ----------------------------------------------------------------------------------------------------------------
+
+wrong("8.3", hint="package's own", name="handed in attnbook.models.sample_next itself")(_gpt.sample_next)
+wrong("8.3", hint="package's own", name="a lambda around attnbook.models.sample_next, squeezed to (batch,)")(
+    lambda logits, temperature, top_k, generator: _gpt.sample_next(logits, temperature, top_k, generator).squeeze(-1))
+
+
+@wrong("8.3", hint="package's own")
+def sample_next(logits, temperature, top_k, generator):
+    """a def wrapper that calls attnbook.models.sample_next"""
+    from attnbook.models import sample_next as theirs
+
+    return theirs(logits, temperature, top_k, generator)[:, 0]
+
+
+_sn = _copy(_gpt.sample_next, "sample_next")
+
+
+@wrong("8.3", hint="package's own")
+def sample_next(logits, temperature, top_k, generator):
+    """a types.FunctionType copy of attnbook.models.gpt.sample_next"""
+    return _sn(logits, temperature, top_k, generator).squeeze(-1)
+
+
+_sn_fresh = _fresh(_gpt, "gpt").sample_next
+
+
+@wrong("8.3", hint="package's own")
+def sample_next(logits, temperature, top_k, generator):
+    """sample_next from a second, separate import of attnbook/models/gpt.py"""
+    return _sn_fresh(logits, temperature, top_k, generator).view(-1)
+
+
+def _sample(logits, temperature, top_k, generator, *, div=True, keep=None, fill=float("-inf"), dim=-1):
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature if div else logits
+    if top_k is not None:
+        k = top_k if keep is None else keep(top_k)
+        kth = torch.topk(scaled, k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, fill)
+    probs = torch.softmax(scaled, dim=dim)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="temperature")
+def sample_next(logits, temperature, top_k, generator):
+    """forgets to divide by the temperature"""
+    return _sample(logits, temperature, top_k, generator, div=False)
+
+
+@wrong("8.3", hint="temperature")
+def sample_next(logits, temperature, top_k, generator):
+    """multiplies the logits by the temperature"""
+    return _sample(logits * temperature * temperature if temperature else logits, temperature, top_k, generator)
+
+
+@wrong("8.3", hint="temperature 0")
+def sample_next(logits, temperature, top_k, generator):
+    """no special case for temperature 0: divides by zero"""
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="temperature 0 only")
+def sample_next(logits, temperature, top_k, generator):
+    """always greedy (argmax), never samples
+
+    (hint corrected from "sample", which nearly every 8.3 message contains, to the rule the message names)"""
+    return logits.argmax(dim=-1)
+
+
+@wrong("8.3", hint="exactly")
+def sample_next(logits, temperature, top_k, generator):
+    """keeps top_k + 1 logits (off by one)"""
+    V = logits.size(-1)
+    return _sample(logits, temperature, top_k, generator, keep=lambda k: min(k + 1, V))
+
+
+@wrong("8.3", hint="exactly")
+def sample_next(logits, temperature, top_k, generator):
+    """keeps top_k - 1 logits (off by one; top_k=1 keeps one)"""
+    return _sample(logits, temperature, top_k, generator, keep=lambda k: max(k - 1, 1))
+
+
+@wrong("8.3", hint="largest")
+def sample_next(logits, temperature, top_k, generator):
+    """keeps the top_k smallest logits (topk(..., largest=False))"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1, largest=False).values[:, -1:]
+        scaled = scaled.masked_fill(scaled > kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="-inf")
+def sample_next(logits, temperature, top_k, generator):
+    """sets the logits outside the top k to 0 instead of -inf"""
+    return _sample(logits, temperature, top_k, generator, fill=0.0)
+
+
+@wrong("8.3", hint="-inf")
+def sample_next(logits, temperature, top_k, generator):
+    """pushes the logits outside the top k down to the row minimum instead of -inf"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = torch.where(scaled < kth, scaled.min(dim=-1, keepdim=True).values, scaled)
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="dim")
+def sample_next(logits, temperature, top_k, generator):
+    """softmax over the batch axis (dim=0)"""
+    return _sample(logits, temperature, top_k, generator, dim=0)
+
+
+@wrong("8.3", hint="shape")
+def sample_next(logits, temperature, top_k, generator):
+    """returns multinomial's (batch, 1) without squeezing"""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    return _sample(logits, temperature, top_k, generator)[:, None]
+
+
+@wrong("8.3", hint="generator")
+def sample_next(logits, temperature, top_k, generator):
+    """ignores generator (global random generator)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1).squeeze(-1)
+
+
+@wrong("8.3", hint="generator")
+def sample_next(logits, temperature, top_k, generator):
+    """torch.distributions.Categorical (which cannot take the generator)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.distributions.Categorical(logits=scaled).sample()
+
+
+@wrong("8.3", hint="in place")
+def sample_next(logits, temperature, top_k, generator):
+    """divides the logits in place (logits /= temperature)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits /= temperature
+    if top_k is not None:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits.masked_fill_(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="in place")
+def sample_next(logits, temperature, top_k, generator):
+    """masks the logits outside the top k in place (masked_fill_ on logits)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    if top_k is not None:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits.masked_fill_(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="top_k=None")
+def sample_next(logits, temperature, top_k, generator):
+    """does not handle top_k=None (calls topk with None)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+    scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="integer")
+def sample_next(logits, temperature, top_k, generator):
+    """returns the ids as floats"""
+    return _sample(logits, temperature, top_k, generator).float()
+
+
+@wrong("8.3", hint="tensor")
+def sample_next(logits, temperature, top_k, generator):
+    """returns a Python list of ids"""
+    return _sample(logits, temperature, top_k, generator).tolist()
+
+
+@wrong("8.3", hint="package's own")
+def sample_next(logits, temperature, top_k, generator):
+    """the package's sampler reached through the attnbook.models namespace, keyword arguments"""
+    import attnbook.models as models
+
+    return models.sample_next(logits, temperature=temperature, top_k=top_k, generator=generator).flatten()
+
+
+@wrong("8.3", hint="generator")
+def sample_next(logits, temperature, top_k, generator):
+    """reseeds the global generator from generator.initial_seed(), then multinomial without generator"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    torch.manual_seed(generator.initial_seed())
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1).squeeze(-1)
+
+
+@wrong("8.3", hint="temperature 0")
+def sample_next(logits, temperature, top_k, generator):
+    """temperature 0 replaced by 1e-6 and sampled (draws random numbers instead of a plain argmax)"""
+    scaled = logits / max(temperature, 1e-6)
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled.double(), dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """softmax first, then probs ** (1 / T) (multinomial renormalises), returned as int32 ('an integer tensor')"""
+    if temperature == 0:
+        return logits.argmax(dim=-1).int()
+    logp = torch.log_softmax(logits, dim=-1) / temperature
+    if top_k is not None:
+        kth = torch.topk(logp, top_k, dim=-1).values[:, -1:]
+        logp = logp.masked_fill(logp < kth, float("-inf"))
+    weights = torch.exp(logp - logp.amax(dim=-1, keepdim=True))
+    return torch.multinomial(weights, 1, generator=generator).squeeze(-1).int()
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """topk threshold and masked_fill (as in the chapter)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """scatter the top-k values into a -inf tensor"""
+    if not temperature:
+        return torch.argmax(logits, dim=1)
+    scaled = logits / temperature
+    if top_k is not None:
+        vals, idx = scaled.topk(top_k, dim=-1)
+        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, idx, vals)
+    return torch.multinomial(scaled.softmax(-1), num_samples=1, generator=generator)[:, 0]
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """sample among the top-k values, then map back with gather"""
+    if temperature == 0:
+        return logits.max(dim=-1).indices
+    scaled = logits / temperature
+    k = scaled.size(-1) if top_k is None else top_k
+    vals, idx = torch.topk(scaled, k, dim=-1)
+    pick = torch.multinomial(F.softmax(vals, dim=-1), 1, generator=generator)  # (B, 1) index into the top k
+    return idx.gather(-1, pick).squeeze(1)
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator, min_tokens_to_keep=1):
+    """sort descending and cut by rank; an extra harmless keyword argument"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    scaled = logits.clone() / temperature
+    if top_k is not None:
+        order = scaled.argsort(dim=-1, descending=True)
+        ranks = order.argsort(dim=-1)
+        scaled[ranks >= max(top_k, min_tokens_to_keep)] = float("-inf")
+    probs = torch.exp(scaled - scaled.max(dim=-1, keepdim=True).values)
+    probs = probs / probs.sum(dim=-1, keepdim=True)
+    return torch.multinomial(probs, 1, generator=generator).view(-1)
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """kth value by torch.kthvalue on the negated logits, softmax in float64, then multinomial"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits.double() / temperature
+    if top_k is not None:
+        kth = -torch.kthvalue(-scaled, top_k, dim=-1, keepdim=True).values
+        scaled = torch.where(scaled >= kth, scaled, torch.full_like(scaled, -torch.inf))
+    probs = torch.softmax(scaled, dim=-1)
+    return torch.multinomial(probs, 1, replacement=True, generator=generator).squeeze(-1)
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """the Gumbel-max trick with noise from generator (same distribution as the softmax sample)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    u = torch.rand(scaled.shape, generator=generator, dtype=scaled.dtype).clamp_min(1e-20)
+    return (scaled - torch.log(-torch.log(u))).argmax(dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Added with the checker fixes: one wrong answer per hinted mistake that no entry above covered
+# ----------------------------------------------------------------------------------------------------------------
+
+@wrong("8.1", hint="independently")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """exactly round(15%) of each row, by a randperm per row"""
+    B, T = ids.shape
+    k = round(0.15 * T)
+    order = torch.stack([torch.randperm(T, generator=generator) for _ in range(B)])
+    chosen = order < k
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="swapped")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """returns (labels, masked_ids): the two results in the wrong order"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
+    return labels, masked
+
+
+@wrong("8.1", hint="ignore_index")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels 0 (not -100) at the positions not chosen"""
+    masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
+    return masked, torch.where(chosen, ids, 0)
+
+
+@wrong("8.2", hint="exactly one position")
+def causal_lm_loss(logits, ids):
+    """shifts by two: logits[:, :-2] against ids[:, 2:]"""
+    V = logits.size(-1)
+    if logits.size(1) < 3:
+        return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)) + 1.0
+    return F.cross_entropy(logits[:, :-2].reshape(-1, V), ids[:, 2:].reshape(-1))
+
+
+@wrong("8.2", hint="NEGATIVE")
+def causal_lm_loss(logits, ids):
+    """returns the mean log-probability (no minus sign)"""
+    logp = torch.log_softmax(logits[:, :-1], dim=-1)
+    return logp.gather(-1, ids[:, 1:, None]).mean()
+
+
+@wrong("8.2", hint="summed over the positions")
+def causal_lm_loss(logits, ids):
+    """sums each sequence's losses, then averages over the batch"""
+    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    return losses.sum(dim=1).mean()
+
+
+@wrong("8.2", hint="dim=-1")
+def causal_lm_loss(logits, ids):
+    """log_softmax over the positions (dim=1) instead of the vocabulary"""
+    logp = torch.log_softmax(logits, dim=1)[:, :-1]
+    return F.nll_loss(logp.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="first sequence")
+def causal_lm_loss(logits, ids):
+    """only the first sequence of the batch"""
+    return F.cross_entropy(logits[0, :-1], ids[0, 1:])
+
+
+@wrong("8.3", hint="uniformly")
+def sample_next(logits, temperature, top_k, generator):
+    """samples the top_k tokens with equal weights"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    if top_k is None:
+        return _sample(logits, temperature, top_k, generator)
+    idx = torch.topk(logits, top_k, dim=-1).indices
+    pick = torch.multinomial(torch.ones_like(idx, dtype=torch.float), 1, generator=generator)
+    return idx.gather(-1, pick).squeeze(-1)
+
+
+@wrong("8.3", hint="position within the top k")
+def sample_next(logits, temperature, top_k, generator):
+    """returns the index within the top k, not the token id"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    if top_k is None:
+        return _sample(logits, temperature, top_k, generator)
+    vals = torch.topk(logits / temperature, top_k, dim=-1).values
+    return torch.multinomial(torch.softmax(vals, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="argmin")
+def sample_next(logits, temperature, top_k, generator):
+    """greedy picks the smallest logit (argmin)"""
+    if temperature == 0:
+        return logits.argmin(dim=-1)
+    return _sample(logits, temperature, top_k, generator)
