@@ -33,11 +33,15 @@ book: install $(NPM_STAMP)
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
 
-## make test: unit and checker tests, exercise-version sync, strict nbval on every chapter, then a
+## make test: unit and checker tests, exercise-version sync, strict nbval on every chapter (natively, then again with
+## ATEN_CPU_CAPABILITY=default, so an output that depends on the CPU's vector width fails on every machine), the
+## mutant catalogue's score (fails below 100%), then a
 ## from-scratch book build in which any warning is an error, then the website's tests on that build (nothing loaded
 ## from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
 test: install $(NPM_STAMP)
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
+	$(BIN)/python tools/mutant_report.py
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider
 
