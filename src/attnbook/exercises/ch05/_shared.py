@@ -1,0 +1,182 @@
+"""Helpers that several of chapter 5's checkers use: the float64 sinusoidal table (5.1's reference, also the
+positions of 5.2's attention and the float16 band of 5.3), the type and dtype checks of a learner's tensor, and
+the run over the cases that names a mistake only when it explains every case (5.1 and 5.3)."""
+from __future__ import annotations
+
+import dis
+import importlib
+import math
+
+import torch
+from torch import Tensor
+
+from ..compare import expect_tensor
+from ..guard import unwrap
+from ..hints import describe, show_pair
+from ..registry import Wrong
+
+F64 = torch.float64
+
+
+def _kind(x) -> str:
+    """describe(x), with NumPy arrays named as such ("a NumPy array of shape (2, 2)")."""
+    if type(x).__module__ == "numpy" and hasattr(x, "shape") and hasattr(x, "__array__") and \
+            type(x).__name__ == "ndarray":
+        return f"a NumPy array of shape {tuple(x.shape)}"
+    return describe(x)
+
+
+def _f64(out) -> Tensor | None:
+    """A learner's output as a float64 CPU tensor to compare with, or None when it is not a real tensor."""
+    if not isinstance(out, Tensor) or out.is_complex() or out.dtype == torch.bool:
+        return None
+    return out.detach().to(F64).cpu()
+
+
+def _quietly(run):
+    """run() or None when it raises: the learner's output on a later case, used only to choose a hint."""
+    try:
+        return run()
+    except Exception:  # Wrong, NotAttempted or anything else: that case is simply not explained by a mistake
+        return None
+
+
+def _same(got: Tensor | None, wrong: Tensor, atol: float) -> bool:
+    return got is not None and tuple(got.shape) == tuple(wrong.shape) and \
+        bool(torch.allclose(got, wrong, atol=atol, rtol=0, equal_nan=True))
+
+
+def _first_wrong(got: Tensor, expected: Tensor, atol: float) -> str:
+    """'at index [5, 2] expected 2.3291, got 2.3287 (max abs error 0.00042)': the first entry that is off, with
+    enough digits that the two numbers differ on screen (never the whole expected tensor)."""
+    err = (got - expected).abs()
+    bad = (err > atol) | err.isnan()
+    idx = tuple(int(i) for i in bad.nonzero()[0])
+    return (f"at index {list(idx)} expected {show_pair(expected[idx].item(), got[idx].item())} "
+            f"(max abs error {err.max().item():.2g})")
+
+
+def _expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
+                 dtype_hint: str, like: str = "") -> Tensor:
+    """Wrong unless `got` is a real floating-point tensor of `shape` and `dtype` (the dtype is checked before the
+    values, so a table in another precision gets the dtype message)."""
+    if got is not None and not isinstance(got, Tensor):
+        raise Wrong(f"{what} is {_kind(got)} on {on}, expected a torch.Tensor",
+                    "the task asks for a torch tensor: build it with torch operations, or convert an array with "
+                    "torch.from_numpy(...) and .to(the dtype the task asks for)")
+    got = expect_tensor(got, what=what, on=on, finite=False)
+    if tuple(got.shape) != tuple(shape):
+        raise Wrong(f"{what} has shape {tuple(got.shape)} on {on}, expected {tuple(shape)}",
+                    shape_hints.get(tuple(got.shape)))
+    if got.is_complex() or got.dtype == torch.bool:
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected real floating-point numbers")
+    if not got.is_floating_point():
+        raise Wrong(f"{what} has the integer dtype {got.dtype} on {on}, expected floating point",
+                    "sines and cosines are fractions: keep the computation in floating point (no .int() or .long())")
+    if got.dtype != dtype:
+        if got.dtype in (torch.float16, torch.bfloat16):
+            dtype_hint = ("half precision keeps only about 3 significant digits, far too few for positions; "
+                          + dtype_hint)
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {dtype}{like}", dtype_hint)
+    return got
+
+
+def _check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, reference, mistakes, band,
+                        half_hint: str) -> None:
+    """Run the learner's code on every case in order; Wrong at the first case it gets wrong.
+
+    `run(case)` calls the learner's code (through `call`), `validate(got, case)` checks type, shape and dtype,
+    `reference(case)` is the right float64 result, `mistakes(case)` the (hint, wrong result, tolerance) of the
+    usual mistakes and `band(case)` how far float16 rounding can move each entry. A hint is given only when its
+    mistake explains every case (the learner's code is run on the later cases too, to see): a mistake that
+    happens to agree on one input is never named.
+    """
+    outputs: list[Tensor | None] = []
+    for n, case in enumerate(cases):
+        on = case[0]
+        got = validate(run(case), case)
+        ref = reference(case)
+        g = got.detach().to(F64).cpu()
+        outputs.append(g)
+        if torch.allclose(g, ref, atol=atol, rtol=0):
+            continue
+        outputs += [_f64(_quietly(lambda c=later: run(c))) for later in cases[n + 1:]]
+        table = [mistakes(c) for c in cases]
+        for h, (hint, _, _) in enumerate(table[n]):
+            if all(_same(outputs[j], table[j][h][1], table[j][h][2]) for j in range(len(cases))):
+                raise Wrong(f"{what} has the wrong values on {on}", hint)
+        expect_tensor(got, what=what, on=on)  # NaN or inf that no known mistake explains
+        detail = _first_wrong(g, ref, atol)
+        refs = [ref if j == n else reference(c) for j, c in enumerate(cases)]
+        if all(o is not None and o.shape == r.shape and bool(((o - r).abs() <= band(c) + atol).all())
+               for o, r, c in zip(outputs, refs, cases)):
+            raise Wrong(f"{what} has the wrong values on {on}: {detail}", half_hint)
+        raise Wrong(f"{what} has the wrong values on {on}: {detail}")
+
+
+def _import_transformers_first(fn) -> None:
+    """Import the `transformers` modules (and names) that `fn` imports in its own body, before it is called.
+
+    Hugging Face's tables and RoPE are forbidden by name patterns, which `call` watches with a profile hook; the
+    first import of transformers takes seconds, and several times longer under that hook, so an answer that
+    imports it inside the function would be stopped by the time limit instead of being told what is forbidden.
+    """
+    try:
+        codes = [getattr(unwrap(fn), "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)]
+    except Exception:  # an odd object: `call` will say what is wrong with it
+        return
+    while codes:
+        code = codes.pop()
+        if code is None:
+            continue
+        codes += [c for c in code.co_consts if hasattr(c, "co_code")]  # nested functions and comprehensions
+        module = None
+        for ins in dis.get_instructions(code):
+            try:
+                if ins.opname == "IMPORT_NAME":
+                    name = str(ins.argval)
+                    module = importlib.import_module(name) if name.split(".")[0] == "transformers" else None
+                elif ins.opname == "IMPORT_FROM" and module is not None:
+                    getattr(module, str(ins.argval), None)  # transformers loads its submodules on first access
+            except Exception:  # not installed, or broken: the learner's own call will say so
+                module = None
+
+
+
+def _table_angles(max_len: int, d: int, *, exponent: str = "2i", start: int = 0, divide: bool = True,
+                  degrees: bool = False, base: float = 10000.0, half_positions: bool = False) -> Tensor:
+    """(max_len, d) float64 angle of every column (column j belongs to pair i = j // 2), or a mistaken one."""
+    pos = torch.arange(start, start + max_len, dtype=F64)[:, None]  # (max_len, 1)
+    if half_positions:
+        pos = pos.to(torch.float16).to(F64)  # whole numbers above 2048 are rounded to even ones
+    j = torch.arange(d, dtype=F64)  # (d,): column index
+    i = torch.div(j, 2, rounding_mode="floor")  # (d,): pair index of each column
+    e = {"2i": 2 * i / d, "i": i / d, "j": j / d, "2j": 2 * j / d,
+         "t2t": i / max(d // 2 - 1, 1)}[exponent]  # (d,): tensor2tensor spaces the pairs by i / (d/2 - 1)
+    angle = pos / base ** e if divide else pos * base ** e  # (max_len, d)
+    if degrees:
+        angle = angle * math.pi / 180
+    return angle
+
+
+def _table(max_len: int, d: int, *, layout: str = "interleaved", swap: bool = False, only: str | None = None,
+           **angle_options) -> Tensor:
+    """The sinusoidal table in float64, or one of its usual mistakes (the defaults give the right table).
+
+    The right angle is pos / base^(2i/d), with sin in even columns and cos in odd ones.
+    """
+    angle = _table_angles(max_len, d, **angle_options)  # (max_len, d)
+    even = (torch.arange(d) % 2 == 0) != swap  # (d,): the columns that hold sines
+    table = torch.where(even, angle.sin(), angle.cos())  # (max_len, d)
+    if only is not None:
+        table = angle.sin() if only == "sin" else angle.cos()
+    if layout == "halves":  # sines of every pair first, then the cosines
+        table = torch.cat((table[:, 0::2], table[:, 1::2]), dim=-1)  # (max_len, d)
+    return table
+
+
+def _half_band(angle: Tensor) -> Tensor:
+    """How far float16 rounding (of the positions, the exponents, the angle, sin and cos) can move an entry whose
+    angle is `angle`: a relative error of about 2^-8 on the angle (10000^e magnifies the exponent's 2^-11 by
+    ln 10000), plus sin/cos's own rounding. Generous on purpose: it only decides between two hints."""
+    return 2.0 ** -6 * angle.abs() + 2.0 ** -8

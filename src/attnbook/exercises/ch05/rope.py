@@ -1,0 +1,187 @@
+"""Checker for exercise 5.3, rotary position embedding (RoPE)."""
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import Tensor
+
+from ..compare import randn
+from ..guard import call
+from ..registry import exercise
+from ._shared import F64, _check_tensor_cases, _expect_type, _half_band, _import_transformers_first
+
+
+def _rope_angles(d: int, positions: Tensor, *, exponent: str = "2i", divide: bool = True, shift: int = 0,
+                 ignore_positions: bool = False, from_zero: str | None = None, consecutive: bool = False,
+                 half_positions: bool = False, base: float = 10000.0) -> Tensor:
+    """(seq, d/2) float64 angle of each pair at each position: positions * theta_i, or a mistaken one."""
+    i = torch.arange(d // 2, dtype=F64)  # (d/2,)
+    e = 2 * i / d if exponent == "2i" else i / d  # (d/2,)
+    theta = base ** (-e) if divide else base ** e  # (d/2,)
+    seq = len(positions)
+    if ignore_positions:
+        pos = torch.arange(seq, dtype=F64)  # (seq,)
+    elif half_positions:
+        pos = positions.to(torch.float16).to(F64)  # whole numbers above 2048 rounded to even ones
+    else:
+        pos = positions.to(F64) + shift  # (seq,)
+    if from_zero is not None:  # "min": the smallest position becomes 0; "first": the first one does
+        pos = pos - (pos.min() if from_zero == "min" else pos[0])  # (seq,)
+    if consecutive:
+        pos = pos[0] + torch.arange(seq, dtype=F64)  # (seq,)
+    return pos[:, None] * theta  # (seq, d/2)
+
+
+def _rope(x: Tensor, positions: Tensor, *, pairing: str = "half", sign: float = 1.0, freqs: str = "cat",
+          **angle_options) -> Tensor:
+    """RoPE in float64 written pair by pair, or one of its usual mistakes (the defaults give the right result).
+
+    Pair i is (x_i, x_{i+d/2}) ("half") or (x_{2i}, x_{2i+1}) ("interleaved"); it turns by position * theta_i
+    with theta_i = base^(-2i/d). freqs="repeat_interleave" builds cos/sin as [f0, f0, f1, f1, ...] and combines
+    them with rotate-half, a mix of the two conventions; freqs="no_minus" forgets the minus of rotate_half.
+    """
+    x = x.to(F64)
+    d = x.size(-1)
+    h = d // 2
+    angle = sign * _rope_angles(d, positions, **angle_options)  # (seq, d/2)
+    c, s = angle.cos(), angle.sin()  # (seq, d/2)
+    if freqs == "repeat_interleave":
+        cc, ss = c.repeat_interleave(2, dim=-1), s.repeat_interleave(2, dim=-1)  # (seq, d)
+        return x * cc + torch.cat((-x[..., h:], x[..., :h]), dim=-1) * ss
+    if freqs == "no_minus":
+        cc, ss = torch.cat((c, c), dim=-1), torch.cat((s, s), dim=-1)  # (seq, d)
+        return x * cc + torch.cat((x[..., h:], x[..., :h]), dim=-1) * ss
+    if pairing == "half":
+        a, b = x[..., :h], x[..., h:]  # (..., seq, d/2) each
+        return torch.cat((a * c - b * s, a * s + b * c), dim=-1)  # (..., seq, d)
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., seq, d/2) each: adjacent pairs
+    return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)  # (..., seq, d): interleaved back
+
+
+def _rope_band(x: Tensor, positions: Tensor) -> Tensor:
+    """(..., seq, d): how far float16 rounding of the angles, cos and sin can move each entry of the result."""
+    a = _rope_angles(x.size(-1), positions)  # (seq, d/2)
+    a = torch.cat((a, a), dim=-1)  # (seq, d): the angle of each feature's pair
+    xa = x.detach().to(F64).abs()  # (..., seq, d)
+    partner = torch.cat((xa[..., x.size(-1) // 2:], xa[..., :x.size(-1) // 2]), dim=-1)  # the pair's other feature
+    return _half_band(a) * (xa + partner)
+
+
+_ROPE_INTERLEAVED = ("you rotated adjacent pairs (x_0, x_1), (x_2, x_3), ... (the GPT-J / original RoFormer "
+                     "layout); the rotate-half convention of LLaMA and Hugging Face pairs x_i with x_{i + d/2}")
+_ROPE_SIGN = ("you rotated by -angle: pair i must turn by +p * theta_i; check the sign in your rotate_half (the "
+              "task's rotate_half(x) = (-x_2, x_1) puts the minus on the second half) and in front of sin")
+_ROPE_EXP = ("the frequencies are theta_i = 10000^(-2i/d) for the pair index i = 0 .. d/2 - 1, so the exponents "
+             "step by 2/d; you used 10000^(-i/d)")
+_ROPE_SHIFT = "use the positions as given: position p turns pair i by p * theta_i (you used p + 1)"
+_ROPE_FROM_ZERO = ("you shifted the positions so that they start at 0; use the positions exactly as given: row t "
+                   "turns by positions[t] * theta_i, whatever the first or smallest position is")
+_ROPE_CONSECUTIVE = ("you assumed consecutive positions, positions[0], positions[0] + 1, ...; use the positions "
+                     "exactly as given: row t turns by positions[t] * theta_i (they may jump or go backwards)")
+_ROPE_IGNORE = ("you ignored the positions argument and used 0, 1, ..., seq-1; rotate row t by positions[t] * theta_i "
+                "(the positions need not start at 0 or be consecutive)")
+_ROPE_MULTIPLY = "theta_i = 1 / 10000^(2i/d): divide by 10000^(2i/d), do not multiply by it"
+_ROPE_REPEAT = ("you repeated each frequency twice in a row, [f0, f0, f1, f1, ...] (repeat_interleave, the layout of "
+                "adjacent pairs); with rotate_half the angle of pair i must sit at columns i and i + d/2, so the "
+                "d/2 angles are repeated as a block, not each one in place")
+_ROPE_NO_MINUS = "rotate_half(x) is (-x_2, x_1), with a minus on the second half x_2; you left the minus out"
+_ROPE_HALF_POSITIONS = ("your result is wrong only at positions above 2048: float16 (half precision) holds whole "
+                        "numbers exactly only up to 2048 (2049 becomes 2048, 4097 becomes 4096); keep the positions "
+                        "as integers or in float32 or float64, not float16")
+_ROPE_HALF = ("your values are off by about the rounding error of float16: half precision keeps only about 3 "
+              "significant digits, too few for angles p * theta_i that grow with the position. If a step "
+              "(positions, theta, angles, cos or sin) is in float16 (.half() or dtype=torch.float16), keep it in "
+              "float32 or float64 and cast only the result to x's dtype")
+_ROPE_CAT_HINT = ("cos and sin have one column per pair (d/2 of them); each angle is used twice, for feature i and "
+                  "feature i + d/2, so they need d columns before they multiply x: the d/2 angles repeated as a block")
+
+_ROPE_INSTEAD = ("write both yourself: split x into halves x1, x2, rotate_half(x) = cat(-x2, x1), and "
+                 "x * cos + rotate_half(x) * sin")
+# attnbook's RoPE, and Hugging Face's, by pattern: every model module has its own copy of rotate_half and
+# apply_rotary_pos_emb (llama, mixtral, falcon, gemma3, ...), and a few have variants (apply_rotary_pos_emb_vision,
+# apply_multimodal_rotary_pos_emb, rotate_half_text); the patterns catch them wherever they are imported from.
+# attnbook.positional.apply_rope is the exercise's reference ("the package's own solution").
+ROPE_FORBIDDEN = [
+    (name, _ROPE_INSTEAD)
+    for name in ("attnbook.positional.apply_rope", "attnbook.positional.rotate_half",
+                 "transformers.*rotate_half*", "transformers.*apply_rotary*", "transformers.*rotary_pos_emb*")
+]
+
+
+def _rope_error_hint(message: str) -> str | None:
+    m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", message)
+    if m and 2 * min(int(m.group(1)), int(m.group(2))) == max(int(m.group(1)), int(m.group(2))):
+        return _ROPE_CAT_HINT
+    return None
+
+
+def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
+    """(description, x, positions), ordered so that each mistake first shows up where it is unambiguous. Positions
+    2049 and 4097 catch positions kept in float16 (exact only up to 2048); they sit in cases with d <= 4, whose
+    frequencies (1 and 0.01) keep a float32 computation of the angles right to 1e-6."""
+    return [
+        ("2-D x of shape (6, 8) at positions 0..5", randn(6, 8, seed=61), torch.arange(6)),
+        ("x of shape (2, 5, 8) at positions [7, 3, 4, 10, 5]", randn(2, 5, 8, seed=67),
+         torch.tensor([7, 3, 4, 10, 5])),
+        ("x of shape (2, 3, 5, 8) (batch, heads, seq, d) at positions [3, 4, 5, 6, 7]", randn(2, 3, 5, 8, seed=62),
+         torch.arange(3, 8)),
+        ("x of shape (1, 4, 16) at positions [0, 10, 100, 1000]", randn(1, 4, 16, seed=63),
+         torch.tensor([0, 10, 100, 1000])),
+        ("float64 x of shape (2, 7, 6) at positions [5, 3, 0, 2, 9, 1, 4]", randn(2, 7, 6, seed=64, dtype=F64),
+         torch.tensor([5, 3, 0, 2, 9, 1, 4])),
+        ("x of shape (3, 2) (one pair) at positions [0, 1, 4097]", randn(3, 2, seed=65), torch.tensor([0, 1, 4097])),
+        ("one position: x of shape (1, 1, 1, 4) at positions [2049]", randn(1, 1, 1, 4, seed=66),
+         torch.tensor([2049])),
+    ]
+
+
+def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, float]]:
+    """(hint, wrong result, tolerance) for the usual mistakes on this input."""
+    tol = 1e-4
+    return [
+        (_ROPE_INTERLEAVED, _rope(x, positions, pairing="interleaved"), tol),
+        (_ROPE_SIGN, _rope(x, positions, sign=-1.0), tol),
+        (_ROPE_EXP, _rope(x, positions, exponent="i"), tol),
+        (_ROPE_SHIFT, _rope(x, positions, shift=1), tol),
+        (_ROPE_IGNORE, _rope(x, positions, ignore_positions=True), tol),
+        (_ROPE_FROM_ZERO, _rope(x, positions, from_zero="min"), tol),
+        (_ROPE_FROM_ZERO, _rope(x, positions, from_zero="first"), tol),
+        (_ROPE_CONSECUTIVE, _rope(x, positions, consecutive=True), tol),
+        (_ROPE_REPEAT, _rope(x, positions, freqs="repeat_interleave"), tol),
+        (_ROPE_NO_MINUS, _rope(x, positions, freqs="no_minus"), tol),
+        (_ROPE_HALF_POSITIONS, _rope(x, positions, half_positions=True), tol),
+        (_ROPE_INTERLEAVED + "; also, " + _ROPE_SIGN, _rope(x, positions, pairing="interleaved", sign=-1.0), tol),
+        (_ROPE_MULTIPLY, _rope(x, positions, divide=False), 5e-2),
+        ("you returned x unchanged: rotate each pair (x_i, x_{i + d/2}) by the angle position * theta_i",
+         x.to(F64), 1e-7),
+    ]
+
+
+@exercise("5.3", "Rotary position embedding", section="Rotary position embedding (RoPE)",
+          references=("attnbook.positional.apply_rope",))
+def check_apply_rope(apply_rope) -> str:
+    """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""
+    cases = _rope_cases()
+    _import_transformers_first(apply_rope)
+
+    def run(case):
+        desc, x, positions = case  # copies: code that changes them in place is told so, and the case stays intact
+        return call(apply_rope, x.clone(), positions.clone(), what="apply_rope", on=desc, forbid=ROPE_FORBIDDEN,
+                    explain=_rope_error_hint)
+
+    def validate(got, case):
+        desc, x, positions = case
+        shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): "return all d features: the rotated first halves "
+                       "of the pairs and the rotated second halves, side by side"}
+        return _expect_type(got, tuple(x.shape), what="your result", on=desc, shape_hints=shape_hints,
+                            dtype=x.dtype, like=" like x",
+                            dtype_hint="return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
+                                       "them from x")
+
+    _check_tensor_cases(cases, run, validate, what="your result", atol=1e-4,
+                        reference=lambda c: _rope(c[1], c[2]), mistakes=lambda c: _rope_mistakes(c[1], c[2]),
+                        band=lambda c: _rope_band(c[1], c[2]), half_hint=_ROPE_HALF)
+    return (f"right on {len(cases)} inputs: 2-D to 4-D, positions that do not start at 0 or are not consecutive, "
+            "large positions, float64 and a single pair")
+
