@@ -250,12 +250,19 @@ def _softmax_via_nn_module(x, dim=-1):
 
 
 @pytest.mark.parametrize("answer", [_softmax_via_torch, _softmax_via_method, _softmax_via_log_softmax,
-                                    _softmax_via_attnbook, _softmax_via_nn_module])
+                                    _softmax_via_nn_module])
 def test_1_3_library_softmax_is_refused(answer):
     result = check("1.3", answer)
     assert not result.passed
     assert "the task asks you to write this without" in result.message, result.message
     assert "exp, amax and sum" in result.message
+    # the advice names the steps, never the solution's code
+    assert ".exp()" not in result.message and "e = (" not in result.message and "e / e" not in result.message
+
+
+def test_1_3_the_packages_softmax_is_its_own_solution():
+    result = check("1.3", _softmax_via_attnbook)
+    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_1_3_math_exp_overflow_gets_a_hint():
@@ -346,3 +353,88 @@ def test_1_2_math_exp_on_a_tensor_and_a_bad_dim_get_hints():
 
     assert "use torch.exp" in check("1.2", with_math_exp).message
     assert "count from the end" in check("1.2", with_bad_dim).message
+
+
+# Third learner trial: dtypes, large scores, the package's attention, hints that fit every input
+
+
+def test_1_1_and_1_2_keep_the_dtype_of_the_input():
+    def qkv_float64(X, W_q, W_k, W_v):
+        return (X @ W_q).double(), (X @ W_k).double(), (X @ W_v).double()
+
+    def qkv_float32(X, W_q, W_k, W_v):
+        return (X @ W_q).float(), (X @ W_k).float(), (X @ W_v).float()
+
+    def lookup_float32(q, K, V):
+        w = softmax((K @ q).float(), dim=-1)
+        return w @ V.float(), w
+
+    for exercise_id, fn, wanted in [("1.1", qkv_float64, "expected torch.float32"),
+                                    ("1.1", qkv_float32, "expected torch.float64"),
+                                    ("1.2", lookup_float32, "expected torch.float64")]:
+        result = check(exercise_id, fn)
+        assert not result.passed and wanted in result.message and "dtype" in result.message, result.message
+
+
+def test_1_1_einsum_without_a_batch_gets_the_batch_hint():
+    def project_qkv(X, W_q, W_k, W_v):
+        return tuple(torch.einsum("nd,dk->nk", X, W) for W in (W_q, W_k, W_v))
+
+    result = check("1.1", project_qkv)
+    assert not result.passed and "batch" in result.message and "not W @ X" not in result.message, result.message
+
+
+def test_1_1_scaled_queries_are_told_the_scale_belongs_to_chapter_2():
+    def project_qkv(X, W_q, W_k, W_v):
+        return X @ W_q / math.sqrt(W_q.shape[1]), X @ W_k, X @ W_v
+
+    result = check("1.1", project_qkv)
+    assert not result.passed and "chapter 2" in result.message, result.message
+
+
+def test_1_1_a_mistake_on_one_input_only_is_not_named():
+    """Scaled queries on the batched inputs only: the scale mistake does not explain the 2-D inputs, so the message
+    shows the first wrong entry and the rule instead of a hint about the scale."""
+    def project_qkv(X, W_q, W_k, W_v):
+        Q = X @ W_q
+        if X.dim() == 3:
+            Q = Q / math.sqrt(W_q.shape[1])
+        return Q, X @ W_k, X @ W_v
+
+    result = check("1.1", project_qkv)
+    assert not result.passed and "batch of 2" in result.message, result.message
+    assert "chapter 2" not in result.message and "at index" in result.message and "expected" in result.message
+
+
+def test_1_2_a_softmax_without_the_max_shift_fails_on_large_scores():
+    def soft_lookup(q, K, V):
+        e = torch.exp(K @ q)
+        w = e / e.sum()
+        return w @ V, w
+
+    result = check("1.2", soft_lookup)
+    assert not result.passed and "large scores" in result.message and "overflows" in result.message, result.message
+
+
+def test_1_2_the_packages_attention_is_refused():
+    import attnbook
+
+    def with_package(q, K, V):
+        out, w = attnbook.scaled_dot_product_attention(q[None, :], K, V, scale=1.0)
+        return out[0], w[0]
+
+    def with_torch(q, K, V):
+        w = softmax(K @ q, dim=-1)
+        return torch.nn.functional.scaled_dot_product_attention(q[None], K, V, scale=1.0)[0], w
+
+    assert "the package's own solution" in check("1.2", with_package).message
+    assert "the task asks you to write this without" in check("1.2", with_torch).message
+
+
+def test_1_2_a_list_is_not_a_tuple():
+    def soft_lookup(q, K, V):
+        w = softmax(K @ q, dim=-1)
+        return [w @ V, w]
+
+    result = check("1.2", soft_lookup)
+    assert not result.passed and "list" in result.message and "tuple" in result.message

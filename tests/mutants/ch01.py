@@ -23,13 +23,13 @@ def project_qkv_list(X, W_q, W_k, W_v):
     return [X @ W_q, X @ W_k, X @ W_v]
 
 
-@wrong("1.1")
+@wrong("1.1", hint="order Q, K, V")
 def project_qkv_order(X, W_q, W_k, W_v):
     """returns the keys first: (K, Q, V)"""
     return X @ W_k, X @ W_q, X @ W_v
 
 
-@wrong("1.1")
+@wrong("1.1", hint="own weight matrix")
 def project_qkv_copy_paste(X, W_q, W_k, W_v):
     """copy-paste slip: the keys are computed with W_q"""
     return X @ W_q, X @ W_q, X @ W_v
@@ -88,7 +88,7 @@ def project_qkv_in_place(X, W_q, W_k, W_v):
     return X @ W_q, X @ W_k, X @ W_v
 
 
-@wrong("1.1")
+@wrong("1.1", hint="transposed the weight matrix")
 def project_qkv_weights_transposed(X, W_q, W_k, W_v):
     """multiplies by the transposed weights, X @ W.T (only runs when the sizes happen to be square)"""
     return X @ W_q.T, X @ W_k.T, X @ W_v.T
@@ -141,6 +141,61 @@ def project_qkv_transpose_twice(X, W_q, W_k, W_v):
     return tuple((W.T @ Xt).transpose(-2, -1) for W in (W_q, W_k, W_v))
 
 
+@wrong("1.1", hint="not W_q @ X")
+def project_qkv_weights_first(X, W_q, W_k, W_v):
+    """W @ X, the weights on the left (works only when the sizes happen to fit)"""
+    return W_q @ X, W_k @ X, W_v @ X
+
+
+@wrong("1.1", hint="not W_q.T @ X")
+def project_qkv_weights_t_first(X, W_q, W_k, W_v):
+    """W.T @ X (works only when the sizes happen to fit)"""
+    return W_q.T @ X, W_k.T @ X, W_v.T @ X
+
+
+@wrong("1.1", hint="your V equals X")
+def project_qkv_v_is_x(X, W_q, W_k, W_v):
+    """forgets to project the values: V = X (caught where d_v = d)"""
+    return X @ W_q, X @ W_k, X
+
+
+@wrong("1.1", hint="sqrt(d)")
+def project_qkv_scaled_by_d(X, W_q, W_k, W_v):
+    """divides the queries by sqrt(d), the model size"""
+    return X @ W_q / math.sqrt(X.shape[-1]), X @ W_k, X @ W_v
+
+
+@wrong("1.1", hint="dtype")
+def project_qkv_always_float32(X, W_q, W_k, W_v):
+    """casts to float32 'to be safe' (float64 inputs come back as float32)"""
+    return (X @ W_q).float(), (X @ W_k).float(), (X @ W_v).float()
+
+
+@wrong("1.1", hint="float16")
+def project_qkv_half(X, W_q, W_k, W_v):
+    """half precision to save memory"""
+    return (X @ W_q).half(), (X @ W_k).half(), (X @ W_v).half()
+
+
+@wrong("1.1", hint="integer dtype")
+def project_qkv_rounded_int(X, W_q, W_k, W_v):
+    """rounds to integers"""
+    return (X @ W_q).round().long(), (X @ W_k).round().long(), (X @ W_v).round().long()
+
+
+@wrong("1.1", hint="shape")
+def project_qkv_hard_coded_sizes(X, W_q, W_k, W_v):
+    """hard-codes the 4 x 4 example's sizes with reshape"""
+    return (X @ W_q).reshape(4, 4), (X @ W_k).reshape(4, 4), (X @ W_v).reshape(4, 4)
+
+
+@right("1.1")
+def project_qkv_linear(X, W_q, W_k, W_v):
+    """torch.nn.functional.linear with the transposed weights (an allowed helper)"""
+    F = torch.nn.functional
+    return F.linear(X, W_q.T), F.linear(X, W_k.T), F.linear(X, W_v.T)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 1.2 soft_lookup(q, K, V) -> (output, weights)
 # ---------------------------------------------------------------------------------------------------------------
@@ -153,7 +208,7 @@ def soft_lookup_scaled(q, K, V):
     return weights @ V, weights
 
 
-@wrong("1.2")
+@wrong("1.2", hint="order output, weights")
 def soft_lookup_swapped(q, K, V):
     """returns (weights, output) instead of (output, weights)"""
     weights = attnbook.softmax(K @ q, dim=-1)
@@ -188,7 +243,7 @@ def soft_lookup_uniform(q, K, V):
     return weights @ V, weights
 
 
-@wrong("1.2")
+@wrong("1.2", hint="negative")
 def soft_lookup_linear_norm(q, K, V):
     """normalises the scores by their sum instead of a softmax"""
     scores = K @ q
@@ -196,7 +251,7 @@ def soft_lookup_linear_norm(q, K, V):
     return weights @ V, weights
 
 
-@wrong("1.2")
+@wrong("1.2", hint="not 1")
 def soft_lookup_sigmoid(q, K, V):
     """uses a sigmoid instead of a softmax (weights do not sum to 1)"""
     weights = torch.sigmoid(K @ q)
@@ -225,7 +280,7 @@ def soft_lookup_float64(q, K, V):
     return weights @ V.double(), weights
 
 
-@wrong("1.2")
+@wrong("1.2", hint="overflows")
 def soft_lookup_naive_exp(q, K, V):
     """a hand-written softmax without subtracting the maximum (overflows for large scores)"""
     e = torch.exp(K @ q)
@@ -233,7 +288,7 @@ def soft_lookup_naive_exp(q, K, V):
     return weights @ V, weights
 
 
-@wrong("1.2")
+@wrong("1.2", hint="instead of adding them up")
 def soft_lookup_softmax_over_values(q, K, V):
     """weights applied to the transposed values, summed the wrong way"""
     weights = attnbook.softmax(K @ q, dim=-1)
@@ -284,6 +339,84 @@ def soft_lookup_extra_kwarg(q, K, V, temperature=1.0):
     """the reference with a harmless extra keyword argument"""
     weights = attnbook.softmax(K @ q / temperature, dim=-1)
     return weights @ V, weights
+
+
+@wrong("1.2", hint="pass them through softmax")
+def soft_lookup_raw_scores(q, K, V):
+    """uses the raw scores as weights"""
+    scores = K @ q
+    return scores @ V, scores
+
+
+@wrong("1.2", hint="did not divide by their sum")
+def soft_lookup_exp_only(q, K, V):
+    """exp of the scores, not normalised"""
+    e = (K @ q).exp()
+    return e @ V, e
+
+
+@wrong("1.2", hint="worst-matching")
+def soft_lookup_negated(q, K, V):
+    """softmax of the negated scores (as if they were distances)"""
+    weights = attnbook.softmax(-(K @ q), dim=-1)
+    return weights @ V, weights
+
+
+@wrong("1.2", hint="weighted sum of the keys")
+def soft_lookup_sum_of_keys(q, K, V):
+    """returns the weighted sum of the keys"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return weights @ K, weights
+
+
+@wrong("1.2", hint="did not add them up")
+def soft_lookup_not_summed(q, K, V):
+    """weights each value row but does not add them up"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return weights[:, None] * V, weights
+
+
+@wrong("1.2", hint="without weighting")
+def soft_lookup_plain_sum(q, K, V):
+    """adds up the values without weights"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return V.sum(dim=0), weights
+
+
+@wrong("1.2", hint="at the end")
+def soft_lookup_column_weights(q, K, V):
+    """keeps the weights as a column (n, 1)"""
+    weights = attnbook.softmax(K @ q, dim=-1)[:, None]
+    return (weights * V).sum(dim=0), weights
+
+
+@wrong("1.2", hint="dtype")
+def soft_lookup_float32(q, K, V):
+    """casts to float32 (float64 inputs come back as float32)"""
+    weights = attnbook.softmax((K @ q).float(), dim=-1)
+    return weights @ V.float(), weights
+
+
+@wrong("1.2", hint="without torch.nn.functional.scaled_dot_product_attention")
+def soft_lookup_torch_sdpa(q, K, V):
+    """torch's scaled_dot_product_attention with scale=1 and q as a 1-row matrix"""
+    F = torch.nn.functional
+    out = F.scaled_dot_product_attention(q[None], K, V, scale=1.0)[0]
+    return out, attnbook.softmax(K @ q, dim=-1)
+
+
+@wrong("1.2", hint="package's own")
+def soft_lookup_tiled(q, K, V):
+    """the package's tiled_attention with scale=1 for the output"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    return attnbook.attention.tiled_attention(q[None], K, V, scale=1.0)[0], weights
+
+
+@right("1.2")
+def soft_lookup_mv(q, K, V):
+    """torch.mv for both products, float64 inputs stay float64"""
+    weights = attnbook.softmax(torch.mv(K, q), dim=0)
+    return torch.mv(V.T, weights), weights
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -347,7 +480,7 @@ def stable_softmax_naive(x, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("1.3")
+@wrong("1.3", hint="global maximum")
 def stable_softmax_global_max(x, dim=-1):
     """subtracts the maximum of the whole tensor, not of each slice along dim"""
     e = (x - x.max()).exp()
@@ -382,7 +515,7 @@ def stable_softmax_no_keepdim(x, dim=-1):
     return e / e.sum(dim=dim)
 
 
-@wrong("1.3")
+@wrong("1.3", hint="sum of the whole tensor")
 def stable_softmax_total_sum(x, dim=-1):
     """divides by the sum of the whole tensor instead of the sum along dim"""
     e = (x - x.amax(dim=dim, keepdim=True)).exp()
@@ -464,3 +597,46 @@ def stable_softmax_sub_mul(x, dim=-1):
     shifted = torch.sub(x, torch.amax(x, dim, True))
     e = torch.exp(shifted)
     return e * torch.reciprocal(e.sum(dim, keepdim=True))
+
+
+@wrong("1.3", hint="default must be the last dimension")
+def stable_softmax_default_dim0(x, dim=0):
+    """right, but with the default dim=0"""
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="normalised over dim=0")
+def stable_softmax_dim0(x, dim=-1):
+    """always normalises over dim 0"""
+    e = (x - x.amax(dim=0, keepdim=True)).exp()
+    return e / e.sum(dim=0, keepdim=True)
+
+
+@wrong("1.3", hint="the sum drops")
+def stable_softmax_sum_no_keepdim(x, dim=-1):
+    """keepdim on the maximum but not on the sum"""
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim)
+
+
+@wrong("1.3", hint="the maximum drops")
+def stable_softmax_max_no_keepdim(x, dim=-1):
+    """keepdim on the sum but not on the maximum"""
+    e = (x - x.amax(dim=dim)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="float16")
+def stable_softmax_half(x, dim=-1):
+    """computes in half precision"""
+    y = x.half()
+    e = (y - y.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="without scipy.special.softmax")
+def stable_softmax_scipy(x, dim=-1):
+    """scipy.special.softmax"""
+    import scipy.special
+    return torch.from_numpy(scipy.special.softmax(x.numpy(), axis=dim)).to(x.dtype)

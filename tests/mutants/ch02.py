@@ -116,7 +116,7 @@ def attention_divide_dk(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="scale")
+@wrong("2.2", hint="v.size(-1)")
 def attention_sqrt_dv(q, k, v, mask=None):
     """scales by sqrt(d_v), the size of the values, instead of sqrt(d_k)"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(v.size(-1))
@@ -126,7 +126,7 @@ def attention_sqrt_dv(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="dim=-1")
+@wrong("2.2", hint="normalises over the queries")
 def attention_softmax_queries(q, k, v, mask=None):
     """softmax over the queries (dim=-2) instead of the keys"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -136,7 +136,7 @@ def attention_softmax_queries(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="dim=-1")
+@wrong("2.2", hint="normalises over dim=1")
 def attention_softmax_dim1(q, k, v, mask=None):
     """softmax(dim=1), which is the key axis only for 2-D inputs"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -156,7 +156,7 @@ def attention_inverted_mask(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="mask")
+@wrong("2.2", hint="did not apply the mask")
 def attention_ignores_mask(q, k, v, mask=None):
     """accepts mask but never uses it"""
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
@@ -193,7 +193,7 @@ def attention_large_negative(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2")
+@wrong("2.2", hint="after the softmax")
 def attention_mask_after_softmax(q, k, v, mask=None):
     """multiplies the weights by the mask after the softmax, without renormalising"""
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
@@ -222,7 +222,7 @@ def attention_mT_swapped(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2")
+@wrong("2.2", hint="swapped")
 def attention_swapped_return(q, k, v, mask=None):
     """returns (weights, output)"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -283,7 +283,7 @@ def attention_float32(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="nan")
+@wrong("2.2", hint="output has NaN")
 def attention_nan_to_num_weights_only(q, k, v, mask=None):
     """computes the output before fixing the NaN rows of the weights"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -294,7 +294,7 @@ def attention_nan_to_num_weights_only(q, k, v, mask=None):
     return out, weights.nan_to_num(0.0)
 
 
-@wrong("2.2", hint="d_k")
+@wrong("2.2", hint="the number of queries")
 def attention_scale_by_L(q, k, v, mask=None):
     """scales by sqrt(q.size(-2)), the number of queries, instead of sqrt(d_k)"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-2))
@@ -304,7 +304,7 @@ def attention_scale_by_L(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2")
+@wrong("2.2", hint="use it as it is")
 def attention_rebroadcasts_mask(q, k, v, mask=None):
     """always indexes the mask as mask[:, None, None, :], as if it were a (batch, S) padding mask"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -371,6 +371,78 @@ def attention_reference_any(q, k, v, mask=None):
     return weights @ v, weights
 
 
+@wrong("2.2", hint="k.size(-2), the number of keys")
+def attention_scale_by_S(q, k, v, mask=None):
+    """scales by sqrt(k.size(-2)), the number of keys"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(k.size(-2))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="dimension 0")
+def attention_scale_by_dim0(q, k, v, mask=None):
+    """scales by sqrt(q.shape[0]) (the batch size for batched inputs)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[0])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="multiplied the weights by k")
+def attention_weights_times_k(q, k, v, mask=None):
+    """weights @ k instead of weights @ v (caught where d_v = d_k)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ k, weights
+
+
+@wrong("2.2", hint="package's own")
+def attention_tiled_output(q, k, v, mask=None):
+    """weights by hand, output from the package's tiled_attention when there is no mask"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    out = attnbook.attention.tiled_attention(q, k, v) if mask is None else weights @ v
+    return out, weights
+
+
+@wrong("2.2", hint="float16")
+def attention_half(q, k, v, mask=None):
+    """half precision to save memory"""
+    q, k, v = q.half(), k.half(), v.half()
+    scores = (q @ k.transpose(-2, -1)).float() / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0).half()
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="the wrong values")
+def attention_hard_coded_scale(q, k, v, mask=None):
+    """divides by 2 = sqrt(4), the d_k of the first example, whatever d_k is"""
+    scores = q @ k.transpose(-2, -1) / 2.0
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@right("2.2")
+def attention_float64_inside(q, k, v, mask=None):
+    """computes in float64 and casts both results back to q's dtype"""
+    scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return (weights @ v.double()).to(q.dtype), weights.to(q.dtype)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2.3 padding_mask(lengths, max_len)
 # ---------------------------------------------------------------------------------------------------------------
@@ -400,13 +472,13 @@ def padding_mask_wrapper(lengths, max_len):
     return masks.padding_mask(lengths, max_len)
 
 
-@wrong("2.3")
+@wrong("2.3", hint="not p <= length")
 def padding_mask_off_by_one(lengths, max_len):
     """<= instead of <: one padding position too many counts as real"""
     return torch.arange(max_len)[None, :] <= lengths[:, None]
 
 
-@wrong("2.3")
+@wrong("2.3", hint="exactly lengths[b] True values")
 def padding_mask_from_one(lengths, max_len):
     """positions counted from 1 and compared with <"""
     return torch.arange(1, max_len + 1)[None, :] < lengths[:, None]
@@ -424,7 +496,7 @@ def padding_mask_float(lengths, max_len):
     return (torch.arange(max_len)[None, :] < lengths[:, None]).float()
 
 
-@wrong("2.3")
+@wrong("2.3", hint="inverted")
 def padding_mask_inverted(lengths, max_len):
     """True at the padding (the 'block' convention)"""
     return torch.arange(max_len)[None, :] >= lengths[:, None]
@@ -436,7 +508,7 @@ def padding_mask_transposed(lengths, max_len):
     return torch.arange(max_len)[:, None] < lengths[None, :]
 
 
-@wrong("2.3", hint="max_len")
+@wrong("2.3", hint="max_len columns")
 def padding_mask_ignores_max_len(lengths, max_len):
     """uses the longest length instead of max_len"""
     longest = int(lengths.max()) if lengths.numel() else 0
@@ -450,7 +522,7 @@ def padding_mask_changes_lengths(lengths, max_len):
     return torch.arange(max_len)[None, :] <= lengths[:, None]
 
 
-@wrong("2.3")
+@wrong("2.3", hint="is False at position 0, expected True")
 def padding_mask_negative_slice(lengths, max_len):
     """a loop that blanks the last max_len - l positions with a negative slice (breaks when l == max_len)"""
     mask = torch.ones(len(lengths), max_len, dtype=torch.bool)
@@ -459,7 +531,7 @@ def padding_mask_negative_slice(lengths, max_len):
     return mask
 
 
-@wrong("2.3")
+@wrong("2.3", hint="is True at position 0, expected False")
 def padding_mask_tril_rows(lengths, max_len):
     """picks row l - 1 of a lower-triangular matrix (a length of 0 picks the last row)"""
     return torch.ones(max_len, max_len, dtype=torch.bool).tril()[lengths - 1]
@@ -477,7 +549,7 @@ def padding_mask_broadcast_shape(lengths, max_len):
     return (torch.arange(max_len)[None, :] < lengths[:, None])[:, None, None, :]
 
 
-@wrong("2.3")
+@wrong("2.3", hint="shape")
 def padding_mask_hard_coded(lengths, max_len):
     """hard-codes the example from the task text"""
     return torch.tensor([[True, True, False], [False, False, False]])
@@ -549,21 +621,21 @@ def dot_product_variance_rounded(d_k, n_samples=10_000):
     return round((q * k).sum(dim=-1).var().item())
 
 
-@wrong("2.4")
+@wrong("2.4", hint="standard deviation")
 def dot_product_variance_std(d_k, n_samples=10_000):
     """returns the standard deviation instead of the variance"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
     return (q * k).sum(dim=-1).std().item()
 
 
-@wrong("2.4")
+@wrong("2.4", hint="one product")
 def dot_product_variance_of_products(d_k, n_samples=10_000):
     """variance of the individual products q_i k_i, not of their sums"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
     return (q * k).var().item()
 
 
-@wrong("2.4")
+@wrong("2.4", hint="torch.rand")
 def dot_product_variance_uniform(d_k, n_samples=10_000):
     """torch.rand (uniform on [0, 1)) instead of torch.randn"""
     q, k = torch.rand(n_samples, d_k), torch.rand(n_samples, d_k)
@@ -577,21 +649,21 @@ def dot_product_variance_scaled(d_k, n_samples=10_000):
     return ((q * k).sum(dim=-1) / math.sqrt(d_k)).var().item()
 
 
-@wrong("2.4")
+@wrong("2.4", hint="k = q")
 def dot_product_variance_same_vector(d_k, n_samples=10_000):
     """uses the same vector for q and k (the variance of |q|^2 is 2 d_k)"""
     q = torch.randn(n_samples, d_k)
     return (q * q).sum(dim=-1).var().item()
 
 
-@wrong("2.4")
+@wrong("2.4", hint="n_samples pairs of vectors of size d_k")
 def dot_product_variance_swapped_sizes(d_k, n_samples=10_000):
     """swaps the sizes: d_k pairs of vectors of size n_samples"""
     q, k = torch.randn(d_k, n_samples), torch.randn(d_k, n_samples)
     return (q * k).sum(dim=-1).var().item()
 
 
-@wrong("2.4")
+@wrong("2.4", hint="mean of q.k")
 def dot_product_variance_mean_square_of_q(d_k, n_samples=10_000):
     """the mean of q.k instead of its variance"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
@@ -605,7 +677,7 @@ def dot_product_variance_ignores_n(d_k, n_samples=10_000):
     return (q * k).sum(dim=-1).var().item()
 
 
-@wrong("2.4")
+@wrong("2.4", hint="measure it")
 def dot_product_variance_formula(d_k, n_samples=10_000):
     """returns the theoretical answer d_k without drawing anything"""
     return float(d_k)
@@ -653,3 +725,39 @@ def dot_product_variance_normal_dist(d_k, n_samples=10_000):
     normal = torch.distributions.Normal(0.0, 1.0)
     q, k = normal.sample((n_samples, d_k)), normal.sample((n_samples, d_k))
     return statistics.variance((q * k).sum(dim=-1).tolist())
+
+
+@wrong("2.4", hint="d_k^2")
+def dot_product_variance_times_dk(d_k, n_samples=10_000):
+    """multiplies the variance by d_k 'to undo the scaling'"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).var().item() * d_k
+
+
+@wrong("2.4", hint="mean of q.k for uniform")
+def dot_product_variance_uniform_mean(d_k, n_samples=10_000):
+    """torch.rand and the mean instead of the variance"""
+    q, k = torch.rand(n_samples, d_k), torch.rand(n_samples, d_k)
+    return (q * k).sum(dim=-1).mean().item()
+
+
+@wrong("2.4", hint="tensor of shape (10000,)")
+def dot_product_variance_no_reduce(d_k, n_samples=10_000):
+    """returns the dot products themselves"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1)
+
+
+@wrong("2.4", hint="NumPy")
+def dot_product_variance_numpy_array(d_k, n_samples=10_000):
+    """returns a one-element NumPy array"""
+    rng = np.random.default_rng(2)
+    dots = (rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k))).sum(1)
+    return np.array([dots.var()])
+
+
+@right("2.4")
+def dot_product_variance_numpy_float64(d_k, n_samples=10_000):
+    """NumPy float64 scalar returned as it is (numpy.float64 is a Python float)"""
+    rng = np.random.default_rng(5)
+    return np.var((rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k))).sum(1))

@@ -1,4 +1,9 @@
-"""Checkers for chapter 1, queries, keys and values."""
+"""Checkers for chapter 1, queries, keys and values.
+
+A function answer is run on every input first; when it is wrong, a known mistake is named only if it gives the
+answer's result on every input it was run on (`explaining_mistake`), so that a mistake that happens to fit one input is
+never blamed. Otherwise the message shows the first wrong entry and the rule it breaks.
+"""
 from __future__ import annotations
 
 import math
@@ -8,34 +13,20 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from .compare import expect_close, expect_tensor, expect_tuple
-from .guard import call
+from .compare import (close_to, expect_like, expect_tensor, expect_tuple, explaining_mistake, keyed_hint, try_mistake,
+                      wrong_values)
+from .guard import ATTENTION_SHORTCUTS, call
 from .registry import exercise, Wrong
 
-_ATOL, _RTOL = 1e-5, 1e-4
-
-
-def _maybe(fn):
-    """fn() if it works, else None: the output of a mistake that only some shapes allow (X @ W.T, W @ X, ...)."""
-    try:
-        return fn()
-    except RuntimeError:
-        return None
-
-
-def _mistakes(pairs) -> dict[str, Tensor]:
-    """{hint: wrong_output}, in order, without the mistakes that this input's shapes make impossible (None).
+def _mistakes(pairs) -> dict[str, Tensor | None]:
+    """{hint: wrong_output}, in order; None where this input's shapes make the mistake impossible (it raises).
 
     Every hint must differ from the others: a dict keeps only one output per hint.
     """
-    return {hint: wrong for hint, wrong in pairs if wrong is not None}
+    return {hint: wrong for hint, wrong in pairs}
 
 
-def _same(got, ref: Tensor) -> bool:
-    """True if `got` is a tensor equal to `ref` (same shape, close values)."""
-    return (isinstance(got, Tensor) and tuple(got.shape) == tuple(ref.shape) and not got.is_complex()
-            and got.dtype != torch.bool
-            and torch.allclose(got.detach().double().cpu(), ref.double(), atol=_ATOL, rtol=_RTOL))
+_same = close_to
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -44,6 +35,10 @@ def _same(got, ref: Tensor) -> bool:
 
 
 def _qkv_error_hint(message: str) -> str | None:
+    if "einsum" in message and ("subscripts" in message or "ellipsis" in message):
+        return ("X can be 3-D, (batch, n, d), but your einsum equation has subscripts for a 2-D X only: let X and "
+                "the result have a batch dimension too (begin their subscripts with an ellipsis, ...), or use the "
+                "@ operator, which handles a batch")
     if "RuntimeError" not in message or "3D tensor" in message:
         return None
     if "must be a matrix" in message or "2D" in message or "2-D" in message:
@@ -53,15 +48,46 @@ def _qkv_error_hint(message: str) -> str | None:
             "the middle must agree, so compute X @ W (not W @ X, X @ W.T or W.T @ X)")
 
 
+_SCALE_1_1 = ("the scale 1/sqrt(d_k) belongs to the attention scores (chapter 2), not to the projection: {name} is "
+              "X @ {w} itself")
+
+
+def _qkv_mistakes(X: Tensor, W: Tensor, name: str, w_name: str, ref: Tensor, weights: dict[str, Tensor]):
+    """{hint: the result that mistake gives for `name` on this input, or None where it raises}."""
+    size = "d_v" if name == "V" else "d_k"
+    pairs = [
+        (f"you transposed the weight matrix: {w_name} already has shape (d, {size}), so compute "
+         f"X @ {w_name}, not X @ {w_name}.T", try_mistake(lambda: X @ W.transpose(0, 1))),
+        (f"the order of the product matters: compute X @ {w_name} (rows of X are tokens), not {w_name} @ X",
+         try_mistake(lambda: W @ X)),
+        (f"the order of the product matters: compute X @ {w_name}, not {w_name}.T @ X",
+         try_mistake(lambda: W.transpose(0, 1) @ X)),
+        (f"your {name} is transposed: it should have one row per token, shape (..., n, {size}); compute "
+         f"X @ {w_name} and do not transpose it", ref.transpose(-2, -1)),
+        *[(f"your {name} looks like X @ {other}: each of Q, K and V has its own weight matrix "
+           "(Q = X @ W_q, K = X @ W_k, V = X @ W_v)", try_mistake(lambda o=o: X @ o))
+          for other, o in weights.items() if other != w_name],
+        (f"your {name} equals X: multiply X by {w_name}", X),
+        (_SCALE_1_1.format(name=name, w=w_name) + " (you divided by sqrt(d_k))", ref / math.sqrt(W.shape[-1])),
+        (_SCALE_1_1.format(name=name, w=w_name) + " (you divided by sqrt(d))", ref / math.sqrt(W.shape[0])),
+        (f"your {name} has an extra dimension of size 1 in front: for a 2-D X (n, d) return a 2-D {name}, "
+         f"shape (n, {size})", ref[None] if X.dim() == 2 else ref),
+        (f"you flattened the batch into the rows: keep the batch dimension, {name} of shape (batch, n, {size})",
+         ref.reshape(-1, ref.shape[-1])),
+    ]
+    return _mistakes(pairs)
+
+
 @exercise("1.1", "Project X to queries, keys and values", section="Queries, keys and values from the same tokens")
 def check_project_qkv(project_qkv) -> str:
-    """project_qkv(X, W_q, W_k, W_v) must return (X @ W_q, X @ W_k, X @ W_v) for 2-D and 3-D X."""
+    """project_qkv(X, W_q, W_k, W_v) must return the tuple (X @ W_q, X @ W_k, X @ W_v), in X's dtype, for 2-D and
+    3-D X."""
     g = torch.Generator().manual_seed(11)
 
-    def case(desc, x_shape, d_k, d_v):
+    def case(desc, x_shape, d_k, d_v, dtype=torch.float32):
         d = x_shape[-1]
-        return (desc, torch.randn(*x_shape, generator=g), torch.randn(d, d_k, generator=g),
-                torch.randn(d, d_k, generator=g), torch.randn(d, d_v, generator=g))
+        return (desc, torch.randn(*x_shape, generator=g, dtype=dtype), torch.randn(d, d_k, generator=g, dtype=dtype),
+                torch.randn(d, d_k, generator=g, dtype=dtype), torch.randn(d, d_v, generator=g, dtype=dtype))
 
     cases = [
         case("X of shape (4, 4) and W_q, W_k, W_v of shape (4, 4)", (4, 4), 4, 4),
@@ -69,41 +95,52 @@ def check_project_qkv(project_qkv) -> str:
         case("one token: X of shape (1, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 3)", (1, 4), 2, 3),
         case("a batch of 2 sequences: X of shape (2, 5, 4), W_q and W_k of shape (4, 3), W_v of shape (4, 6)",
              (2, 5, 4), 3, 6),
-        case("a batch of 1: X of shape (1, 3, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 2)",
-             (1, 3, 4), 2, 2),
+        case("a batch of 1 in float64: X of shape (1, 3, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 2)",
+             (1, 3, 4), 2, 2, torch.float64),
     ]
     names = ("Q", "K", "V")
+    runs: list[list] = [[], [], []]  # per item: (the answer's result, {hint: mistake's result}) on every input
+    first = None  # (run index, item index, description, expected) of the first wrong result
     for desc, X, W_q, W_k, W_v in cases:
-        got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint)
-        got = expect_tuple(got, names, "project_qkv", desc)
         weights = {"W_q": W_q, "W_k": W_k, "W_v": W_v}
         refs = [X @ W_q, X @ W_k, X @ W_v]  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
-        # All three right but in another order?
-        for order in permutations(range(3)):
-            if order != (0, 1, 2) and all(_same(got[i], refs[j]) for i, j in enumerate(order)):
-                returned = ", ".join(names[j] for j in order)
-                raise Wrong(f"project_qkv returned ({returned}) on {desc}, expected (Q, K, V)",
-                            "return them in the order Q, K, V: `return Q, K, V`")
-        for i, (name, w_name, ref) in enumerate(zip(names, weights, refs)):
-            W, size = weights[w_name], "d_v" if name == "V" else "d_k"
-            mistakes = _mistakes([
-                (f"you transposed the weight matrix: {w_name} already has shape (d, {size}), so compute "
-                 f"X @ {w_name}, not X @ {w_name}.T", _maybe(lambda: X @ W.transpose(0, 1))),
-                (f"the order of the product matters: compute X @ {w_name} (rows of X are tokens), "
-                 f"not {w_name} @ X", _maybe(lambda: W @ X)),
-                (f"the order of the product matters: compute X @ {w_name}, not {w_name}.T @ X",
-                 _maybe(lambda: W.transpose(0, 1) @ X)),
-                (f"your {name} is transposed: it should have one row per token, shape (..., n, "
-                 f"{size}); compute X @ {w_name} and do not transpose it",
-                 ref.transpose(-2, -1)),
-                *[(f"your {name} looks like X @ {other}: each of Q, K and V has its own weight matrix "
-                   f"(Q = X @ W_q, K = X @ W_k, V = X @ W_v)", _maybe(lambda o=o: X @ o))
-                  for other, o in weights.items() if other != w_name],
-                (f"your {name} equals X: multiply X by {w_name}", X),
-            ])
-            expect_close(got[i], ref, what=f"{name} (item {i + 1} of what you returned)", on=desc,
-                         atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
-    return f"Q, K and V are right on {len(cases)} inputs, including d_k != d, d_v != d_k, one token and batches"
+        mistakes = [_qkv_mistakes(X, weights[w], name, w, ref, weights)
+                    for name, w, ref in zip(names, weights, refs)]
+        try:
+            got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint)
+            got = expect_tuple(got, names, "project_qkv", desc)
+            # All three right but in another order?
+            for order in permutations(range(3)):
+                if order != (0, 1, 2) and all(_same(got[i], refs[j]) for i, j in enumerate(order)):
+                    returned = ", ".join(names[j] for j in order)
+                    raise Wrong(f"project_qkv returned ({returned}) on {desc}, expected (Q, K, V)",
+                                "return them in the order Q, K, V: `return Q, K, V`")
+            for i, name in enumerate(names):
+                what = f"{name} (item {i + 1} of what you returned)"
+                item = expect_tensor(got[i], what=what, on=desc, finite=False)
+                if tuple(item.shape) != tuple(refs[i].shape):
+                    earlier = runs[i] + [(item, mistakes[i])]
+                    raise Wrong(f"{what} has shape {tuple(item.shape)} on {desc}, expected {tuple(refs[i].shape)}",
+                                explaining_mistake(earlier, len(earlier) - 1))
+                expect_like(item, refs[i], what=what, on=desc, dtype=X.dtype, input_name="X")
+        except Wrong:
+            if first is None:
+                raise
+            break  # a wrong result came first: report it, with the evidence of the inputs before
+        for i in range(3):
+            runs[i].append((got[i], mistakes[i]))
+        if first is None:
+            bad = [i for i in range(3) if not close_to(got[i], refs[i])]
+            if bad:
+                first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
+    if first is None:
+        return f"Q, K and V are right on {len(cases)} inputs, including d_k != d, d_v != d_k, one token and batches"
+    run, i, desc, ref = first
+    name, w_name = names[i], ("W_q", "W_k", "W_v")[i]
+    raise wrong_values(f"{name} (item {i + 1} of what you returned)", desc, runs[i][run][0], ref,
+                        explaining_mistake(runs[i], run),
+                        f"{name} = X @ {w_name}: entry [i, j] (in every sequence of a batch) is the dot product of "
+                        f"row i of X (token i) with column j of {w_name}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,81 +155,129 @@ def _lookup_error_hint(message: str) -> str | None:
             "is weights @ V, shape (d_v,)")
 
 
-@exercise("1.2", "A soft lookup for one query", section="A soft dictionary lookup")
-def check_soft_lookup(soft_lookup) -> str:
-    """soft_lookup(q, K, V) must return (softmax(K @ q) @ V, softmax(K @ q)), unscaled."""
-    g = torch.Generator().manual_seed(12)
+_LOOKUP_INSTEAD = ("compute the scores K @ q, their softmax and the weighted sum of the rows of V yourself "
+                   "(softmax from attnbook is allowed)")
+LOOKUP_FORBIDDEN = [(name, _LOOKUP_INSTEAD) for name in ATTENTION_SHORTCUTS]
+_NO_SOFTMAX = "you used the raw scores K @ q as weights: pass them through softmax first"
+_HARD = ("you did a hard lookup (all the weight on the best-matching key, as argmax does); attention is soft: "
+         "weights = softmax(K @ q), which gives every key some weight")
+_UNSCALED = ("in this chapter the scores are not scaled: weights = softmax(K @ q); dividing by sqrt(d_k) comes in "
+             "chapter 2")
+_OVERFLOW = ("exp of a large score overflows to inf (and of a very negative one underflows to 0), and inf / inf "
+             "or 0 / 0 is NaN: shift the scores by their maximum before exp, or use softmax, which does")
+
+
+def _lookup_cases(g: torch.Generator):
+    """(description, q, K, V): the third input's scores overflow exp in float32 and the fourth's underflow it."""
     sharp_keys = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0], [1.0, 1.0, 0.0]])
-    cases = [
+    return [
         ("q of shape (3,), K of shape (4, 3), V of shape (4, 3)",
          torch.randn(3, generator=g), torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)),
-        ("q of shape (2,), K of shape (5, 2), V of shape (5, 4)",
-         1.5 * torch.randn(2, generator=g), torch.randn(5, 2, generator=g), torch.randn(5, 4, generator=g)),
-        ("a query that matches the second key best: q = [0, 2, 0], K of shape (4, 3), V of shape (4, 2)",
-         torch.tensor([0.0, 2.0, 0.0]), sharp_keys, torch.randn(4, 2, generator=g)),
-        ("a single key and value: q of shape (3,), K of shape (1, 3), V of shape (1, 2)",
-         torch.randn(3, generator=g), torch.randn(1, 3, generator=g), torch.randn(1, 2, generator=g)),
+        ("float64 q of shape (2,), K of shape (5, 2), V of shape (5, 4)",
+         1.5 * torch.randn(2, generator=g, dtype=torch.float64), torch.randn(5, 2, generator=g, dtype=torch.float64),
+         torch.randn(5, 4, generator=g, dtype=torch.float64)),
+        ("a query that matches the second key best, with large scores K @ q = [0, 120, 0, 60]: q = [0, 60, 0], "
+         "K of shape (4, 3), V of shape (4, 2)",
+         torch.tensor([0.0, 60.0, 0.0]), sharp_keys, torch.randn(4, 2, generator=g)),
+        ("a single key and value with a very negative score K @ q = [-120]: q of shape (3,), K of shape (1, 3), "
+         "V of shape (1, 2)",
+         torch.tensor([0.0, -10.0, 0.0]), torch.tensor([[1.0, 12.0, 0.0]]), torch.randn(1, 2, generator=g)),
     ]
+
+
+def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
+    """({hint: weights that mistake gives}, {hint: output it gives}) on this input."""
+    scores = K @ q  # (n,)
+    weights = softmax(scores, dim=-1)  # (n,)
+    output = weights @ V  # (d_v,)
+    n = K.shape[0]
+    one_hot = torch.nn.functional.one_hot(scores.argmax(), n).to(scores.dtype)  # (n,)
+    scaled = softmax(scores / math.sqrt(K.shape[1]), dim=-1)
+    e = scores.exp()
+    naive = e / e.sum()  # NaN where exp overflows or every term underflows
+    w = _mistakes([
+        (_NO_SOFTMAX, scores),
+        (_HARD, one_hot),
+        (_UNSCALED, scaled),
+        ("you took exp of the scores but did not divide by their sum: softmax normalises so that the "
+         "weights sum to 1", e),
+        ("your weights favour the worst-matching keys: softmax of K @ q, not of -(K @ q)", softmax(-scores, dim=-1)),
+        (_OVERFLOW, naive),
+        ("your weights have an extra dimension of size 1 in front: they should be 1-D, one weight per "
+         "key, shape (n,), as K @ q gives", weights[None, :]),
+        ("your weights have an extra dimension of size 1 at the end: they should be 1-D, one weight per "
+         "key, shape (n,), as K @ q gives", weights[:, None]),
+    ])
+    out = _mistakes([
+        ("you took a weighted sum of the keys; the output is a weighted sum of the values: weights @ V",
+         try_mistake(lambda: weights @ K)),
+        (_NO_SOFTMAX, scores @ V),
+        (_HARD, one_hot @ V),
+        (_UNSCALED, scaled @ V),
+        (_OVERFLOW, naive @ V),
+        ("you averaged the values with equal weights; use the attention weights: weights @ V", V.mean(0)),
+        ("you added up the values without weighting them: output = weights @ V", V.sum(0)),
+        ("you weighted each value but did not add them up: sum over the n positions, output = weights @ V "
+         "has shape (d_v,)", weights[:, None] * V),
+        ("you averaged the weighted values instead of adding them up: output = weights @ V, the sum over the "
+         "n keys", (weights[:, None] * V).mean(0)),
+        ("your output has an extra dimension of size 1: it should be 1-D, shape (d_v,)", output[None, :]),
+    ])
+    return weights, output, w, out
+
+
+@exercise("1.2", "A soft lookup for one query", section="A soft dictionary lookup",
+          references=("attnbook.attention.scaled_dot_product_attention", "attnbook.attention.tiled_attention"))
+def check_soft_lookup(soft_lookup) -> str:
+    """soft_lookup(q, K, V) must return the tuple (softmax(K @ q) @ V, softmax(K @ q)), unscaled, in q's dtype."""
+    cases = _lookup_cases(torch.Generator().manual_seed(12))
     names = ("output", "weights")
+    what = {0: "output (item 1 of what you returned)", 1: "weights (item 2 of what you returned)"}
+    runs: list[list] = [[], []]  # per item: (the answer's result, {hint: mistake's result}) on every input
+    first = None
     for desc, q, K, V in cases:
-        got = call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint)
-        got_out, got_w = expect_tuple(got, names, "soft_lookup", desc)
-        n = K.shape[0]
-        scores = K @ q  # (n,)
-        weights = softmax(scores, dim=-1)  # (n,)
-        output = weights @ V  # (d_v,)
-        if _same(got_out, weights) and _same(got_w, output) and not _same(got_out, output):
-            raise Wrong(f"soft_lookup returned (weights, output) on {desc}, expected (output, weights)",
-                        "return them in the order output, weights: `return output, weights`")
-        one_hot = torch.nn.functional.one_hot(scores.argmax(), n).to(scores.dtype)  # (n,)
-        scaled = softmax(scores / math.sqrt(K.shape[1]), dim=-1)
-        no_softmax = "you used the raw scores K @ q as weights: pass them through softmax first"
-        hard = ("you did a hard lookup (all the weight on the best-matching key, as argmax does); "
-                "attention is soft: weights = softmax(K @ q), which gives every key some weight")
-        unscaled = ("in this chapter the scores are not scaled: weights = softmax(K @ q); dividing by "
-                    "sqrt(d_k) comes in chapter 2")
-        w_mistakes = _mistakes([
-            (no_softmax, scores),
-            (hard, one_hot),
-            (unscaled, scaled),
-            ("you took exp of the scores but did not divide by their sum: softmax normalises so that the "
-             "weights sum to 1", scores.exp()),
-            ("your weights favour the worst-matching keys: softmax of K @ q, not of -(K @ q)",
-             softmax(-scores, dim=-1)),
-            ("your weights have an extra dimension of size 1 in front: they should be 1-D, one weight per "
-             "key, shape (n,), as K @ q gives", weights[None, :]),
-            ("your weights have an extra dimension of size 1 at the end: they should be 1-D, one weight per "
-             "key, shape (n,), as K @ q gives", weights[:, None]),
-        ])
+        weights, output, w_mistakes, out_mistakes = _lookup_mistakes(q, K, V)
+        refs, mistakes = (output, weights), (out_mistakes, w_mistakes)
         try:
-            expect_close(got_w, weights, what="weights (item 2 of what you returned)", on=desc,
-                         atol=_ATOL, rtol=_RTOL, mistakes=w_mistakes)
-        except Wrong as e:
-            if e.hint is None and isinstance(got_w, Tensor) and tuple(got_w.shape) == (n,) \
-                    and got_w.is_floating_point() and torch.isfinite(got_w).all():
-                total = float(got_w.double().sum())
-                if got_w.min() < 0:
-                    raise Wrong(e.message, "some of your weights are negative; softmax weights are all "
-                                           "positive: weights = softmax(K @ q)") from None
-                if abs(total - 1.0) > 1e-4:
-                    raise Wrong(e.message, f"your weights sum to {total:.4g}, not 1; softmax divides by the "
-                                           "sum: weights = softmax(K @ q)") from None
-            raise
-        out_mistakes = _mistakes([
-            ("you took a weighted sum of the keys; the output is a weighted sum of the values: weights @ V",
-             weights @ K),
-            (no_softmax, scores @ V),
-            (hard, one_hot @ V),
-            (unscaled, scaled @ V),
-            ("you averaged the values with equal weights; use the attention weights: weights @ V", V.mean(0)),
-            ("you added up the values without weighting them: output = weights @ V", V.sum(0)),
-            ("you weighted each value but did not add them up: sum over the n positions, output = weights @ V "
-             "has shape (d_v,)", weights[:, None] * V),
-            ("your output has an extra dimension of size 1: it should be 1-D, shape (d_v,)", output[None, :]),
-        ])
-        expect_close(got_out, output, what="output (item 1 of what you returned)", on=desc,
-                     atol=_ATOL, rtol=_RTOL, mistakes=out_mistakes)
-    return f"output and weights are right on {len(cases)} inputs, including d_v != d_k and a single key"
+            got = call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint,
+                       forbid=LOOKUP_FORBIDDEN)
+            got = expect_tuple(got, names, "soft_lookup", desc)
+            if _same(got[0], weights) and _same(got[1], output) and not _same(got[0], output):
+                raise Wrong(f"soft_lookup returned (weights, output) on {desc}, expected (output, weights)",
+                            "return them in the order output, weights: `return output, weights`")
+            for i in (1, 0):  # the weights first: a wrong output usually comes from wrong weights
+                item = expect_tensor(got[i], what=what[i], on=desc, finite=False)
+                if tuple(item.shape) != tuple(refs[i].shape):
+                    earlier = runs[i] + [(item, mistakes[i])]
+                    raise Wrong(f"{what[i]} has shape {tuple(item.shape)} on {desc}, expected {tuple(refs[i].shape)}",
+                                explaining_mistake(earlier, len(earlier) - 1))
+                expect_like(item, refs[i], what=what[i], on=desc, dtype=q.dtype, input_name="q")
+        except Wrong:
+            if first is None:
+                raise
+            break
+        for i in range(2):
+            runs[i].append((got[i], mistakes[i]))
+        if first is None:
+            bad = [i for i in (1, 0) if not close_to(got[i], refs[i])]
+            if bad:
+                first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
+    if first is None:
+        return f"output and weights are right on {len(cases)} inputs, including d_v != d_k and a single key"
+    run, i, desc, ref = first
+    got = runs[i][run][0]
+    hint = explaining_mistake(runs[i], run)
+    if i == 1 and hint is None and torch.isfinite(got).all():
+        total = float(got.double().sum())
+        if got.min() < 0:
+            hint = "some of your weights are negative; softmax weights are all positive: weights = softmax(K @ q)"
+        elif abs(total - 1.0) > 1e-4:
+            hint = f"your weights sum to {total:.4g}, not 1; softmax divides by the sum: weights = softmax(K @ q)"
+    rule = ("weights = softmax(K @ q): weight j is exp(score j) divided by the sum of exp over all the scores"
+            if i == 1 else "output = weights @ V: the sum of the rows of V, each multiplied by its weight")
+    nan_rule = ("softmax weights are finite numbers between 0 and 1; exp of a large score is inf, and inf / inf "
+                "is NaN") if i == 1 else None
+    raise wrong_values(what[i], desc, got, ref, hint, rule, nan_rule=nan_rule)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -212,7 +297,8 @@ def _softmax_error_hint(message: str) -> str | None:
     return None
 
 
-_INSTEAD = "build it from exp, amax and sum, as the chapter does: e = (x - max).exp(), then e / e.sum(...)"
+_INSTEAD = ("build it from exp, amax and sum, as the chapter does: shift x by its maximum along dim, "
+            "exponentiate, and divide by the sum along the same dim")
 SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
     "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
     "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
@@ -221,14 +307,15 @@ SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
     "torch.ops.aten.softmax", "torch.ops.aten._softmax", "torch.ops.aten.log_softmax",
     "attnbook.attention.softmax", "scipy.special.softmax", "scipy.special.log_softmax", "scipy.special.logsumexp",
 )]
+_SOFTMAX_RULE = ("along `dim`, each slice of the result is positive and sums to 1, entry i proportional to "
+                 "exp(x_i); subtracting the slice's maximum from every entry first changes nothing but keeps exp "
+                 "finite")
+_SOFTMAX_NAN = ("exp of a large number overflows to inf (and of a very negative one underflows to 0), and "
+                "inf / inf or 0 / 0 gives NaN")
 
 
-@exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum",
-          references=("attnbook.attention.softmax",))
-def check_stable_softmax(stable_softmax) -> str:
-    """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""
-    g = torch.Generator().manual_seed(13)
-    cases = [
+def _softmax_cases(g: torch.Generator):
+    return [
         ("random logits of shape (3, 3)", 3 * torch.randn(3, 3, generator=g), -1),
         ("random logits of shape (2, 5), with the default dim", torch.randn(2, 5, generator=g), None),
         ("logits [[1000, 999, -1000]]", torch.tensor([[1000.0, 999.0, -1000.0]]), -1),
@@ -240,38 +327,69 @@ def check_stable_softmax(stable_softmax) -> str:
         ("float64 logits of shape (2, 3)", 10 * torch.randn(2, 3, generator=g, dtype=torch.float64), -1),
         ("a single logit [[7.]]", torch.tensor([[7.0]]), -1),
     ]
+
+
+def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict[str, Tensor | None]:
+    """{mistake label or hint: the result it gives on x along dim (None where it raises)}."""
+    e_flat = try_mistake(lambda: torch.exp(x - x.amax(dim=dim)))  # no keepdim: lines up wrongly, or fails
+    e_keep = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    right = softmax(x, dim=dim)
+    return _mistakes([
+        ("default 0", softmax(x, dim=0) if default else right),
+        ("last", softmax(x, dim=-1)),
+        *[(f"dim {d}", try_mistake(lambda d=d: softmax(x, dim=d))) for d in (0, 1, 2)],
+        ("subtract the row maximum (along dim) before exp: " + _SOFTMAX_NAN, torch.exp(x) / torch.exp(x).sum(
+            dim=dim, keepdim=True)),
+        ("subtract the maximum over the same dim you sum over (keepdim=True), not the global maximum",
+         torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(dim=dim, keepdim=True)),
+        ("the sum drops the dimension it adds up over, so it lines up with the wrong entries: "
+         "use e.sum(dim=dim, keepdim=True)", try_mistake(lambda: e_keep / e_keep.sum(dim=dim))),
+        ("the maximum drops the dimension it reduces, so it lines up with the wrong entries of x: "
+         "use x.amax(dim=dim, keepdim=True)",
+         None if e_flat is None else try_mistake(lambda: e_flat / e_flat.sum(dim=dim, keepdim=True))),
+        ("the maximum and the sum both drop the dimension they reduce, so they line up with the wrong "
+         "entries: pass keepdim=True to both",
+         None if e_flat is None else try_mistake(lambda: e_flat / e_flat.sum(dim=dim))),
+        ("you divided by the sum of the whole tensor; divide by the sum along dim, so that each slice sums to 1",
+         e_keep / e_keep.sum()),
+    ])
+
+
+@exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum",
+          references=("attnbook.attention.softmax",))
+def check_stable_softmax(stable_softmax) -> str:
+    """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""
+    cases = _softmax_cases(torch.Generator().manual_seed(13))
+    runs, first = [], None
     for desc, x, dim in cases:
         args = {} if dim is None else {"dim": dim}  # dim=None: the default, dim=-1, is tested too
-        dim = -1 if dim is None else dim
-        got = call(stable_softmax, x, **args, what="stable_softmax", on=desc, explain=_softmax_error_hint,
-                   forbid=SOFTMAX_FORBIDDEN)
-        naive = torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
-        other = -1 if dim not in (-1, x.dim() - 1) else 0
-        e_flat = _maybe(lambda: torch.exp(x - x.amax(dim=dim)))  # no keepdim: lines up wrongly, or fails
-        e_keep = torch.exp(x - x.amax(dim=dim, keepdim=True))
-        mistakes = [
-            ("subtract the row maximum before exp", naive),
-            ("subtract the maximum over the same dim you sum over (keepdim=True), not the global maximum",
-             torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(dim=dim, keepdim=True)),
-            ("the sum drops the dimension it adds up over, so it lines up with the wrong entries: "
-             "use e.sum(dim=dim, keepdim=True)", _maybe(lambda: e_keep / e_keep.sum(dim=dim))),
-        ]
-        if e_flat is not None:
-            mistakes += [
-                ("the maximum drops the dimension it reduces, so it lines up with the wrong entries of x: "
-                 "use x.amax(dim=dim, keepdim=True)", _maybe(lambda: e_flat / e_flat.sum(dim=dim, keepdim=True))),
-                ("the maximum and the sum both drop the dimension they reduce, so they line up with the wrong "
-                 "entries: pass keepdim=True to both", _maybe(lambda: e_flat / e_flat.sum(dim=dim))),
-            ]
-        if x.dim() > 1:
-            mistakes.insert(0, (f"you normalised over dim={other % x.dim()}; normalise over the `dim` you were "
-                                f"given (here dim={dim})",
-                                softmax(x, dim=other)))
-        expect_close(got, softmax(x, dim=dim), what="the result", on=desc, atol=1e-6,
-                     mistakes=_mistakes(mistakes))
+        default, dim = dim is None, -1 if dim is None else dim
+        ref = softmax(x, dim=dim)
+        mistakes = _softmax_mistakes(x, dim, default)
         try:
-            expect_tensor(got, what="the result", on=desc, dtype=x.dtype, finite=False)
-        except Wrong as e:
-            raise Wrong(e.message, "return the dtype you were given: build the result from x with tensor "
-                                   "operations rather than creating a new tensor with a fixed dtype") from None
-    return f"matches softmax on {len(cases)} inputs, including logits of +-1000, any dim and float64"
+            got = call(stable_softmax, x, **args, what="stable_softmax", on=desc, explain=_softmax_error_hint,
+                       forbid=SOFTMAX_FORBIDDEN)
+            got = expect_tensor(got, what="the result", on=desc, finite=False)
+            if tuple(got.shape) != tuple(ref.shape):
+                earlier = runs + [(got, mistakes)]
+                raise Wrong(f"the result has shape {tuple(got.shape)} on {desc}, expected {tuple(ref.shape)}, the "
+                            "shape of x", explaining_mistake(earlier, len(earlier) - 1))
+            expect_like(got, ref, what="the result", on=desc, dtype=x.dtype, input_name="x",
+                         dtype_hint="return the dtype you were given: build the result from x with tensor "
+                                    "operations rather than creating a new tensor with a fixed dtype")
+        except Wrong:
+            if first is None:
+                raise
+            break
+        runs.append((got, mistakes))
+        if first is None and not close_to(got, ref, atol=1e-6, rtol=1e-5):
+            first = (len(runs) - 1, desc, dim, ref)
+    if first is None:
+        return f"matches softmax on {len(cases)} inputs, including logits of +-1000, any dim and float64"
+    run, desc, dim, ref = first
+    given = f"normalise over the `dim` you were given (here dim={dim})"
+    texts = {"default 0": "the default must be the last dimension: keep the signature stable_softmax(x, dim=-1)",
+             "last": f"you normalised over the last dimension whatever `dim` was; {given}",
+             **{f"dim {d}": f"you normalised over dim={d} whatever `dim` was; {given}" for d in (0, 1, 2)}}
+    raise wrong_values("the result", desc, runs[run][0], ref, keyed_hint(runs, run, texts, 1e-6, 1e-5),
+                        _SOFTMAX_RULE, atol=1e-6, rtol=1e-5, nan_rule=_SOFTMAX_NAN)

@@ -238,3 +238,98 @@ def expect_int(got, *, what: str = "your function", on: str = "", hint: str | No
         raise Wrong(f"{what} returned the float {shown}{where}, expected an int"
                     + ("" if whole else " (and it is not a whole number)"), hint or INT_HINT)
     raise Wrong(f"{what} returned {describe(got)}{where}, expected an int", "return one whole number")
+
+
+# Naming a mistake only when it explains every case: run the answer on every input, compute each known
+# mistake on the same inputs, and name the mistake only if it gives the answer's result everywhere.
+
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def try_mistake(fn):
+    """fn() if it works, else None: the output of a mistake that only some shapes allow (X @ W.T, W @ X, ...)."""
+    try:
+        return fn()
+    except (RuntimeError, ValueError, IndexError):
+        return None
+
+
+def close_to(got, ref: Tensor | None, atol: float = ATOL, rtol: float = RTOL) -> bool:
+    """True if `got` is a real tensor of ref's shape with values close to ref's (NaN where ref has NaN)."""
+    return (isinstance(got, Tensor) and ref is not None and tuple(got.shape) == tuple(ref.shape)
+            and not got.is_complex() and got.dtype != torch.bool
+            and torch.allclose(got.detach().double().cpu(), ref.detach().double().cpu(), atol=atol, rtol=rtol,
+                               equal_nan=True))
+
+
+def fits_mistake(got, wrong, atol: float = ATOL, rtol: float = RTOL) -> bool:
+    """True if `got` is the result of a mistake: `wrong`, or one of them when the mistake has several forms (a
+    tuple: with and without NaN replaced by 0, ...)."""
+    if isinstance(wrong, tuple):
+        return any(close_to(got, w, atol, rtol) for w in wrong)
+    return close_to(got, wrong, atol, rtol)
+
+
+def explaining_mistake(runs: list[tuple[object, dict[str, Tensor | None]]], first: int,
+                atol: float = ATOL, rtol: float = RTOL) -> str | None:
+    """The hint of the first mistake that gives the answer's result on every input it was run on.
+
+    `runs` holds (the answer's result, {hint: that mistake's result or None where it raises}) for every input, in
+    order; `first` is the first input on which the answer is wrong. A mistake that raises on an input where the
+    answer returned a result does not explain it."""
+    got0, mistakes0 = runs[first]
+    for hint, wrong0 in mistakes0.items():
+        if not fits_mistake(got0, wrong0, atol, rtol):
+            continue
+        if all(fits_mistake(got, mistakes.get(hint), atol, rtol) for got, mistakes in runs):
+            return hint
+    return None
+
+
+def first_wrong_entry(got: Tensor, ref: Tensor, atol: float = ATOL, rtol: float = RTOL) -> tuple[list[int], str]:
+    """(index, 'expected a, got b') of the first entry of `got` (same shape as ref) that is not close to ref."""
+    g, r = got.detach().double().cpu(), ref.detach().double().cpu()
+    bad = ~torch.isclose(g, r, atol=atol, rtol=rtol, equal_nan=True)
+    idx = tuple(int(i) for i in bad.nonzero()[0]) if bad.any() else tuple(0 for _ in g.shape)
+    return list(idx), show_pair(r[idx].item(), g[idx].item())
+
+
+def expect_like(got, ref: Tensor, *, what: str, on: str, dtype: torch.dtype, input_name: str,
+                 shape_hints: dict[tuple, str] | None = None, dtype_hint: str = DTYPE_HINT) -> Tensor:
+    """Wrong unless `got` is a tensor of ref's shape and of `dtype` (the dtype of the input `input_name`)."""
+    got = expect_tensor(got, what=what, on=on, finite=False)
+    if tuple(got.shape) != tuple(ref.shape):
+        raise Wrong(f"{what} has shape {tuple(got.shape)} on {on}, expected {tuple(ref.shape)}",
+                    (shape_hints or {}).get(tuple(got.shape)))
+    if got.is_complex() or got.dtype == torch.bool:
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected real numbers of dtype {dtype}")
+    if not got.is_floating_point():
+        raise Wrong(f"{what} has the integer dtype {got.dtype} on {on}, expected floating point ({dtype})",
+                    "integer tensors drop the fractional part: keep the computation in floating point "
+                    "(no .int() or .long())")
+    if got.dtype != dtype:
+        hint = dtype_hint
+        if got.dtype in (torch.float16, torch.bfloat16):
+            hint = "half precision keeps only about 3 significant digits: " + dtype_hint
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {dtype}, the dtype of {input_name}", hint)
+    return got
+
+
+def wrong_values(what: str, on: str, got: Tensor, ref: Tensor, hint: str | None, rule: str,
+                  atol: float = ATOL, rtol: float = RTOL, nan_rule: str | None = None) -> Wrong:
+    """The Wrong for values: the mistake's hint if one explains every input, else the first wrong entry and the
+    rule it breaks."""
+    if hint is not None:
+        return Wrong(f"{what} has the wrong values on {on}", hint)
+    if not torch.isfinite(got.detach()).all() and torch.isfinite(ref).all():
+        idx = [int(i) for i in (~torch.isfinite(got.detach())).nonzero()[0]]
+        bad = "NaN" if torch.isnan(got.detach()).any() else "inf"
+        return Wrong(f"{what} contains {bad} (first at index {idx}) on {on}", nan_rule or rule)
+    idx, pair = first_wrong_entry(got, ref, atol, rtol)
+    return Wrong(f"{what} has the wrong values on {on}: at index {idx} expected {pair}", rule)
+
+
+def keyed_hint(runs, first, texts: dict[str, str], atol: float = ATOL, rtol: float = RTOL) -> str | None:
+    """explaining_mistake's mistake, as the text to show (`texts` words the mistakes keyed by a label, not a hint)."""
+    key = explaining_mistake(runs, first, atol, rtol)
+    return None if key is None else texts.get(key, key)
