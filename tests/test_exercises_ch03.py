@@ -136,7 +136,7 @@ def test_3_1_library_split_heads_is_refused():
         return library_split(x, n_heads)
 
     result = check("3.1", split_heads)
-    assert not result.passed and "without attnbook.multihead.split_heads" in result.message, result.message
+    assert not result.passed and "calls attnbook.multihead.split_heads" in result.message and "the package's own solution" in result.message, result.message
 
 
 def test_3_1_hard_coded_sizes_fail():
@@ -152,7 +152,7 @@ def test_3_1_hard_coded_sizes_fail():
 def test_3_1_package_split_heads_passed_as_the_answer_is_refused(answer):
     """What a learner gets who runs the chapter's cells but not the answer cell, or wraps the package's function."""
     result = check("3.1", answer)
-    assert not result.passed and "is attnbook.multihead.split_heads itself" in result.message, result.message
+    assert not result.passed and "is attnbook.multihead.split_heads, the package's own solution" in result.message, result.message
 
 
 def test_3_1_swapped_arguments_are_named():
@@ -387,7 +387,8 @@ def _via_functional_mha(x, W_q, W_k, W_v, W_o, n_heads):
 def test_3_2_library_attention_is_refused(answer, name):
     assert answer(*_small_case()).shape == (2, 5, 12)  # the shortcut itself works outside the check ...
     result = check("3.2", answer)  # ... but the check refuses it
-    assert not result.passed and f"without {name}" in result.message, result.message
+    refusal = f"calls {name}" if name == "attnbook.multihead.MultiHeadAttention" else f"without {name}"
+    assert not result.passed and refusal in result.message, result.message
 
 
 def _attention_answer(attention):
@@ -674,7 +675,7 @@ def test_3_3_other_counting_routes_are_refused(answer, name):
 ], ids=["itself", "partial"])
 def test_3_3_package_formula_passed_as_the_answer_is_refused(answer):
     result = check("3.3", answer)
-    assert not result.passed and "is attnbook.models.params.mha_param_count itself" in result.message, result.message
+    assert not result.passed and "is attnbook.models.params.mha_param_count, the package's own solution" in result.message, result.message
 
 
 @pytest.mark.parametrize("answer, name", [
@@ -687,7 +688,8 @@ def test_3_3_counting_a_built_layer_is_refused(answer, name):
     if name.startswith("attnbook.models"):
         pytest.importorskip("attnbook.models.params")
     result = check("3.3", answer)
-    assert not result.passed and f"without {name}" in result.message, result.message
+    refusal = f"calls {name}" if name == "attnbook.models.params.mha_param_count" else f"without {name}"
+    assert not result.passed and refusal in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -755,14 +757,14 @@ def test_3_4_library_merge_heads_is_refused():
         return library_merge(x)
 
     result = check("3.4", merge_heads)
-    assert not result.passed and "without attnbook.multihead.merge_heads" in result.message, result.message
+    assert not result.passed and "calls attnbook.multihead.merge_heads" in result.message and "the package's own solution" in result.message, result.message
 
 
 @pytest.mark.parametrize("answer", [multihead.merge_heads, functools.partial(multihead.merge_heads)],
                          ids=["itself", "partial"])
 def test_3_4_package_merge_heads_passed_as_the_answer_is_refused(answer):
     result = check("3.4", answer)
-    assert not result.passed and "is attnbook.multihead.merge_heads itself" in result.message, result.message
+    assert not result.passed and "is attnbook.multihead.merge_heads, the package's own solution" in result.message, result.message
 
 
 def test_3_4_check_feeds_a_non_contiguous_input():
@@ -800,3 +802,134 @@ def test_3_4_merge_that_assumes_contiguous_memory_fails_on_the_split_input(fn, h
     result = check("3.4", fn)
     assert not result.passed and hint in result.message, result.message
     assert "not contiguous in memory" in result.message, result.message  # the input it failed on
+
+
+# ---------------------------------------------------------------------------------------------------------
+# After the learner trial of chapters 3-4: no solution code in hints, hints only when a mistake explains every
+# case, large scores, gradients, precision
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", [view_without_transpose, heads_interleaved, no_transpose], ids=lambda f: f.__name__)
+def test_3_1_hints_show_no_solution_code(fn):
+    message = check("3.1", fn).message
+    for code in ("x.view(", ".transpose(1, 2)", "view(B, n, n_heads, d_head)", "View as"):
+        assert code not in message, message
+
+
+def test_3_1_a_feature_offset_is_named():
+    def split_heads(x, n_heads):
+        B, n, d = x.shape
+        return torch.roll(x, -1, dims=-1).reshape(B, n, n_heads, d // n_heads).transpose(1, 2)
+
+    result = check("3.1", split_heads)
+    assert not result.passed and "one feature late" in result.message, result.message
+
+
+def test_3_1_a_mistake_is_named_only_if_it_explains_every_case():
+    def split_heads(x, n_heads):  # right, except on float64 inputs, where it swaps the last two axes
+        B, n, d = x.shape
+        out = x.reshape(B, n, n_heads, d // n_heads).transpose(1, 2)
+        return out.transpose(2, 3).reshape(out.shape) if x.dtype == torch.float64 else out
+
+    result = check("3.1", split_heads)
+    assert not result.passed and "in float64" in result.message, result.message
+    assert "Hint: head i holds features" in result.message, result.message  # the rule, not a named mistake
+
+
+def _forward(x, W_q, W_k, W_v, W_o, n_heads, *, softmax=None, scale_up=False, cast=None, detach=False):
+    if cast is not None:
+        x, W_q, W_k, W_v, W_o = (t.to(cast) for t in (x, W_q, W_k, W_v, W_o))
+    if detach:
+        x = x.detach()
+    B, n, d = x.shape
+    dh = d // n_heads
+    q, k, v = ((x @ W).reshape(B, n, n_heads, dh).transpose(1, 2) for W in (W_q, W_k, W_v))
+    s = q @ k.transpose(-2, -1) * (dh ** 0.5 if scale_up else dh ** -0.5)
+    w = softmax(s) if softmax else torch.softmax(s, dim=-1)
+    return (w @ v).transpose(1, 2).reshape(B, n, d) @ W_o
+
+
+@pytest.mark.parametrize("kwargs, piece", [
+    (dict(softmax=lambda s: s.exp() / s.exp().sum(-1, keepdim=True)), "overflows"),
+    (dict(detach=True), "gradient of multi_head_forward's result with respect to x is missing"),
+    (dict(scale_up=True), "multiplied the scores by sqrt(d_head)"),
+], ids=["unstable-softmax", "detached", "times-sqrt"])
+def test_3_2_new_mistakes_are_caught(kwargs, piece):
+    result = check("3.2", lambda *a: _forward(*a, **kwargs))
+    assert not result.passed and piece in result.message, result.message
+
+
+def test_3_2_float32_inside_is_caught_and_the_digits_are_told():
+    result = check("3.2", lambda x, *rest: _forward(x, *rest, cast=torch.float32).to(x.dtype))
+    assert not result.passed and "significant digits" in result.message, result.message
+
+
+def test_3_2_no_grad_is_caught():
+    def multi_head_forward(*args):
+        with torch.no_grad():
+            return _forward(*args)
+
+    result = check("3.2", multi_head_forward)
+    assert not result.passed and "carries no gradient back to x" in result.message, result.message
+
+
+def test_3_2_the_check_has_scores_where_exp_overflows():
+    seen = []
+
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        d_head = x.shape[-1] // n_heads
+        q, k = ((x @ W).reshape(*x.shape[:2], n_heads, d_head).transpose(1, 2) for W in (W_q, W_k))
+        seen.append(float((q @ k.transpose(-2, -1) / math.sqrt(d_head)).max()))
+        return _forward(x, W_q, W_k, W_v, W_o, n_heads)
+
+    assert check("3.2", multi_head_forward).passed
+    assert max(seen) > 710, seen  # exp overflows float64 above about 709.8
+
+
+def test_3_2_refusal_of_a_shortcut_does_not_spell_out_the_steps():
+    message = check("3.2", _via_torch_sdpa).message
+    assert "softmax(q k^T" not in message and "@ W_o" not in message, message
+
+
+def test_3_2_task_text_says_the_check_backpropagates():
+    nb = nbformat.read(chapter_path(3), as_version=4)
+    (task,) = [c.source for c in nb.cells if c.cell_type == "markdown" and ":label: ex-3-2" in c.source]
+    assert "backpropagates" in task and "`.detach()`" in task and "scores above 1000" in task
+
+
+@pytest.mark.parametrize("fn, piece", [
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * d_model * bias + 2 * d_model, "no LayerNorm"),
+    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * n_heads * bias, "one bias number per head"),
+], ids=["layer-norm", "bias-per-head"])
+def test_3_3_new_hints(fn, piece):
+    result = check("3.3", fn)
+    assert not result.passed and piece in result.message, result.message
+
+
+def test_3_3_a_count_hint_needs_every_layer():
+    def mha_param_count(d_model, n_heads, bias=True):  # leaves out the biases for BERT's size only
+        return 4 * d_model**2 + (4 * d_model if bias and d_model != 768 else 0)
+
+    result = check("3.3", mha_param_count)
+    assert not result.passed and "d_model=768" in result.message, result.message
+    assert "left out the biases" not in result.message and "count each of the four" in result.message
+
+
+def test_3_3_type_hint_shows_no_code():
+    result = check("3.3", lambda d_model, n_heads, bias=True: [4 * d_model**2])
+    assert not result.passed and "return 4 *" not in result.message, result.message
+
+
+@pytest.mark.parametrize("fn, piece", [
+    (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1), "reverse order"),
+    (lambda x: x.mean(dim=1).repeat(1, 1, x.shape[1]), "don't add or average"),
+], ids=["reversed", "mean-repeated"])
+def test_3_4_new_hints(fn, piece):
+    result = check("3.4", fn)
+    assert not result.passed and piece in result.message, result.message
+
+
+def test_3_4_hint_shows_no_solution_code():
+    message = check("3.4", lambda x: x.reshape(x.size(0), x.size(2), -1)).message
+    assert ".transpose(1, 2)" not in message and ".reshape(B, n, d_model)" not in message, message

@@ -3,6 +3,9 @@
 The references are written out here from the definitions, independently of `attnbook.multihead`: a head is a
 block of d_head consecutive features (sliced out one head at a time), multi-head attention is a loop over
 heads followed by a concatenation and W_O, and the parameter count is the formula 4 d^2 + 4 d.
+
+Every case is run before a verdict (`collect`), and a mistake is named only when it explains the learner's
+result on every case run (`verdict`); chapter 4's checkers use the same helpers.
 """
 from __future__ import annotations
 
@@ -13,15 +16,11 @@ import re
 import torch
 from torch import Tensor
 
-from .compare import expect_close, randn
+from .compare import randn
+from .runs import ATOL, RTOL, Run, collect, expect_gradients, expect_shape, verdict
 from .guard import ATTENTION_SHORTCUTS, call
 from .hints import describe
 from .registry import exercise, Wrong
-
-_ATOL, _RTOL = 1e-5, 1e-4
-
-
-
 
 def _heads_ref(x: Tensor, n_heads: int) -> Tensor:
     """(B, n, d) -> (B, h, n, d_head) by slicing: head i holds features i*d_head .. (i+1)*d_head - 1."""
@@ -50,12 +49,15 @@ def _expect_dtype(got: Tensor, x: Tensor, what: str, on: str, hint: str = REARRA
 VIEW_WITHOUT_TRANSPOSE = (
     "you reshaped (B, n, d_model) straight to (B, n_heads, n, d_head). The shape is right, but view/reshape "
     "reads the numbers in memory order, so each head gets whole tokens' features and the positions are mixed "
-    "across heads. First x.view(B, n, n_heads, d_head), then swap the head and position axes with .transpose(1, 2)"
+    "across heads. Cut each position's features into n_heads blocks first; only then transpose the head axis "
+    "in front of the position axis"
 )
 SPLIT_INTERLEAVED = (
     "each head must take a block of d_head consecutive features (head 0: features 0 .. d_head-1); you gave "
-    "head i every n_heads-th feature. View as (B, n, n_heads, d_head), not (B, n, d_head, n_heads)"
+    "head i every n_heads-th feature, as if the features came in d_head groups of n_heads"
 )
+SPLIT_RULE = ("head i holds features i * d_head to (i + 1) * d_head - 1 of every position, and each head's "
+              "matrix has one row per position, in order")
 
 
 def _split_error_hint(message: str) -> str | None:
@@ -64,6 +66,28 @@ def _split_error_hint(message: str) -> str | None:
         return ("the check calls split_heads(x, n_heads), the tensor first and the number of heads second: "
                 "define it as def split_heads(x, n_heads)")
     return None
+
+
+def _split_mistakes(x: Tensor, h: int) -> dict:
+    B, n, d = x.shape
+    dh = d // h
+    per_token = x.reshape(B, n, h, dh)  # (B, n, h, d_head)
+    return {
+        VIEW_WITHOUT_TRANSPOSE: x.reshape(B, h, n, dh),
+        SPLIT_INTERLEAVED: x.reshape(B, n, dh, h).permute(0, 3, 1, 2),
+        SPLIT_INTERLEAVED + "; and the head axis must come right after the batch": x.reshape(B, n, dh, h)
+        .transpose(1, 2),
+        "you stopped at (B, n, n_heads, d_head): transpose the head axis in front of the positions, so that "
+        "each head holds an (n, d_head) matrix": per_token,
+        "you transposed the wrong axes: after cutting the features into heads, (B, n, n_heads, d_head), the "
+        "positions are axis 1 and the heads axis 2; swap those two": per_token.transpose(2, 3),
+        "you transposed the wrong axes: swap only the position axis (1) and the head axis (2) of "
+        "(B, n, n_heads, d_head)": per_token.transpose(1, 3),
+        "the last two axes must be (n, d_head), one row per position: you also transposed each head's "
+        "matrix": per_token.permute(0, 2, 3, 1),
+        "each head's block starts one feature late: head i starts at feature i * d_head (counting from 0)":
+            x.roll(-1, dims=-1).reshape(B, n, h, dh).transpose(1, 2),
+    }
 
 
 @exercise("3.1", "Split a tensor into heads", section="Splitting a tensor into heads",
@@ -78,28 +102,17 @@ def check_split_heads(split_heads) -> str:
         ("a single token: x of shape (3, 1, 10) with n_heads=5", randn(3, 1, 10, seed=35), 5),
         ("x of shape (2, 6, 16) in float64 with n_heads=4", randn(2, 6, 16, seed=36, dtype=torch.float64), 4),
     ]
-    forbid = [("attnbook.multihead.split_heads",
-               "write it with x.view(B, n, n_heads, d_head) (or reshape) and .transpose(1, 2)")]
-    for desc, x, h in cases:
+    forbid = [("attnbook.multihead.split_heads", "write it yourself with view/reshape and transpose")]
+
+    def one(case, runs):
+        desc, x, h = case
         got = call(split_heads, x, h, what="split_heads", on=desc, forbid=forbid, explain=_split_error_hint)
-        B, n, d = x.shape
-        dh = d // h
-        ref = _heads_ref(x, h)  # (B, h, n, d_head)
-        per_token = x.reshape(B, n, h, dh)  # (B, n, h, d_head)
-        mistakes = dict([
-            (VIEW_WITHOUT_TRANSPOSE, x.reshape(B, h, n, dh)),
-            (SPLIT_INTERLEAVED, x.reshape(B, n, dh, h).permute(0, 3, 1, 2)),
-            ("you stopped at (B, n, n_heads, d_head): move the head axis in front of the positions with "
-             ".transpose(1, 2), so that each head holds an (n, d_head) matrix", per_token),
-            ("you transposed the wrong axes: after view(B, n, n_heads, d_head) the positions are axis 1 and the "
-             "heads axis 2, so swap those two: .transpose(1, 2)", per_token.transpose(2, 3)),
-            ("you transposed the wrong axes: swap only the position axis (1) and the head axis (2) of "
-             "(B, n, n_heads, d_head): .transpose(1, 2)", per_token.transpose(1, 3)),
-            ("the last two axes must be (n, d_head), one row per position: you also transposed each head's "
-             "matrix; .transpose(1, 2) alone is enough", per_token.permute(0, 2, 3, 1)),
-        ])
-        expect_close(got, ref, what="your result", on=desc, atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
+        ref, mistakes = _heads_ref(x, h), _split_mistakes(x, h)  # (B, h, n, d_head)
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=desc)
         _expect_dtype(got, x, "your result", desc)
+        return Run(desc, got, ref, mistakes)
+
+    verdict(collect(cases, one), what="your result", rule=SPLIT_RULE)
     return f"right on {len(cases)} inputs, including a batch of 1, one head, one feature per head and one token"
 
 
@@ -130,21 +143,29 @@ def _mha_reference(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor
 
 
 def _mha_variant(x, W_q, W_k, W_v, W_o, h, *, scale="sqrt_d_head", split="right", merge="right", dim=-1,
-                 w_o=True, transpose_qkv=False, transpose_o=False, one_head=False) -> Tensor:
+                 w_o=True, transpose_qkv=False, transpose_o=False, one_head=False, after_softmax=False,
+                 proj="qkv", causal=False, mean_heads=False) -> Tensor:
     """Multi-head attention with one deliberate mistake (the defaults give the right answer)."""
     B, n, d = x.shape
-    divisor = {"sqrt_d_head": math.sqrt(d // h), "sqrt_d_model": math.sqrt(d), "none": 1.0, "d_head": d // h}[scale]
+    divisor = {"sqrt_d_head": math.sqrt(d // h), "sqrt_d_model": math.sqrt(d), "none": 1.0, "d_head": d // h,
+               "times": 1 / math.sqrt(d // h)}[scale]
     h = 1 if one_head else h  # forgetting to split: one big head over all d_model features
     dh = d // h
-    tq, tk, tv = (W.transpose(0, 1) if transpose_qkv else W for W in (W_q, W_k, W_v))
+    Ws = {"qkv": (W_q, W_k, W_v), "qvk": (W_q, W_v, W_k), "qqq": (W_q, W_q, W_q)}[proj]
+    tq, tk, tv = (W.transpose(0, 1) if transpose_qkv else W for W in Ws)
     splitters = {
         "right": lambda t: t.reshape(B, n, h, dh).transpose(1, 2),
         "view": lambda t: t.reshape(B, h, n, dh),
         "interleaved": lambda t: t.reshape(B, n, dh, h).permute(0, 3, 1, 2),
     }
     q, k, v = (splitters[split](x @ W) for W in (tq, tk, tv))  # (B, h, n, d_head)
-    weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=dim)  # (B, h, n, n)
+    scores = q @ k.transpose(-2, -1) / (1.0 if after_softmax else divisor)  # (B, h, n, n)
+    if causal:
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    weights = torch.softmax(scores, dim=dim) / (divisor if after_softmax else 1.0)  # (B, h, n, n)
     heads = weights @ v  # (B, h, n, d_head)
+    if mean_heads:
+        heads = heads.mean(dim=1, keepdim=True).expand_as(heads)
     mergers = {
         "right": lambda t: t.transpose(1, 2).reshape(B, n, d),
         "view": lambda t: t.reshape(B, n, d),
@@ -156,13 +177,16 @@ def _mha_variant(x, W_q, W_k, W_v, W_o, h, *, scale="sqrt_d_head", split="right"
     return out @ (W_o.transpose(0, 1) if transpose_o else W_o)
 
 
-def _forward_mistakes(x, W_q, W_k, W_v, W_o, h) -> dict[str, Tensor]:
+def _forward_mistakes(x, W_q, W_k, W_v, W_o, h) -> dict:
     """{hint: output} of the usual mistakes on this input."""
     pairs = [
         ("you divided the scores by sqrt(d_model); the scale is 1/sqrt(d_head), the size of one head's keys "
          "(d_head = d_model // n_heads)", dict(scale="sqrt_d_model")),
         ("you left out the scale: divide each head's scores by sqrt(d_head)", dict(scale="none")),
-        ("you divided the scores by d_head; divide by sqrt(d_head)", dict(scale="d_head")),
+        ("you divided the scores by d_head; the scale divides them by sqrt(d_head)", dict(scale="d_head")),
+        ("you multiplied the scores by sqrt(d_head); the scale divides them by sqrt(d_head)", dict(scale="times")),
+        ("you scaled the weights after the softmax; the scale divides the scores, before the softmax",
+         dict(after_softmax=True)),
         ("you left out the output projection: multiply the merged heads by W_o", dict(w_o=False)),
         ("you forgot to split into heads: this is one big head over all d_model features. Split Q, K and V into "
          "n_heads heads of d_head features, attend in each head, then merge", dict(one_head=True, scale="sqrt_d_model")),
@@ -172,7 +196,8 @@ def _forward_mistakes(x, W_q, W_k, W_v, W_o, h) -> dict[str, Tensor]:
         (VIEW_WITHOUT_TRANSPOSE.replace("you reshaped", "your split (and merge) reshaped"),
          dict(split="view", merge="view")),
         ("your merge reshaped (B, n_heads, n, d_head) straight to (B, n, d_model), which mixes positions across "
-         "heads: transpose(1, 2) first, then reshape to (B, n, d_model)", dict(merge="view")),
+         "heads: the head axis must move back behind the positions before the heads are flattened together",
+         dict(merge="view")),
         (SPLIT_INTERLEAVED, dict(split="interleaved", merge="interleaved")),
         ("your softmax normalises over the queries (dim=-2); normalise over the keys (dim=-1)", dict(dim=-2)),
         ("the task applies every matrix as x @ W; you used W.T (nn.Linear's convention)",
@@ -180,28 +205,37 @@ def _forward_mistakes(x, W_q, W_k, W_v, W_o, h) -> dict[str, Tensor]:
         ("the task applies every matrix as x @ W; you used W.T for W_q, W_k and W_v",
          dict(transpose_qkv=True)),
         ("the task applies W_o as merged @ W_o; you used W_o.T", dict(transpose_o=True)),
+        ("W_k and W_v are swapped: the keys come from x @ W_k and the values from x @ W_v", dict(proj="qvk")),
+        ("you used W_q for the keys and the values too: W_q, W_k and W_v make three different projections",
+         dict(proj="qqq")),
+        ("you added a causal mask: this is self-attention without a mask, in which every position attends to every "
+         "position, later ones included", dict(causal=True)),
+        ("you averaged the heads: each head's output keeps its own d_head features, and the heads are concatenated "
+         "in order before W_o", dict(mean_heads=True)),
     ]
     out = {hint: _mha_variant(x, W_q, W_k, W_v, W_o, h, **kwargs) for hint, kwargs in pairs}
     B, n, d = x.shape
     q, k, v = (_heads_ref(x @ W, h) for W in (W_q, W_k, W_v))  # (B, h, n, d_head)
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)  # (B, h, n, n)
-    out["you returned the heads, (B, n_heads, n, d_head): merge them into (B, n, d_model) (transpose(1, 2), "
-        "then reshape) and multiply by W_o"] = weights @ v
+    out["you returned the heads, (B, n_heads, n, d_head): merge them into (B, n, d_model) and multiply by W_o"] = (
+        weights @ v)
     out["you returned the attention weights, (B, n_heads, n, n): return the output, (B, n, d_model)"] = weights
     return out
 
 
 def _forward_cases() -> list[tuple[str, tuple]]:
-    """(description, (x, W_q, W_k, W_v, W_o, n_heads)); weights scaled by 1/sqrt(d) so scores stay moderate."""
+    """(description, (x, W_q, W_k, W_v, W_o, n_heads)); weights scaled by 1/sqrt(d) so scores stay moderate,
+    except in the batch of 1, whose scores exceed 709, where exp overflows unless the maximum is subtracted."""
 
-    def case(B, n, d, h, seed, dtype=torch.float64):
-        x = randn(B, n, d, seed=seed, dtype=dtype)
+    def case(B, n, d, h, seed, dtype=torch.float64, x_scale=1.0):
+        x = randn(B, n, d, seed=seed, dtype=dtype, std=x_scale)
         Ws = [randn(d, d, seed=seed + i + 1, dtype=dtype, std=1 / math.sqrt(d)) for i in range(4)]
         return (x, *Ws, h)
 
     return [
         ("x of shape (2, 5, 12), weights of shape (12, 12), n_heads=3", case(2, 5, 12, 3, seed=40)),
-        ("a batch of 1: x of shape (1, 4, 8), n_heads=2", case(1, 4, 8, 2, seed=50)),
+        ("a batch of 1 with large scores (some above 1000, where exp overflows): x of shape (1, 4, 8) with "
+         "entries of size about 60, n_heads=2", case(1, 4, 8, 2, seed=50, x_scale=60.0)),
         ("one head: x of shape (2, 3, 6), n_heads=1", case(2, 3, 6, 1, seed=60)),
         ("one feature per head: x of shape (2, 3, 4), n_heads=4", case(2, 3, 4, 4, seed=70)),
         ("a single token: x of shape (3, 1, 8), n_heads=2", case(3, 1, 8, 2, seed=80)),
@@ -209,8 +243,7 @@ def _forward_cases() -> list[tuple[str, tuple]]:
     ]
 
 
-_FORWARD_INSTEAD = ("write the steps yourself: project with x @ W, split into heads, softmax(q k^T / sqrt(d_head)) v, "
-                    "merge, then @ W_o")
+_FORWARD_INSTEAD = "write the attention of each head yourself, from tensor operations and torch.softmax"
 # torch.ops.aten.X.default, the overload object of the operator torch.ops.aten.X, is listed too (before the
 # operators, while it can still be reached): it is refused even when a notebook holds it under a name of its own.
 _ATEN_OPERATORS = tuple(p for p in ATTENTION_SHORTCUTS if p.startswith("torch.ops.aten.")) + (
@@ -229,6 +262,8 @@ FORWARD_FORBIDDEN = [
         "attnbook.layers.DecoderBlock",
     ))
 ]
+FORWARD_RULE = ("head i attends with columns i * d_head to (i + 1) * d_head - 1 of x @ W_q, x @ W_k and x @ W_v, "
+                "softmax(q k^T / sqrt(d_head)) v; the heads are concatenated in order and multiplied by W_o")
 
 
 @exercise("3.2", "Multi-head attention from four matrices", section="The shapes, step by step",
@@ -236,18 +271,26 @@ FORWARD_FORBIDDEN = [
 def check_multi_head_forward(multi_head_forward) -> str:
     """multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads) -> Concat(head_1..head_h) W_o, matrices applied as x @ W."""
     cases = _forward_cases()
-    for desc, args in cases:
+
+    def one(case, runs):
+        desc, args = case
         got = call(multi_head_forward, *args, what="multi_head_forward", on=desc, forbid=FORWARD_FORBIDDEN,
                    explain=_merge_error_hint)
         if isinstance(got, (tuple, list)):
             raise Wrong(f"multi_head_forward returned {describe(got)} on {desc}, expected one tensor",
                         "return only the output, of shape (B, n, d_model), not the attention weights too")
-        ref = _mha_reference(*args)  # (B, n, d_model)
-        expect_close(got, ref, what="your output", on=desc, atol=_ATOL, rtol=_RTOL,
-                     mistakes=_forward_mistakes(*args))
+        ref, mistakes = _mha_reference(*args), _forward_mistakes(*args)  # (B, n, d_model)
+        got = expect_shape(got, ref, mistakes, runs, what="your output", on=desc)
         _expect_dtype(got, args[0], "your output", desc,
                       "return the dtype of x: compute in x's dtype (no .float() or .double()), and create any new "
                       "tensor with dtype=x.dtype")
+        tol = (1e-10, 1e-9) if args[0].dtype == torch.float64 else (ATOL, RTOL)
+        return Run(desc, got, ref, mistakes, *tol)
+
+    verdict(collect(cases, one), what="your output", rule=FORWARD_RULE)
+    desc, args = cases[0]
+    expect_gradients(multi_head_forward, args, {0: "x", 1: "W_q", 2: "W_k", 3: "W_v", 4: "W_o"}, _mha_reference,
+                     what="multi_head_forward", on=desc, forbid=FORWARD_FORBIDDEN, explain=_merge_error_hint)
     return f"right on {len(cases)} inputs, including a batch of 1, one head, one feature per head and one token"
 
 
@@ -278,47 +321,39 @@ def _as_count(got, on: str) -> int:
         raise Wrong(f"mha_param_count returned {shown} for {on}; return an int: {shown} is a float"
                     + ("" if whole else " and not a whole number"), INT_HINT)
     raise Wrong(f"mha_param_count returned {describe(got)} for {on}, expected an int",
-                "return one whole number, e.g. `return 4 * d_model * d_model + ...`")
+                "return one whole number, the count")
 
 
-def _count_mistakes(d: int, h: int, bias: bool) -> list[tuple[str, int]]:
-    """(hint, wrong count) for the usual mistakes, on this input."""
-    dh = d // h
-    b = d if bias else 0  # one bias vector of size d_model, if there are biases
-    items = [
-        ("you left out the output projection W_O: there are four d_model x d_model matrices (W_Q, W_K, W_V "
-         "and W_O), each with its bias when bias=True", 3 * d * d + 3 * b),
-    ]
-    if bias:
-        items += [
-            ("you left out the biases: with bias=True each of the four projections also has a bias vector of "
-             "d_model numbers", 4 * d * d),
-            ("you left out the output projection W_O and the biases", 3 * d * d),
-            ("you counted one bias vector, but each of the four projections has its own: 4 d_model biases",
-             4 * d * d + d),
-            ("you counted three bias vectors; W_O has a bias too: 4 d_model biases", 4 * d * d + 3 * d),
-            ("you counted a bias of d_model per head; the biases of all heads together have d_model numbers "
-             "per projection (d_head per head)", 4 * d * d + 4 * h * d),
-            ("you counted a bias of d_model per head for W_Q, W_K and W_V; the heads' biases together have "
-             "d_model numbers per projection", 4 * d * d + 3 * h * d + d),
-        ]
-    else:
-        items.append(("bias=False: the projections have no biases, only the four weight matrices",
-                      4 * d * d + 4 * d))
-    items += [
-        ("that is the count for d_model and n_heads swapped: the check calls mha_param_count(d_model, n_heads, "
-         "bias=...), d_model first", 4 * h * h + (4 * h if bias else 0)),
-        ("you multiplied by n_heads: the heads share the four d_model x d_model matrices (each head uses "
-         "d_head of their columns), so the count does not depend on n_heads", h * (4 * d * d + 4 * b)),
-        ("you multiplied the weight matrices by n_heads: the heads share the four d_model x d_model matrices, "
-         "so the count does not depend on n_heads", h * 4 * d * d + 4 * b),
-        ("that counts one head only: its four matrices are d_model x d_head (with biases of d_head numbers); "
-         "the n_heads heads together fill d_model x d_model matrices", 4 * d * dh + 4 * (dh if bias else 0)),
-        ("that is 4 d_model^2 / n_heads weights, as if each projection were d_model x d_head (one head) or "
-         "n_heads blocks of d_head x d_head; each head reads all d_model input features, and the heads together "
-         "fill d_model x d_model matrices", 4 * d * dh + 4 * b),
-    ]
-    return items
+_COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_heads=h, bias)
+    ("you left out the output projection W_O: there are four d_model x d_model matrices (W_Q, W_K, W_V "
+     "and W_O), each with its bias when bias=True", lambda d, h, b: 3 * d * d + 3 * d * b),
+    ("you left out the biases: with bias=True each of the four projections also has a bias vector of "
+     "d_model numbers", lambda d, h, b: 4 * d * d),
+    ("you left out the output projection W_O and the biases", lambda d, h, b: 3 * d * d),
+    ("bias=False: the projections have no biases, only the four weight matrices", lambda d, h, b: 4 * d * d + 4 * d),
+    ("you counted one bias vector, but each of the four projections has its own: 4 d_model biases",
+     lambda d, h, b: 4 * d * d + d * b),
+    ("you counted three bias vectors; W_O has a bias too: 4 d_model biases", lambda d, h, b: 4 * d * d + 3 * d * b),
+    ("you counted a bias of d_model per head; the biases of all heads together have d_model numbers "
+     "per projection (d_head per head)", lambda d, h, b: 4 * d * d + 4 * h * d * b),
+    ("you counted a bias of d_model per head for W_Q, W_K and W_V; the heads' biases together have "
+     "d_model numbers per projection", lambda d, h, b: 4 * d * d + (3 * h * d + d) * b),
+    ("you counted one bias number per head; a bias has one number per output feature, d_model per projection",
+     lambda d, h, b: 4 * d * d + 4 * h * b),
+    ("a multi-head attention layer has no LayerNorm: count only the four projections and their biases",
+     lambda d, h, b: 4 * d * d + 4 * d * b + 2 * d),
+    ("that is the count for d_model and n_heads swapped: the check calls mha_param_count(d_model, n_heads, "
+     "bias=...), d_model first", lambda d, h, b: 4 * h * h + 4 * h * b),
+    ("you multiplied by n_heads: the heads share the four d_model x d_model matrices (each head uses "
+     "d_head of their columns), so the count does not depend on n_heads", lambda d, h, b: h * (4 * d * d + 4 * d * b)),
+    ("you multiplied the weight matrices by n_heads: the heads share the four d_model x d_model matrices, "
+     "so the count does not depend on n_heads", lambda d, h, b: h * 4 * d * d + 4 * d * b),
+    ("that counts one head only: its four matrices are d_model x d_head (with biases of d_head numbers); "
+     "the n_heads heads together fill d_model x d_model matrices", lambda d, h, b: 4 * (d + b) * (d // h)),
+    ("that is 4 d_model^2 / n_heads weights, as if each projection were d_model x d_head (one head) or "
+     "n_heads blocks of d_head x d_head; each head reads all d_model input features, and the heads together "
+     "fill d_model x d_model matrices", lambda d, h, b: 4 * d * (d // h) + 4 * d * b),
+]
 
 
 def _params_functions() -> tuple[str, ...]:
@@ -354,23 +389,30 @@ def check_mha_param_count(mha_param_count) -> str:
     """mha_param_count(d_model, n_heads, bias=True) -> 4 d^2 + 4 d (4 d^2 without bias), an int."""
     cases = [(512, 8, None), (768, 12, True), (768, 12, False), (64, 1, True), (1024, 16, False),
              (12288, 96, True), (6, 3, True), (6, 3, False)]
+    runs = []  # (on, the learner's count, d, h, bias) of every case run
     for d, h, bias in cases:
         if bias is None:  # the default must be bias=True
             on = f"d_model={d}, n_heads={h} (bias left at its default, True)"
-            got = call(mha_param_count, d, h, what="mha_param_count", on=on, forbid=_COUNT_FORBIDDEN)
-            bias = True
+            kwargs, bias = {}, True
         else:
-            on = f"d_model={d}, n_heads={h}, bias={bias}"
-            got = call(mha_param_count, d, h, bias=bias, what="mha_param_count", on=on, forbid=_COUNT_FORBIDDEN)
-        value = _as_count(got, on)
-        weights, biases = 4 * d * d, (4 * d if bias else 0)  # W_Q, W_K, W_V, W_O and their biases
-        if value == weights + biases:
-            continue
-        hint = next((hint for hint, wrong in _count_mistakes(d, h, bias) if value == wrong), None)
-        raise Wrong(f"mha_param_count returned {value:,} for {on}, which is not the number of parameters",
-                    hint or "count each of the four projections W_Q, W_K, W_V and W_O: its weight matrix "
-                            "(d_model x d_model) and, when bias=True, its bias (d_model numbers)")
-    return f"right for {len(cases)} layers, with and without biases, including BERT-base (768, 12) and GPT-3 (12288, 96)"
+            on, kwargs = f"d_model={d}, n_heads={h}, bias={bias}", {"bias": bias}
+        try:
+            value = _as_count(call(mha_param_count, d, h, **kwargs, what="mha_param_count", on=on,
+                                   forbid=_COUNT_FORBIDDEN), on)
+        except Wrong:
+            if any(v != 4 * dd * dd + 4 * dd * bb for _, v, dd, _, bb in runs):
+                break  # an earlier count was wrong: report that one
+            raise
+        runs.append((on, value, d, h, bias))
+    wrong = [r for r in runs if r[1] != 4 * r[2] * r[2] + 4 * r[2] * r[4]]  # W_Q, W_K, W_V, W_O and their biases
+    if not wrong:
+        return (f"right for {len(cases)} layers, with and without biases, including BERT-base (768, 12) and "
+                "GPT-3 (12288, 96)")
+    on, value = wrong[0][:2]
+    hint = next((hint for hint, f in _COUNT_MISTAKES if all(f(d, h, b) == v for _, v, d, h, b in runs)),
+                "count each of the four projections W_Q, W_K, W_V and W_O: its weight matrix (d_model x d_model) "
+                "and, when bias=True, its bias (d_model numbers)")
+    raise Wrong(f"mha_param_count returned {value:,} for {on}, which is not the number of parameters", hint)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -393,33 +435,44 @@ def check_merge_heads(merge_heads) -> str:
          split),
         ("x of shape (2, 4, 6, 2) in float64", randn(2, 4, 6, 2, seed=47, dtype=torch.float64)),
     ]
-    forbid = [("attnbook.multihead.merge_heads",
-               "write it with .transpose(1, 2) and .reshape (or .contiguous().view)")]
-    for desc, x in cases:
+    forbid = [("attnbook.multihead.merge_heads", "write it yourself with transpose and reshape")]
+
+    def one(case, runs):
+        desc, x = case
         got = call(merge_heads, x, what="merge_heads", on=desc, forbid=forbid, explain=_merge_error_hint)
         B, h, n, dh = x.shape
         ref = _concat_ref(x)  # (B, n, h*d_head)
         not_summed = ("concatenate the heads, don't add or average them: the result has n_heads * d_head "
                       "features per position")
-        mistakes = dict([
-            ("you reshaped (B, n_heads, n, d_head) straight to (B, n, d_model). The shape is right, but the "
-             "numbers are read in memory order, so positions are mixed across heads. Transpose first, "
-             ".transpose(1, 2), then .reshape(B, n, d_model)", x.reshape(B, n, h * dh)),
-            ("concatenate the heads one after the other (head 0's d_head features, then head 1's, ...); you "
-             "interleaved them, feature by feature", x.permute(0, 2, 3, 1).reshape(B, n, h * dh)),
-            ("you stopped at (B, n, n_heads, d_head): flatten the last two axes into one of n_heads * d_head "
-             "features, .reshape(B, n, n_heads * d_head)", x.transpose(1, 2)),
-            (not_summed, x.sum(dim=1)),
-            ("you transposed the wrong axes: swap the head axis (1) and the position axis (2) of "
-             "(B, n_heads, n, d_head), .transpose(1, 2), before the reshape", x.transpose(2, 3).reshape(B, n, h * dh)),
-        ])
-        try:
-            expect_close(got, ref, what="your result", on=desc, atol=_ATOL, rtol=_RTOL, mistakes=mistakes)
-        except Wrong as e:
-            if e.hint is None and not x.is_contiguous():  # right on every contiguous input before this one
-                e.hint = ("your merge was right on the contiguous inputs but not on this one, whose numbers are not "
-                          "in (B, n_heads, n, d_head) order in memory: use only shape operations (.transpose, "
-                          ".reshape), nothing that reads the raw memory (.as_strided, .view(-1) then indexing)")
-            raise
+        mistakes = {
+            "you reshaped (B, n_heads, n, d_head) straight to (B, n, d_model). The shape is right, but the numbers "
+            "are read in memory order, so positions are mixed across heads: the head axis must move behind the "
+            "position axis (a transpose) before the heads' features are flattened together": x.reshape(B, n, h * dh),
+            "concatenate the heads one after the other (head 0's d_head features, then head 1's, ...); you "
+            "interleaved them, feature by feature": x.permute(0, 2, 3, 1).reshape(B, n, h * dh),
+            "you stopped at (B, n, n_heads, d_head): flatten the last two axes into one of n_heads * d_head "
+            "features": x.transpose(1, 2),
+            not_summed: x.sum(dim=1),
+            not_summed + " (you repeated their average n_heads times)": x.mean(dim=1).repeat(1, 1, h),
+            "you transposed the wrong axes: swap the head axis (1) and the position axis (2) of "
+            "(B, n_heads, n, d_head) before the reshape": x.transpose(2, 3).reshape(B, n, h * dh),
+            "the heads come in order: head 0's d_head features first, then head 1's, ...; yours are in reverse "
+            "order": x.flip(1).transpose(1, 2).reshape(B, n, h * dh),
+        }
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=desc)
         _expect_dtype(got, x, "your result", desc)
+        return Run(desc, got, ref, mistakes)
+
+    runs = collect(cases, one)
+    try:
+        verdict(runs, what="your result", rule="each position's vector is head 0's d_head features, then head 1's, "
+                                                "and so on")
+    except Wrong as e:
+        first = next(i for i, r in enumerate(runs) if not r.right)
+        if e.hint is not None and e.hint.startswith("each position") and not cases[first][1].is_contiguous() \
+                and all(r.right for r in runs[:first]):  # right on every contiguous input before this one
+            e.hint = ("your merge was right on the contiguous inputs but not on this one, whose numbers are not "
+                      "in (B, n_heads, n, d_head) order in memory: use only shape operations (transpose, "
+                      "reshape), nothing that reads the raw memory (.as_strided, .view(-1) then indexing)")
+        raise
     return f"right on {len(cases)} inputs, including one head, one token and a non-contiguous input"

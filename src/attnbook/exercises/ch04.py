@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 import functools
-
 import itertools
-import numbers
 
 import torch
 from torch import Tensor, nn
 
 from ..layers import EncoderBlock, LayerNorm
-from .compare import expect_close, randn
+from .runs import (GRAD_HINT, Run, collect, compare_gradients, expect_gradients, expect_shape, grad_inputs,
+                   verdict)
+from .compare import expect_int, randn
 from .guard import call
-from .hints import describe
 from .registry import exercise, NotAttempted, Wrong
 
 _ATOL64, _RTOL64 = 1e-8, 1e-7  # float64 inputs: tight enough to tell eps inside the sqrt from eps outside it
@@ -30,8 +29,9 @@ def _randomize_(module: nn.Module, seed: int) -> nn.Module:
     return module
 
 
-def _tolerance(x: Tensor) -> dict:
-    return dict(atol=_ATOL64, rtol=_RTOL64) if x.dtype == torch.float64 else dict(atol=1e-5, rtol=1e-4)
+def _tolerance(x: Tensor) -> tuple[float, float]:
+    """(atol, rtol) for a result in x's dtype."""
+    return (_ATOL64, _RTOL64) if x.dtype == torch.float64 else (1e-5, 1e-4)
 
 
 def _expect_dtype(got, x: Tensor, what: str, on: str) -> None:
@@ -69,50 +69,51 @@ NORMALISATION_ROUTINES = (  # every built-in normalisation; torch.ops.aten and t
     "torch.nn.LazyInstanceNorm1d", "torch.nn.LazyInstanceNorm2d", "torch.nn.LazyInstanceNorm3d",
     "attnbook.layers.LayerNorm",
 )
-LAYER_NORM_FORBIDDEN = [
-    (name, "no built-in normalisation routine here: compute the mean and the biased variance over the last "
-           "dimension yourself, then (x - mean) / sqrt(var + eps) * gamma + beta")
-    for name in NORMALISATION_ROUTINES
-]
+LAYER_NORM_FORBIDDEN = [(name, "no built-in normalisation routine here: compute the mean and the biased variance "
+                                "over the last dimension yourself, with tensor operations")
+                        for name in NORMALISATION_ROUTINES]
 
 NO_EPS_HINT = ("you left out eps: divide by sqrt(var + eps), which also keeps a token whose features are all equal "
                "from dividing 0 by 0")
+LN_RULE = ("each vector along the last dimension: subtract its mean, divide by sqrt(variance + eps) with the variance "
+           "dividing by d, then multiply by gamma and add beta")
 
 
 def _norm_stats(x: Tensor, dims, correction: int = 0) -> tuple[Tensor, Tensor]:
     return x.mean(dim=dims, keepdim=True), x.var(dim=dims, keepdim=True, correction=correction)
 
 
-def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict[str, Tensor]:
-    """What common mistakes return on this input, keyed by the hint for each (first match wins)."""
+def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict:
+    """What common mistakes return on this input (in float64), keyed by the hint for each (first match wins)."""
+    x, gamma, beta = x.double(), gamma.double(), beta.double()
     mean, var = _norm_stats(x, -1)
     centred = x - mean
     x_hat = centred / torch.sqrt(var + eps)
     out = {}
     if x.size(-1) > 1:
         out["you used the unbiased variance, which divides by d - 1 (the default of torch.var and torch.std); "
-            "LayerNorm divides by d: x.var(dim=-1, keepdim=True, unbiased=False), or ((x - mean) ** 2).mean(-1, "
-            "keepdim=True)"] = centred / torch.sqrt(x.var(dim=-1, keepdim=True) + eps) * gamma + beta
-        out["you divided by the unbiased standard deviation plus eps (x.std() + eps): LayerNorm divides by "
-            "sqrt(var + eps), with the biased variance (divide by d) and eps inside the square root"] = (
-            centred / (x.std(dim=-1, keepdim=True) + eps) * gamma + beta)
-    for dims, name in (((0,), "the wrong dimension (dim=0 here)"),
-                       ((-2,), f"the wrong dimension (dim={x.dim() - 2} here, the positions)"),
+            "LayerNorm's variance divides by d"] = centred / torch.sqrt(x.var(-1, keepdim=True) + eps) * gamma + beta
+        out["you divided by the unbiased standard deviation plus eps: LayerNorm divides by the square root of the "
+            "biased variance (divide by d) plus eps"] = centred / (x.std(-1, keepdim=True) + eps) * gamma + beta
+    for dims, name in (((0,), "the wrong dimension (dim=0)"), ((-2,), "the wrong dimension (dim=-2, the positions)"),
                        (tuple(range(x.dim())), "all dimensions at once")):
-        if x.dim() > 1 and not (dims == (-2,) and x.dim() == 2):
-            m, v = _norm_stats(x, dims)
-            out[f"you normalised over {name}; LayerNorm normalises each token over its own features, the last "
-                "dimension: mean(dim=-1, keepdim=True)"] = (x - m) / torch.sqrt(v + eps) * gamma + beta
+        told = x.dim() >= 2 + (dims == (-2,))  # dim=-2 of a 2-D input is dim=0: told on 3-D inputs only
+        m, v = _norm_stats(x, dims) if told else (None, None)
+        out[f"you normalised over {name}; LayerNorm normalises each token over its own features, the last "
+            "dimension (dim=-1, with keepdim=True)"] = (x - m) / torch.sqrt(v + eps) * gamma + beta if told else None
     out.update({
-        "eps goes inside the square root: (x - mean) / sqrt(var + eps), not / (sqrt(var) + eps)":
+        "eps goes inside the square root, added to the variance, not to the standard deviation":
             centred / (torch.sqrt(var) + eps) * gamma + beta,
         NO_EPS_HINT: centred / torch.sqrt(var) * gamma + beta,  # refined by _eps_diagnosis: eps**2 looks the same
         "use the eps argument of your function, not a fixed 1e-5": centred / torch.sqrt(var + 1e-5) * gamma + beta,
         "you forgot gamma and beta: after normalising, scale by gamma and shift by beta": x_hat,
-        "you forgot to multiply by gamma: x_hat * gamma + beta": x_hat + beta,
-        "you forgot to add beta: x_hat * gamma + beta": x_hat * gamma,
+        "you forgot to multiply by gamma, the scale of the normalised values": x_hat + beta,
+        "you forgot to add beta, the shift of the normalised values": x_hat * gamma,
         "gamma and beta are swapped: gamma scales (multiply), beta shifts (add)": x_hat * beta + gamma,
-        "subtract the mean before dividing: (x - mean) / sqrt(var + eps)": x / torch.sqrt(var + eps) * gamma + beta,
+        "you did not subtract the mean (that is RMSNorm): LayerNorm centres each vector on its mean first":
+            x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gamma + beta,
+        "subtract the mean before dividing (your variance is right, the numerator is not centred)":
+            x / torch.sqrt(var + eps) * gamma + beta,
         "divide by the standard deviation sqrt(var + eps), not by the variance": centred / (var + eps) * gamma + beta,
     })
     return out
@@ -133,7 +134,8 @@ def _eps_diagnosis(layer_norm, x: Tensor, gamma: Tensor, beta: Tensor, default_u
     def close(got: Tensor | None, t: Tensor, denominator: Tensor) -> bool:
         mean = t.mean(dim=-1, keepdim=True)
         want = ((t - mean) / torch.sqrt(denominator) * gamma + beta).to(torch.float64)
-        return got is not None and torch.allclose(got, want, **_tolerance(t))
+        atol, rtol = _tolerance(t)
+        return got is not None and torch.allclose(got, want, atol=atol, rtol=rtol)
 
     if default_used and close(run(x, 1e-5), x, _norm_stats(x, -1)[1] + 1e-5):
         return ("with eps=1e-5 given by name your function is right, so its default is wrong: keep the signature "
@@ -177,85 +179,109 @@ def check_layer_norm(layer_norm) -> str:
          _randn(3, 5, seed=45) * 0.01 + 1, None),
         ("x of shape (3, 4) in which token 1 has all its features equal (variance 0)", constant, None),
         ("x of shape (2, 6) with eps=0.1", _randn(2, 6, seed=47), 0.1),
-        ("x of shape (2, 3, 6) in float32", _randn(2, 3, 6, seed=48, dtype=torch.float32) * 2, None),
+        ("x of shape (2, 3, 6) in float32 with a large mean (about 1000)",
+         _randn(2, 3, 6, seed=48, dtype=torch.float32) + 1000, None),
     ]
-    for i, (desc, x, eps) in enumerate(cases):
+
+    def one(case, runs):
+        i, (desc, x, eps) = case
         d = x.size(-1)
         gamma, beta = _randn(d, seed=100 + i, dtype=x.dtype) + 1, _randn(d, seed=200 + i, dtype=x.dtype)
-        on = desc + (" (and random gamma, beta of shape " + f"({d},))")
+        on = desc + f" (and random gamma, beta of shape ({d},))"
         by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
-        got = call(layer_norm, x, gamma, beta, **by_name, what="layer_norm", on=on, forbid=LAYER_NORM_FORBIDDEN,
+        args = (x, gamma, beta)
+        if i == 0:  # the first case also backpropagates, to x, gamma and beta (checked once the values are right)
+            leaves[:], args = grad_inputs(args, GRADS)
+        got = call(layer_norm, *args, **by_name, what="layer_norm", on=on, forbid=LAYER_NORM_FORBIDDEN,
                    explain=_layer_norm_error_hint)
+        outputs.append(got)
         eps_ = 1e-5 if eps is None else eps
-        ref = nn.functional.layer_norm(x, (d,), gamma, beta, eps_)  # PyTorch's own, outside the learner's call
+        ref = nn.functional.layer_norm(x.double(), (d,), gamma.double(), beta.double(), eps_)  # PyTorch's own
         _expect_dtype(got, x, "your result", on)
-        try:
-            expect_close(got, ref, what="your result", on=on, mistakes=_layer_norm_mistakes(x, gamma, beta, eps_),
-                         nan_hint="a token whose features are all equal has variance 0: add eps inside the square "
-                                  "root, sqrt(var + eps), so that you never divide by 0",
-                         **_tolerance(x))
-        except Wrong as e:
-            # Where the variance is far above eps, no eps, eps ** 2 and max(var, eps) all look alike, and a wrong
-            # default eps looks like a small error: ask an input where eps matters which one it is.
-            values_wrong = isinstance(got, Tensor) and tuple(got.shape) == tuple(x.shape)
-            if values_wrong and (e.hint == NO_EPS_HINT or (e.hint is None and eps is None)):
-                hint = _eps_diagnosis(layer_norm, x, gamma, beta, default_used=eps is None)
-                if hint is None and e.hint == NO_EPS_HINT:
-                    hint = ("on this input your result equals (x - mean) / sqrt(var) * gamma + beta, as if eps had "
-                            "no effect: LayerNorm divides by sqrt(var + eps), eps added to the variance")
-                if hint is not None:
-                    raise Wrong(e.message, hint) from None
-            raise
+        mistakes = _layer_norm_mistakes(x, gamma, beta, eps_)
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
+        # float32 keeps about 7 digits of x ~ 1000: the centred values keep about 4 (E[x^2] - E[x]^2 keeps none)
+        return Run(on, got, ref, mistakes, *(_tolerance(x) if x.dtype == torch.float64 else (1e-3, 1e-3)))
+
+    leaves, outputs = [], []
+    runs = collect(enumerate(cases), one, all_cases=False)  # every call costs: stop at the first wrong one
+    try:
+        verdict(runs, what="your result", rule=LN_RULE,
+                nan_hint="a token whose features are all equal has variance 0: add eps inside the square root, "
+                         "sqrt(var + eps), so that you never divide by 0")
+    except Wrong as e:
+        # Where the variance is far above eps, no eps, eps ** 2 and max(var, eps) all look alike, and a wrong
+        # default eps looks like a small error: ask an input where eps matters which one it is.
+        i = next(k for k, r in enumerate(runs) if not r.right)
+        _, x, eps = cases[i]
+        if e.hint in (NO_EPS_HINT, LN_RULE):
+            d = x.size(-1)
+            gamma, beta = _randn(d, seed=100 + i, dtype=x.dtype) + 1, _randn(d, seed=200 + i, dtype=x.dtype)
+            hint = _eps_diagnosis(layer_norm, x, gamma, beta, default_used=eps is None) if (
+                e.hint == NO_EPS_HINT or eps is None) else None
+            if hint is None and e.hint == NO_EPS_HINT:
+                hint = ("on this input your result equals the one without eps, as if eps had no effect: LayerNorm "
+                        "divides by sqrt(var + eps), eps added to the variance")
+            if hint is not None:
+                raise Wrong(e.message, hint) from None
+        raise
+    compare_gradients(outputs[0], leaves, GRADS, _layer_norm_ref, what="layer_norm", on=runs[0].on)
     return f"matches nn.LayerNorm on {len(cases)} inputs, including a single token, a zero-variance token and float32"
+
+
+GRADS = {0: "x", 1: "gamma", 2: "beta"}
+
+
+def _layer_norm_ref(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
+    """Two-pass LayerNorm by hand (its backward needs no kernel set-up, unlike F.layer_norm's first call)."""
+    centred = x - x.mean(dim=-1, keepdim=True)
+    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + eps) * gamma + beta
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 4.2  The position-wise feed-forward network
 # ---------------------------------------------------------------------------------------------------------
 
-FFN_FORBIDDEN = [
-    (name, "write it with @: torch.relu(x @ W1 + b1) @ W2 + b2")
-    for name in ("attnbook.layers.FeedForward", "torch.nn.functional.linear", "torch.nn.Linear",
-                 "torch.nn.functional.bilinear")
-]
+FFN_FORBIDDEN = [(name, "write both layers yourself, with @ and the bias additions")
+                 for name in ("attnbook.layers.FeedForward", "torch.nn.functional.linear", "torch.nn.Linear",
+                              "torch.nn.functional.bilinear")]
 
 
-def _ffn_mistakes(x: Tensor, W1: Tensor, b1: Tensor, W2: Tensor, b2: Tensor) -> dict[str, Tensor]:
+def _ffn_mistakes(x: Tensor, W1: Tensor, b1: Tensor, W2: Tensor, b2: Tensor) -> dict:
+    x, W1, b1, W2, b2 = (t.double() for t in (x, W1, b1, W2, b2))
     relu, gelu, F = torch.relu, torch.nn.functional.gelu, torch.nn.functional
+    z = x @ W1 + b1  # (..., d_ff)
     out = {
-        "that is GELU; this exercise uses ReLU, the original paper's activation: torch.relu":
-            gelu(x @ W1 + b1) @ W2 + b2,
-        "that is the tanh approximation of GELU; this exercise uses ReLU: torch.relu":
-            gelu(x @ W1 + b1, approximate="tanh") @ W2 + b2,
-        "that is a leaky ReLU; ReLU is max(0, z), exactly 0 for every negative z: torch.relu":
-            F.leaky_relu(x @ W1 + b1) @ W2 + b2,
-        "ReLU has no upper limit: max(0, z), not relu6 or a clamp with a maximum":
-            F.relu6(x @ W1 + b1) @ W2 + b2,
-        "the ReLU comes only between the two layers: the output is h @ W2 + b2, with no activation after it":
-            relu(relu(x @ W1 + b1) @ W2 + b2),
+        "that is GELU; this exercise uses ReLU, the original paper's activation": gelu(z) @ W2 + b2,
+        "that is the tanh approximation of GELU; this exercise uses ReLU": gelu(z, approximate="tanh") @ W2 + b2,
+        "that is a leaky ReLU; ReLU is max(0, z), exactly 0 for every negative z": F.leaky_relu(z) @ W2 + b2,
+        "ReLU has no upper limit: max(0, z), not relu6 or a clamp with a maximum": F.relu6(z) @ W2 + b2,
+        "the ReLU comes only between the two layers: the second layer's output has no activation":
+            relu(relu(z) @ W2 + b2),
         "you left out the activation: without a ReLU between them, the two layers collapse into one linear map":
-            (x @ W1 + b1) @ W2 + b2,
-        "you forgot the first bias b1: relu(x @ W1 + b1)": relu(x @ W1) @ W2 + b2,
-        "you forgot the second bias b2: ... @ W2 + b2": relu(x @ W1 + b1) @ W2,
-        "you forgot both biases: relu(x @ W1 + b1) @ W2 + b2": relu(x @ W1) @ W2,
-        "add b1 before the ReLU, not after it: relu(x @ W1 + b1)": (relu(x @ W1) + b1) @ W2 + b2,
-        "the ReLU acts on the hidden layer, not on the input: relu(x @ W1 + b1) @ W2 + b2":
-            (relu(x) @ W1 + b1) @ W2 + b2,
+            z @ W2 + b2,
+        "you forgot the first bias b1, added before the ReLU": relu(x @ W1) @ W2 + b2,
+        "you forgot the second bias b2, added after the second matrix product": relu(z) @ W2,
+        "you forgot both biases, b1 and b2": relu(x @ W1) @ W2,
+        "add b1 before the ReLU, not after it": (relu(x @ W1) + b1) @ W2 + b2,
+        "the ReLU acts on the hidden layer (after W1 and b1), not on the input": (relu(x) @ W1 + b1) @ W2 + b2,
+        "the feed-forward network has no residual connection of its own: return its output alone (the block adds "
+        "the residual around it)": x + relu(z) @ W2 + b2,
     }
     if W1.size(0) == W1.size(1):  # square matrices: a transpose or a swap runs and gives a wrong answer
-        transposed = ("W1 and W2 are given as (in, out), so x @ W1 needs no transpose (nn.Linear stores (out, in) "
-                      "and computes x @ W.T; these are already the other way round)")
+        transposed = ("W1 and W2 are given as (in, out), so they are used as given, with no transpose (nn.Linear "
+                      "stores (out, in); these are already the other way round)")
         out[transposed] = relu(x @ W1.T + b1) @ W2.T + b2
         out[transposed + " (you transposed W1)"] = relu(x @ W1.T + b1) @ W2 + b2
-        out[transposed + " (you transposed W2)"] = relu(x @ W1 + b1) @ W2.T + b2
+        out[transposed + " (you transposed W2)"] = relu(z) @ W2.T + b2
         out["W1 and W2 are swapped: W1 (d, d_ff) comes first, then W2 (d_ff, d)"] = relu(x @ W2 + b1) @ W1 + b2
     return out
 
 
 def _ffn_error_hint(message: str) -> str | None:
     if any(s in message for s in ("cannot be multiplied", "size mismatch", "must match the size", "size of tensor")):
-        return ("follow the shapes: x (..., d) @ W1 (d, d_ff) + b1 (d_ff,), ReLU, then @ W2 (d_ff, d) + b2 (d,). "
-                "W1 comes first, and both are used as given, (in, out), with no transpose")
+        return ("follow the shapes: x is (..., d), W1 (d, d_ff), b1 (d_ff,), W2 (d_ff, d) and b2 (d,). W1 comes "
+                "first, and both are used as given, (in, out), with no transpose")
     return None
 
 
@@ -273,23 +299,33 @@ def check_feed_forward(feed_forward) -> str:
          "with d=6, d_ff=12", (4, 6), 12, 20.0),
         ("x of shape (2, 3, 4) in float32 with d=4, d_ff=8", (2, 3, 4), 8, 1.0),
     ]
-    for i, (desc, shape, d_ff, scale) in enumerate(cases):
+    def one(case, runs):
+        i, (desc, shape, d_ff, scale) = case
         dtype = torch.float32 if "float32" in desc else torch.float64
         d = shape[-1]
         x = _randn(*shape, seed=50 + i, dtype=dtype) * scale
-        W1 = _randn(d, d_ff, seed=60 + i, dtype=dtype) / d ** 0.5
-        b1 = _randn(d_ff, seed=70 + i, dtype=dtype) * 0.5
-        W2 = _randn(d_ff, d, seed=80 + i, dtype=dtype) / d_ff ** 0.5
-        b2 = _randn(d, seed=90 + i, dtype=dtype) * 0.5
+        W1, b1 = _randn(d, d_ff, seed=60 + i, dtype=dtype) / d ** 0.5, _randn(d_ff, seed=70 + i, dtype=dtype) * 0.5
+        W2, b2 = _randn(d_ff, d, seed=80 + i, dtype=dtype) / d_ff ** 0.5, _randn(d, seed=90 + i, dtype=dtype) * 0.5
         on = f"{desc} (W1 {tuple(W1.shape)}, b1 ({d_ff},), W2 {tuple(W2.shape)}, b2 ({d},))"
         got = call(feed_forward, x, W1, b1, W2, b2, what="feed_forward", on=on, forbid=FFN_FORBIDDEN,
                    explain=_ffn_error_hint)
-        hidden = (x.double() @ W1.double() + b1.double()).clamp(min=0)  # (..., d_ff)
-        ref = hidden @ W2.double() + b2.double()  # (..., d)
+        ref = _ffn_ref(x, W1, b1, W2, b2)  # (..., d)
         _expect_dtype(got, x, "your result", on)
-        expect_close(got, ref, what="your result", on=on, mistakes=_ffn_mistakes(x, W1, b1, W2, b2), **_tolerance(x))
+        mistakes = _ffn_mistakes(x, W1, b1, W2, b2)
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
+        return Run(on, got, ref, mistakes, *_tolerance(x))
+
+    verdict(collect(enumerate(cases), one), what="your result",
+            rule="the result is ReLU(x W1 + b1) W2 + b2, the weights used as given, (in, out)")
+    x, W1, b1, W2, b2 = (_randn(*s, seed=k) for k, s in enumerate([(5, 4), (4, 8), (8,), (8, 4), (4,)]))
+    expect_gradients(feed_forward, (x, W1, b1, W2, b2), {0: "x", 1: "W1", 2: "b1", 3: "W2", 4: "b2"}, _ffn_ref,
+                     what="feed_forward", on=cases[0][0], forbid=FFN_FORBIDDEN)
     return (f"matches relu(x @ W1 + b1) @ W2 + b2 on {len(cases)} inputs, including a single token, d_ff < d and "
             "large hidden values")
+
+
+def _ffn_ref(x, W1, b1, W2, b2):
+    return (x.double() @ W1.double() + b1.double()).clamp(min=0) @ W2.double() + b2.double()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -306,22 +342,19 @@ def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
     """What common mistakes return on this input; each hint names the mistake and the rule, not the answer."""
     y = norm1(x)
     a_y, a_x, a_n2 = attn(y), attn(x), attn(norm2(x))  # the attention outputs the mistakes share
-    h, z, post_h = x + a_y, y + a_y, norm1(x + a_x)
+    h, z, post_h, half = x + a_y, y + a_y, norm1(x + a_x), 0.5 * (x + a_y)
+    out = h + ffn(norm2(h))
+    post = ("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
+            "only the input of each sublayer and adds the sublayer's output to the un-normalised stream")
+    order = "the sublayers come in the other order: attention first, then the feed-forward network, each with its norm"
     return {
-        "that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
-        "only the input of each sublayer and adds the sublayer's output to the un-normalised stream":
-            norm2(post_h + ffn(post_h)),
-        "that is a post-norm block, which normalises after each residual addition, and its second sublayer reads "
-        "the block's input x instead of h, the result of the first sublayer block, so the attention output is "
-        "lost. A pre-norm block normalises only the input of each sublayer": norm2(x + ffn(x)),
-        "that is a post-norm block, which normalises after each residual addition, and its second residual starts "
-        "from x instead of h, the result of the first sublayer block. A pre-norm block normalises only the input "
-        "of each sublayer": norm2(x + ffn(post_h)),
+        post: norm2(post_h + ffn(post_h)),
+        post + " (your second sublayer also reads x instead of h, so the attention output is lost)": norm2(x + ffn(x)),
+        post + " (your second residual also starts from x instead of h)": norm2(x + ffn(post_h)),
         "the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
         "block (attention with its residual), through its own norm": h + ffn(norm2(x)),
-        "the second residual starts from x: it must start from h, the output of the first sublayer block "
-        "(attention with its residual); as written, the attention output never reaches the result":
-            x + ffn(norm2(h)),
+        "the second residual starts from x: it must start from h, the output of the first sublayer block; as "
+        "written, the attention output never reaches the result": x + ffn(norm2(h)),
         "you forgot the first residual connection: the attention sublayer's output is added to the block's input x":
             a_y + ffn(norm2(a_y)),
         "you forgot the second residual connection: the feed-forward sublayer's output is added to its input "
@@ -330,21 +363,26 @@ def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
             ffn(norm2(a_y)),
         "you applied the norms to the sublayer outputs; in a pre-norm block each norm normalises the input of its "
         "sublayer": (x + norm1(a_x)) + norm2(ffn(x + norm1(a_x))),
-        "the residual must carry the un-normalised x: normalise only what goes into attn, and add attn's output "
-        "to x itself": z + ffn(norm2(z)),
-        "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer, and add "
-        "each sublayer's output to the stream from before its norm": norm2(z) + ffn(norm2(z)),
+        "the residual must carry the un-normalised x: normalise only what goes into attn": z + ffn(norm2(z)),
+        "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer":
+            norm2(z) + ffn(norm2(z)),
         "the second residual must carry the un-normalised h: normalise only what goes into ffn":
             norm2(h) + ffn(norm2(h)),
         "you used norm1 twice: the feed-forward sublayer has its own norm, norm2": h + ffn(norm1(h)),
         "norm1 and norm2 are swapped: norm1 belongs to the attention sublayer, norm2 to the feed-forward sublayer":
             (x + a_n2) + ffn(norm1(x + a_n2)),
-        "the sublayers come in the other order: attention first, then the feed-forward network":
-            (x + ffn(norm1(x))) + attn(norm2(x + ffn(norm1(x)))),
+        order: (x + ffn(norm1(x))) + attn(norm2(x + ffn(norm1(x)))),
+        order + " (yours have the right norms)": (x + ffn(norm2(x))) + attn(norm1(x + ffn(norm2(x)))),
         "you stopped after the attention sublayer: the block goes on with the feed-forward sublayer and its own "
         "residual connection": h,
         "attn returns one tensor, not an (output, weights) tuple: use its result as it is, without [0]":
             (x + a_y[0]) + ffn(norm2(x + a_y[0])),
+        "you added the block's input x once more at the end: each residual connection adds a sublayer's output "
+        "once, to the stream it read from": out + x,
+        "a pre-norm block does not normalise its output: the norms only normalise what goes into the sublayers":
+            norm2(out),
+        "the residual connections add the sublayer's output to the stream as it is, unscaled (no averaging)":
+            0.5 * (half + ffn(norm2(half))),
     }
 
 
@@ -422,18 +460,33 @@ def _block_cases():
 def check_pre_norm_block(pre_norm_block) -> str:
     """pre_norm_block(x, attn, ffn, norm1, norm2) must equal the pre-norm EncoderBlock made of these pieces."""
     cases = _block_cases()
-    for desc, x, attn, ffn, norm1, norm2, ref in cases:
+
+    def one(case, runs):
+        desc, x, attn, ffn, norm1, norm2, ref = case
         with torch.no_grad():
-            if ref is None:
-                h = x + attn(norm1(x))  # (B, n, d)
-                ref = h + ffn(norm2(h))  # (B, n, d)
+            ref = _block_ref(x, attn, ffn, norm1, norm2) if ref is None else ref  # (B, n, d)
             mistakes = _block_mistakes(x, attn, ffn, norm1, norm2)
             got = call(pre_norm_block, x, attn, ffn, norm1, norm2, what="pre_norm_block", on=desc,
                        forbid=BLOCK_FORBIDDEN, explain=_block_error_hint)
         _expect_dtype(got, x, "your result", desc)
-        expect_close(got, ref, what="your result", on=desc, mistakes=mistakes, **_tolerance(x))
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=desc)
+        return Run(desc, got, ref, mistakes, *_tolerance(x))
+
+    verdict(collect(cases, one), what="your result",
+            rule="the attention sublayer reads norm1 of the stream and adds its output to the stream; then the "
+                 "feed-forward sublayer does the same with norm2")
+    desc, x, *sublayers, _ = cases[0]
+    expect_gradients(pre_norm_block, (x, *sublayers), {0: "x"}, _block_ref, what="pre_norm_block", on=desc,
+                     forbid=BLOCK_FORBIDDEN, explain=_block_error_hint,
+                     hint="the gradient must reach x through every path, the residual connections (the skip paths) "
+                          "included: " + GRAD_HINT.split(": ", 1)[1])
     return (f"the pre-norm block is right on {len(cases)} inputs, including a batch of one, one token per sequence "
             "and float32")
+
+
+def _block_ref(x, attn, ffn, norm1, norm2):
+    h = x + attn(norm1(x))  # (B, n, d)
+    return h + ffn(norm2(h))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -443,8 +496,7 @@ def check_pre_norm_block(pre_norm_block) -> str:
 COUNT_HELPERS = ("count_parameters", "mha_param_count", "ffn_param_count", "layer_norm_param_count",
                  "encoder_block_param_count", "encoder_param_count", "bert_param_count", "gpt_param_count", "_linear")
 COUNT_FORBIDDEN = [
-    (name, "count with a formula: embedding vocab_size * d_model, and per block the attention, feed-forward and "
-           "LayerNorm weights and biases")
+    (name, "count with a formula, piece by piece: the weights and biases of each piece, from the arguments")
     for name in (*(f"attnbook.models.params.{helper}" for helper in COUNT_HELPERS),
                  "torch.nn.Module.__init__",  # building any module, which is how a model is counted
                  "torch.nn.Module.parameters", "torch.nn.Module.named_parameters", "torch.nn.Module.state_dict",
@@ -471,106 +523,74 @@ def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
     """What common counting mistakes give, keyed by the hint for each (first match wins)."""
     emb, attn, ffn, norms = V * d, 4 * d * d + 4 * d, 2 * d * f + f + d, 4 * d
     block = attn + ffn + norms
-    right = emb + L * block
-    d_head = d // h
-    heads = ("the number of heads does not change the count: the heads are slices of the same d_model x d_model "
-             "projections (W_q, W_k, W_v and W_o together hold 4 d_model^2 weights and 4 d_model biases whatever "
-             "n_heads is)")
+    right, dh = emb + L * block, d // h
+    heads = ("; the number of heads does not change the count: the heads are slices of the same four d_model x "
+             "d_model projections")
+    ffn_b = "the feed-forward biases are d_ff for the first layer and d_model for the second, not 2 * "
     rule = ("12 * n_layers * d_model^2 is a rule of thumb for large models with d_ff = 4 * d_model: it leaves out "
             "the biases and the LayerNorms. Count each piece exactly, with the d_ff argument")
-    mistakes = {
+    out = "the encoder has no output layer: count the token embedding once, and no vocab_size x d_model head"
+    blocks = {  # what one block counts, for the mistakes inside a block
         "you left out the biases: every Linear layer from a to b features has a*b weights and b biases":
-            emb + L * (4 * d * d + 2 * d * f + norms),
-        "you counted only the weight matrices: add the biases (every Linear layer has one per output feature) and "
-        "the two LayerNorms of each block (d_model scales gamma and d_model shifts beta each)":
-            emb + L * (4 * d * d + 2 * d * f),
+            4 * d * d + 2 * d * f + norms,
+        "you counted only the weight matrices: add the biases (one per output feature of every Linear layer) and "
+        "the two LayerNorms of each block (d_model scales gamma and d_model shifts beta each)": 4 * d * d + 2 * d * f,
         "your count is 4 * d_model short in every block: either the attention biases are missing (W_q, W_k, W_v "
-        "and W_o each have d_model biases) or the LayerNorms are (two per block, each with d_model scales gamma and "
-        "d_model shifts beta)": emb + L * (4 * d * d + ffn + norms),
+        "and W_o each have d_model) or the LayerNorms are (two per block, gamma and beta of d_model each)":
+            4 * d * d + ffn + norms,
         "you left out the feed-forward biases: d_ff for the first layer and d_model for the second":
-            emb + L * (attn + 2 * d * f + norms),
-        "the feed-forward biases are d_ff for the first layer (d_model -> d_ff) and d_model for the second "
-        "(d_ff -> d_model), not 2 * d_model": emb + L * (attn + 2 * d * f + 2 * d + norms),
-        "the feed-forward biases are d_ff for the first layer (d_model -> d_ff) and d_model for the second "
-        "(d_ff -> d_model), not 2 * d_ff": emb + L * (attn + 2 * d * f + 2 * f + norms),
+            attn + 2 * d * f + norms,
+        ffn_b + "d_model": attn + 2 * d * f + 2 * d + norms,
+        ffn_b + "d_ff": attn + 2 * d * f + 2 * f + norms,
         "each block has two LayerNorms, each with 2 * d_model parameters (gamma and beta): 4 * d_model per block":
-            emb + L * (attn + ffn + 2 * d),
-        "each block has two LayerNorms, not three: 4 * d_model per block": emb + L * (attn + ffn + 6 * d),
+            attn + ffn + 2 * d,
+        "each block has two LayerNorms, not three: 4 * d_model per block": attn + ffn + 6 * d,
         "attention has four matrices, W_q, W_k, W_v and the output projection W_o, each d_model x d_model with "
-        "d_model biases": emb + L * (3 * d * d + 3 * d + ffn + norms),
-        "you multiplied the attention by n_heads; " + heads: emb + L * (h * attn + ffn + norms),
-        "you multiplied W_q, W_k and W_v by n_heads; " + heads: emb + L * (
-            h * (3 * d * d + 3 * d) + d * d + d + ffn + norms),
-        "you multiplied the attention weights by n_heads; " + heads: emb + L * (4 * (h * d * d + d) + ffn + norms),
-        "you counted the projections of one head only; " + heads: emb + L * (4 * (d * d_head + d_head) + ffn + norms),
-        "you counted the weights of one head only; " + heads: emb + L * (4 * (d * d_head + d) + ffn + norms),
-        "you counted W_q, W_k and W_v of one head only; " + heads: emb + L * (
-            3 * (d * d_head + d_head) + d * d + d + ffn + norms),
-        "this encoder uses sinusoidal positions, which have no parameters: leave out the 512 * d_model learned "
-        "positions": right + 512 * d,
+        "d_model biases": 3 * d * d + 3 * d + ffn + norms,
+        "you multiplied the attention by n_heads" + heads: h * attn + ffn + norms,
+        "you multiplied W_q, W_k and W_v by n_heads" + heads: h * (3 * d * d + 3 * d) + d * d + d + ffn + norms,
+        "you multiplied the attention weights by n_heads" + heads: 4 * (h * d * d + d) + ffn + norms,
+        "you counted the projections of one head only" + heads: 4 * (d * dh + dh) + ffn + norms,
+        "you counted the weights of one head only" + heads: 4 * (d * dh + d) + ffn + norms,
+        "you counted W_q, W_k and W_v of one head only" + heads: 3 * (d * dh + dh) + d * d + d + ffn + norms,
+        "use the d_ff argument for the feed-forward width, not 4 * d_model": attn + 8 * d * d + 5 * d + norms,
+        "the feed-forward network has two layers, d_model -> d_ff and d_ff -> d_model": attn + d * f + f + norms,
+        "the feed-forward network has two layers, d_model -> d_ff and d_ff -> d_model, each with its own weights":
+            attn + d * f + f + d + norms,
+        "W_q, W_k, W_v and W_o each have d_model biases: 4 * d_model attention biases per block, not d_model":
+            4 * d * d + d + ffn + norms,
+        "W_q, W_k, W_v and W_o each have d_model biases, the output projection W_o too": 4 * d * d + 3 * d + ffn + norms,
+    }
+    mistakes = {hint: emb + L * count for hint, count in blocks.items()}
+    mistakes.update({
+        "this encoder uses sinusoidal positions, which have no parameters: no learned positions": right + 512 * d,
         "that is close to BERT's count: this encoder has no learned positions, token types, embedding LayerNorm "
-        "or pooler": right + 512 * d + 2 * d + 2 * d + d * d + d,
+        "or pooler": right + 512 * d + 4 * d + d * d + d,
         "this encoder has no pooler (BERT's d_model x d_model layer with biases on top)": right + d * d + d,
         "this encoder has no final LayerNorm (pre-norm models add one after the last block) and no token-type "
         "embeddings: 2 * d_model too many": right + 2 * d,
-        "the encoder has no output layer: count the token embedding once, and no vocab_size x d_model head":
-            right + V * d,
-        "the encoder has no output layer: count the token embedding once, and no vocab_size x d_model head "
-        "(nor its vocab_size biases)": right + V * d + V,
-        "use the d_ff argument for the feed-forward width, not 4 * d_model":
-            emb + L * (attn + 2 * d * 4 * d + 4 * d + d + norms),
-        "you left out the token embedding: vocab_size * d_model": right - emb,
+        out: right + V * d, out + " (nor its vocab_size biases)": right + V * d + V,
+        "you left out the token embedding": right - emb,
         "count the token embedding once, not once per layer": L * (emb + block),
-        "the feed-forward network has two layers, d_model -> d_ff and d_ff -> d_model": emb + L * (
-            attn + d * f + f + norms),
-        "the feed-forward network has two layers, d_model -> d_ff and d_ff -> d_model, each with its own weights":
-            emb + L * (attn + d * f + f + d + norms),
-        "W_q, W_k, W_v and W_o each have d_model biases: 4 * d_model attention biases per block, not d_model":
-            emb + L * (4 * d * d + d + ffn + norms),
-        "W_q, W_k, W_v and W_o each have d_model biases, the output projection W_o too: 4 * d_model attention "
-        "biases per block": emb + L * (4 * d * d + 3 * d + ffn + norms),
         "multiply the per-block count by n_layers: every block has its own weights": emb + block,
         "you returned one block's count: the encoder is the token embedding plus n_layers blocks": block,
         "count n_layers blocks, not n_layers - 1": emb + (L - 1) * block,
-        rule: emb + 12 * L * d * d,
-        rule + ", and add the token embedding": 12 * L * d * d,
-        "use the vocab_size argument: you counted a vocabulary of 30,000 whatever vocab_size is":
-            30000 * d + L * block,
+        rule: emb + 12 * L * d * d, rule + ", and add the token embedding": 12 * L * d * d,
+        "use the vocab_size argument: you counted a vocabulary of 30,000 whatever vocab_size is": 30000 * d + L * block,
         "use the n_layers argument: you counted 12 blocks whatever n_layers is": emb + 12 * block,
         "you return the chapter encoder's count whatever the arguments: compute it from vocab_size, d_model, d_ff "
         "and n_layers": 108_094_464,
-    }
+        "the count overflowed a 32-bit integer (at most 2,147,483,647): count with Python ints or 64-bit integers, "
+        "not np.int32 or torch.int32": (right + 2**31) % 2**32 - 2**31,
+    })
     args = (V, d, h, f, L)
-    for order in itertools.permutations(range(5)):  # the arguments read in another order
-        if order != tuple(range(5)):
-            names = [""] * 5
-            for k, position in enumerate(order):
-                names[position] = ARGUMENTS[k]
-            mistakes.setdefault(
-                "your count is right for the arguments in another order: the check calls encoder_param_count("
-                f"{', '.join(ARGUMENTS)}) in this order, and your function reads them as ({', '.join(names)})",
-                _formula(*(args[i] for i in order)))
+    for order in list(itertools.permutations(range(5)))[1:]:  # the arguments read in another order
+        names = [ARGUMENTS[order.index(k)] for k in range(5)]
+        mistakes.setdefault(
+            "your count is right for the arguments in another order: the check calls encoder_param_count("
+            f"{', '.join(ARGUMENTS)}) in this order, and your function reads them as ({', '.join(names)})",
+            _formula(*(args[i] for i in order)))
     return mistakes
-
-
-def _as_count(got, on: str) -> int:
-    """An int from the learner's answer (a NumPy integer is fine too), or Wrong with a hint about the type."""
-    expected = "an int (a NumPy integer is fine too)"
-    if got is None:
-        raise Wrong(f"encoder_param_count returned None for {on}, expected {expected}",
-                    "did you forget the `return` statement?")
-    if isinstance(got, bool):
-        raise Wrong(f"encoder_param_count returned a bool for {on}, expected {expected}")
-    if isinstance(got, numbers.Integral):
-        return int(got)
-    if isinstance(got, Tensor):
-        raise Wrong(f"encoder_param_count returned a tensor for {on}, expected {expected}",
-                    "count with plain integers (d_model * d_ff, ...), or return int(count)")
-    if isinstance(got, numbers.Real):
-        raise Wrong(f"encoder_param_count returned the float {got!r} for {on}, expected {expected}",
-                    "a count is a whole number: use integer arithmetic (// instead of /, no ** 0.5, no 1e6)")
-    raise Wrong(f"encoder_param_count returned {describe(got)} for {on}, expected {expected}",
-                "return the number of parameters as an int")
 
 
 def _call_count(encoder_param_count, config: tuple, on: str) -> int:
@@ -581,7 +601,8 @@ def _call_count(encoder_param_count, config: tuple, on: str) -> int:
             raise Wrong(f"encoder_param_count built a torch.nn.Module on {on}: the task asks you to count with a "
                         "formula, without building a model", COUNT_FORBIDDEN[0][1]) from None
         raise
-    return _as_count(got, on)
+    return expect_int(got, what="encoder_param_count", on=on, numpy_ok=True,
+                      hint="a count is a whole number: use integer arithmetic (// instead of /, no ** 0.5, no 1e6)")
 
 
 @exercise("4.4", "The encoder's parameter count", section="The whole encoder",
@@ -590,7 +611,7 @@ def check_encoder_param_count(encoder_param_count) -> str:
     """encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers) must equal a real stack's count."""
     configs = [
         (100, 8, 2, 20, 3),
-        (50, 6, 3, 10, 3),
+        (50257, 12288, 96, 49152, 96),  # GPT-3's size: about 175 billion, beyond a 32-bit integer
         (1000, 16, 4, 40, 1),
         (37, 12, 1, 20, 2),
         (500, 12, 12, 7, 4),
@@ -617,6 +638,7 @@ def check_encoder_param_count(encoder_param_count) -> str:
     else:  # a mistake is named only if it explains the count on every configuration tried
         tables = [_count_mistakes(*c) for c, _, _ in answers]
         hint = next((hint for hint in tables[0] if all(t.get(hint) == g for t, (_, g, _) in zip(tables, answers))),
-                    None)
-    raise Wrong(f"encoder_param_count({', '.join(map(str, config))}) returned {got:,}, expected {expected:,} "
-                f"(yours is off by {got - expected:+,})", hint)
+                    "count each piece of every block from the arguments: the attention projections, the two "
+                    "feed-forward layers and the two LayerNorms, each with its weights and biases")
+    raise Wrong(f"encoder_param_count({', '.join(map(str, config))}) returned {got:,}, which is not the number of "
+                "parameters of this encoder", hint)

@@ -1,0 +1,145 @@
+"""Running an answer on every case before judging it: `collect` runs each case (`Run`: the learner's tensor, the
+right one, what each known mistake gives), `verdict` names a mistake only when it fits every case run and
+otherwise shows the first wrong entry and the rule, and `expect_gradients` backpropagates through an answer to
+check that a trained layer stays differentiable. Used by chapters 3 and 4."""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .compare import NAN_HINT, expect_tensor, randn
+from .guard import call
+from .hints import show_pair
+from .registry import Wrong
+
+
+ATOL, RTOL = 1e-5, 1e-4  # the default tolerance of a case
+
+
+class Run(NamedTuple):
+    """One case run: the learner's tensor, the right one, {hint: what that mistake gives here (a tensor, a
+    (tensor, atol, rtol) pair for a looser match, or None where the mistake cannot be told)}, the tolerance."""
+    on: str
+    got: Tensor
+    ref: Tensor
+    mistakes: dict
+    atol: float = ATOL
+    rtol: float = RTOL
+
+    @property
+    def right(self) -> bool:
+        return _close(self.got, self.ref, self.atol, self.rtol)
+
+
+def _close(got: Tensor, want: Tensor, atol: float, rtol: float) -> bool:
+    g, w = got.detach().to(torch.float64).cpu(), want.detach().to(torch.float64).cpu()
+    return g.shape == w.shape and torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def _fits(run: Run, hint: str) -> bool:
+    """Whether the mistake `hint` gives the learner's result on this run (a mistake not told here fits)."""
+    wrong = run.mistakes.get(hint)
+    if wrong is None:
+        return True
+    wrong, atol, rtol = wrong if isinstance(wrong, tuple) else (wrong, run.atol, run.rtol)
+    return _close(run.got, wrong, atol, rtol)
+
+
+def collect(cases, one, *, all_cases: bool = True) -> list[Run]:
+    """[one(case, runs) for each case]; a Wrong on a later case ends the list when an earlier run already has
+    wrong values (that one is reported, with the evidence of the runs before), else it is raised. Without
+    `all_cases` (for costly calls) the list ends at the first run with wrong values."""
+    runs: list[Run] = []
+    for case in cases:
+        if not all_cases and runs and not runs[-1].right:
+            break
+        try:
+            runs.append(one(case, runs))
+        except Wrong:
+            if any(not r.right for r in runs):
+                break
+            raise
+    return runs
+
+
+def expect_shape(got, ref: Tensor, mistakes: dict, runs: list[Run], *, what: str, on: str) -> Tensor:
+    """`got` as a tensor of ref's shape, else Wrong, naming a mistake of that shape only if it fits every earlier
+    run too."""
+    got = expect_tensor(got, what=what, on=on, finite=False)
+    if tuple(got.shape) != tuple(ref.shape):
+        hint = next((h for h, w in mistakes.items() if w is not None and tuple((w[0] if isinstance(w, tuple) else w)
+                     .shape) == tuple(got.shape) and all(_fits(r, h) for r in runs)), None)
+        raise Wrong(f"{what} has shape {tuple(got.shape)} on {on}, expected {tuple(ref.shape)}", hint)
+    if got.is_complex() or got.dtype == torch.bool:
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected real numbers like {ref.dtype}")
+    return got
+
+
+def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | None = NAN_HINT) -> None:
+    """Wrong for the first run with wrong values: the hint of the first mistake that gives the learner's result on
+    every run, else the first wrong entry and the rule it breaks (never the whole expected tensor)."""
+    first = next((r for r in runs if not r.right), None)
+    if first is None:
+        return
+    hint = next((h for h in first.mistakes if any(r.mistakes.get(h) is not None for r in runs)
+                 and all(_fits(r, h) for r in runs)), None)
+    if hint is not None:
+        raise Wrong(f"{what} has the wrong values on {first.on}", hint)
+    g, e = first.got.detach().to(torch.float64).cpu(), first.ref.detach().to(torch.float64).cpu()
+    if not torch.isfinite(g).all():
+        idx = [int(i) for i in (~torch.isfinite(g)).nonzero()[0]]
+        raise Wrong(f"{what} contains {'NaN' if torch.isnan(g).any() else 'inf'} (first at index {idx}) on "
+                    f"{first.on}", nan_hint)
+    idx = tuple(int(i) for i in (~torch.isclose(g, e, atol=first.atol, rtol=first.rtol)).nonzero()[0])
+    want, have = e[idx].item(), g[idx].item()
+    digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want else 0
+    dtype = str(first.got.dtype).removeprefix("torch.")
+    close = (f" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
+             f"{round(-math.log10(first.rtol))})" if digits >= 3 else "")
+    raise Wrong(f"{what} has the wrong values on {first.on}: at index {list(idx)} expected "
+                f"{show_pair(want, have)}{close}", rule)
+
+
+GRAD_HINT = ("the layer is trained by backpropagation, so the result must depend on the inputs through tensor "
+             "operations all the way: no .detach(), torch.no_grad(), .item(), float() or NumPy round trips")
+
+
+def grad_inputs(args: tuple, names: dict[int, str]) -> tuple[list, list]:
+    """(leaves, inputs): fresh leaf copies of the arguments in `names` ({position: name}) that require grad, and
+    the arguments to call with, in which those are non-leaf copies (so that an in-place change is reported as one)."""
+    leaves = [a.detach().clone().requires_grad_(True) if i in names else a for i, a in enumerate(args)]
+    return leaves, [t * 1 if i in names else t for i, t in enumerate(leaves)]
+
+
+def compare_gradients(got, leaves: list, names: dict[int, str], reference, *, what: str, on: str,
+                      atol: float = 1e-8, rtol: float = 1e-6, hint: str = GRAD_HINT) -> None:
+    """Wrong unless the gradients of `got` (against a random weighting of its entries) with respect to the leaves
+    named in `names` equal those of reference(*args) on fresh copies of the same arguments."""
+    listed = ", ".join(names.values())
+    if not isinstance(got, Tensor) or not got.requires_grad:
+        raise Wrong(f"{what}'s result carries no gradient back to {listed} on {on} (the check backpropagates "
+                    "through it)", hint)
+    ref_leaves, ref_inputs = grad_inputs(tuple(leaves), names)
+    ref = reference(*ref_inputs)
+    weights = randn(*ref.shape, seed=77, dtype=ref.dtype)
+    try:
+        mine = torch.autograd.grad(got, [leaves[i] for i in names], weights.to(got.dtype), allow_unused=True)
+    except RuntimeError as e:
+        raise Wrong(f"backpropagating through {what}'s result raised RuntimeError: {e} on {on}", hint) from None
+    theirs = torch.autograd.grad(ref, [ref_leaves[i] for i in names], weights, allow_unused=True)
+    for name, g, t in zip(names.values(), mine, theirs):
+        if g is None or not torch.allclose(g.to(t.dtype), t, atol=atol, rtol=rtol):
+            state = "missing" if g is None else "wrong"
+            raise Wrong(f"the gradient of {what}'s result with respect to {name} is {state} on {on} (the check "
+                        "backpropagates through it; the values themselves are right)", hint)
+
+
+def expect_gradients(fn, args: tuple, names: dict[int, str], reference, *, what: str, on: str, forbid=(),
+                     explain=None, hint: str = GRAD_HINT) -> None:
+    """Call fn(*args) with the arguments in `names` requiring grad, and compare its gradients (compare_gradients)."""
+    leaves, inputs = grad_inputs(args, names)
+    got = call(fn, *inputs, what=what, on=on, forbid=forbid, explain=explain)
+    compare_gradients(got, leaves, names, reference, what=what, on=on, hint=hint)
