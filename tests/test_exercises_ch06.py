@@ -54,7 +54,7 @@ def test_6_1_wrong_answers_get_hints(wrong, hint):
     assert '(Re-read "The causal mask".)' in result.message
 
 
-def test_6_1_wrong_values_name_the_input_and_show_the_matrix():
+def test_6_1_wrong_values_name_the_input_and_the_first_wrong_entry():
     def wrong(n):  # right except that the last query may not see the first key
         m = torch.ones(n, n, dtype=torch.bool).tril()
         if n > 2:
@@ -62,7 +62,9 @@ def test_6_1_wrong_values_name_the_input_and_show_the_matrix():
         return m
 
     result = check("6.1", wrong)
-    assert not result.passed and "n=4" in result.message and "[1 1 1 1]" in result.message, result.message
+    assert not result.passed and "n=4" in result.message and "entry [3, 0]" in result.message, result.message
+    assert "j <= i" in result.message, result.message
+    assert "[1 1 1 1]" not in result.message and "[1 0 0 0]" not in result.message, result.message  # no whole mask
 
 
 @pytest.mark.parametrize("name", ["masks.causal_mask", "transformer"])
@@ -74,7 +76,11 @@ def test_6_1_forbidden_shortcuts_are_refused(name):
         answer = lambda n: attnbook.masks.causal_mask(n)  # noqa: E731
         forbidden = "attnbook.masks.causal_mask"
     result = check("6.1", answer)
-    assert not result.passed and f"without {forbidden}" in result.message, result.message
+    assert not result.passed, result.message
+    if name == "transformer":
+        assert f"without {forbidden}" in result.message, result.message
+    else:  # the exercise's reference
+        assert forbidden in result.message and "the package's own solution" in result.message, result.message
     assert check("6.1", attnbook.causal_mask).passed is False  # the function itself, passed directly
 
 
@@ -122,7 +128,7 @@ def test_6_2_a_correct_variant_passes():
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
-        ({"axis": "queries"}, "padding is on the wrong axis"),
+        ({"axis": "queries"}, "padding queries are not blocked"),
         ({"combine": "or"}, "with AND (&)"),
         ({"head_axis": False}, "add the head axis"),
         ({"causal": False}, "causal part is missing"),
@@ -235,10 +241,10 @@ def test_6_3_correct_variants_pass():
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
-        ({"eval_mode": False}, "call model.eval()"),
+        ({"eval_mode": False}, "evaluation mode"),
         ({"pick": "sample"}, "do not sample"),
         ({"feed": "bos"}, "predicted from BOS alone"),
-        ({"pick": "positions"}, "over the vocabulary (dim=-1)"),
+        ({"pick": "positions"}, "over the vocabulary"),
         ({"fill": "none"}, "fill its remaining positions with PAD"),
         ({"fill": "eos"}, "not EOS"),
         ({"stop": "any"}, "not as soon as one row has"),
@@ -268,7 +274,7 @@ def test_6_3_batch_of_one_code_and_teacher_forcing_with_the_source():
         return ys
 
     result = check("6.3", one_row_at_a_time)
-    assert not result.passed and "done.all()" in result.message, result.message
+    assert not result.passed and "one boolean per row" in result.message, result.message
 
     def source_as_input(model, src, max_len, bos_id, eos_id):  # teacher forcing with the source tokens
         model.eval()
@@ -292,7 +298,7 @@ def test_6_3_float_ids_list_and_forbidden_function():
         return make_greedy()(model, src, max_len, bos_id, eos_id).float()
 
     result = check("6.3", float_ids)
-    assert not result.passed and "integer token ids" in result.message, result.message
+    assert not result.passed and "expected torch.long" in result.message, result.message
 
     result = check("6.3", lambda model, src, max_len, bos_id, eos_id: [[bos_id]])
     assert not result.passed and "expected a (batch, length) tensor" in result.message, result.message
@@ -301,27 +307,44 @@ def test_6_3_float_ids_list_and_forbidden_function():
         return attnbook.models.greedy_decode(model, src, max_len, bos_id, eos_id)
 
     result = check("6.3", with_package)
-    assert not result.passed and "without attnbook.models.transformer.greedy_decode" in result.message, result.message
+    assert not result.passed and "attnbook.models.transformer.greedy_decode" in result.message, result.message
+    assert "the package's own solution" in result.message, result.message
 
 
 def test_6_3_cases_show_every_mistake():
-    """The checker's model and cases are chosen so that each mistake changes the output somewhere; guard that
-    choice against changes in the model or in torch."""
+    """The checker's model and cases are chosen so that each mistake changes the output somewhere and no two
+    mistakes give the same outputs on every case; guard that choice against changes in the model or in torch."""
     from attnbook.exercises import ch06
 
-    seen = set()
-    for _, src, max_len in ch06._decode_cases():
-        model = ch06._fresh_model().eval()
-        ref = ch06._greedy(model, src, max_len)
-        for hint, wrong in ch06._decode_mistakes(model, src, max_len).items():
-            if wrong.shape != ref.shape or not torch.equal(wrong, ref):
-                seen.add(hint)
-    assert len(seen) == len(ch06._decode_mistakes(model, src, max_len))
-    first_src, first_max = ch06._decode_cases()[0][1:]
-    ref = ch06._greedy(ch06._fresh_model().eval(), first_src, first_max)
-    ends = [(row == 2).nonzero()[0].item() for row in ref]  # every row ends ...
-    assert len(set(ends)) > 1 and ref.size(1) < first_max  # ... at different steps, before max_len
-    assert 1 not in ref[:, 1:].tolist()  # no BOS generated, like a trained model
+    outputs = {}  # mistake -> its output on every case
+    refs = []
+    for _, src, max_len, bos, eos in ch06._decode_cases():
+        model = ch06._fresh_model(bos, eos).eval()
+        ref = ch06._greedy(model, src, max_len, bos, eos)
+        refs.append((ref, max_len, eos))
+        for key, (_, wrong) in ch06._decode_mistakes(model, src, max_len, bos, eos).items():
+            outputs.setdefault(key, []).append(wrong)
+
+    def same(a, b):
+        return a.shape == b.shape and torch.equal(a, b)
+
+    for key, outs in outputs.items():
+        assert any(not same(o, r) for o, (r, _, _) in zip(outs, refs)), key
+    keys = list(outputs)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            assert any(not same(x, y) for x, y in zip(outputs[a], outputs[b])), (a, b)
+    first_ref, first_max, first_eos = refs[0]
+    ends = [(row == first_eos).nonzero()[0].item() for row in first_ref]  # every row ends ...
+    assert len(set(ends)) > 1 and first_ref.size(1) < first_max  # ... at different steps, before max_len
+    assert 1 not in first_ref[:, 1:].tolist()  # no BOS generated, like a trained model
+    first_to_end = set()  # which row ends first, in the cases where one row ends before all the others
+    for ref, _, eos in refs:
+        ends = [(row[1:] == eos).nonzero() for row in ref]
+        ends = [int(e[0]) if len(e) else 99 for e in ends]
+        if len(ends) > 1 and sorted(ends)[0] < sorted(ends)[1]:
+            first_to_end.add(ends.index(min(ends)))
+    assert 0 in first_to_end and len(first_to_end) > 1  # row 0 is not always the first (or last) to end
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -355,8 +378,8 @@ def test_6_4_other_correct_answers_pass():
         (lambda m: ~m if m.dtype == torch.bool else m != 0, "0 means 'allowed'"),
         (lambda m: ~m if m.dtype == torch.bool else (m == 0).float(), "expected torch.bool"),
         (lambda m: ~m if m.dtype == torch.bool else torch.isfinite(m), "-1e9 or -10000 blocks attention"),
-        (lambda m: ~m if m.dtype == torch.bool else m > -1e9, "-1e9 or -10000 blocks attention"),
-        (lambda m: ~m, "compare it instead"),
+        (lambda m: ~m if m.dtype == torch.bool else m > -1e9, "-10000 blocks attention too"),
+        (lambda m: ~m, "compare its entries with a number instead"),
         (lambda m: m > -1e4, "you treated it like an additive mask"),
         (lambda m: ~m if m.dtype == torch.bool else m, "returned the additive mask unchanged"),
     ],
@@ -382,7 +405,8 @@ def test_6_4_shape_change_and_forbidden_function():
         return attnbook.masks.convert_mask(mask, "block" if mask.dtype == torch.bool else "additive", "allow")
 
     result = check("6.4", with_package)
-    assert not result.passed and "without attnbook.masks.convert_mask" in result.message, result.message
+    assert not result.passed and "attnbook.masks.convert_mask" in result.message, result.message
+    assert "the package's own solution" in result.message, result.message
 
 
 # Learner trial: hints that named the wrong mistake in 6.3
@@ -412,10 +436,161 @@ def _loop(feed_last=False, first_position=False, overwrite_eos=False):
 
 @pytest.mark.parametrize("kwargs, hint", [
     ({"feed_last": True}, "not only the latest token"),
-    ({"first_position": True}, "read the LAST position's logits"),
+    ({"first_position": True}, "LAST position's logits"),
     ({"overwrite_eos": True}, "keep the EOS token itself"),
 ])
 def test_6_3_learner_trial_mistakes_get_their_own_hint(kwargs, hint):
     assert check("6.3", _loop()).passed
     result = check("6.3", _loop(**kwargs))
     assert not result.passed and hint in result.message, result.message
+
+
+# Fixes from the learner's report: hard-coded values fail, hints name a mistake only when it explains every case,
+# and no message gives the answer away.
+
+GIVE_AWAYS = ("torch.cat([ys", "(ys == eos_id)", "logits[:, -1]", "logits = model.decode", "expected [",
+              "mask == 0", "mask > -1e4", "[1 0 0", "[1 1 0")
+
+
+def _no_give_away(message):
+    for piece in GIVE_AWAYS:
+        assert piece not in message, (piece, message)
+
+
+def test_6_2_both_axes_strict_and_triu_get_their_hints():
+    def both(lengths, n):
+        i = torch.arange(n)
+        real = i[None, :] < lengths[:, None]  # (B, n)
+        return ((i[None, :] <= i[:, None]) & real[:, None, :] & real[:, :, None])[:, None]
+
+    result = check("6.2", both)
+    assert not result.passed and "padding queries are not blocked" in result.message and "both axes" in result.message
+    real = lambda lengths, n: (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]  # noqa: E731
+    result = check("6.2", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).tril(-1) & real(lengths, n))
+    assert not result.passed and "keep the diagonal" in result.message, result.message
+    result = check("6.2", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).triu() & real(lengths, n))
+    assert not result.passed and "use tril, not triu" in result.message, result.message
+    _no_give_away(result.message)
+
+
+def test_6_2_unexplained_wrong_values_show_one_entry_and_the_rule():
+    def wrong(lengths, n):  # right, except that the last key of a full sequence is blocked
+        i = torch.arange(n)
+        real = i[None, :] < torch.clamp(lengths, max=n - 1)[:, None]
+        return (i[None, :] <= i[:, None]) & real[:, None, None, :]
+
+    result = check("6.2", wrong)
+    assert not result.passed and "for sequence 1 (length 5)" in result.message, result.message
+    assert "entry [1, 0, 4, 4]" in result.message and "real token" in result.message, result.message
+    _no_give_away(result.message)
+
+
+def test_6_3_ids_vary_and_fixed_ids_fail():
+    seen = []
+
+    def recording(model, src, max_len, bos_id, eos_id):
+        seen.append((bos_id, eos_id))
+        return make_greedy()(model, src, max_len, bos_id, eos_id)
+
+    assert check("6.3", recording).passed
+    assert len({b for b, _ in seen}) > 2 and len({e for _, e in seen}) > 2, seen
+    assert any(b != 1 for b, _ in seen) and any(e != 2 for _, e in seen)
+
+    def fixed(bos=None, eos=None):
+        def greedy_decode(model, src, max_len, bos_id, eos_id):
+            return make_greedy()(model, src, max_len, bos_id if bos is None else bos, eos_id if eos is None else eos)
+        return greedy_decode
+
+    result = check("6.3", fixed(bos=1))
+    assert not result.passed and "bos_id argument" in result.message, result.message
+    result = check("6.3", fixed(eos=2))
+    assert not result.passed and "eos_id argument" in result.message, result.message
+    result = check("6.3", fixed(bos=1, eos=2))
+    assert not result.passed and "bos_id" in result.message, result.message
+    _no_give_away(result.message)
+
+
+def test_6_3_int32_ids_fail():
+    result = check("6.3", lambda *args: make_greedy()(*args).int())
+    assert not result.passed and "torch.int32" in result.message and "torch.long" in result.message, result.message
+
+
+def test_6_3_row_zero_is_not_always_the_last_to_end():
+    def first_row_only(model, src, max_len, bos_id, eos_id):  # stops when row 0 has ended
+        model.eval()
+        ys = torch.full((src.size(0), 1), bos_id)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        with torch.no_grad():
+            for _ in range(max_len - 1):
+                nxt = model(src, ys)[:, -1].argmax(-1).masked_fill(done, 0)
+                ys = torch.cat([ys, nxt[:, None]], 1)
+                done |= nxt == eos_id
+                if done[0]:
+                    break
+        return ys
+
+    result = check("6.3", first_row_only)
+    assert not result.passed and "EVERY row" in result.message, result.message
+
+
+def test_6_3_sampling_and_time_axis_are_not_told_to_stop_earlier():
+    def own_generator_sampling(model, src, max_len, bos_id, eos_id):
+        model.eval()
+        g = torch.Generator().manual_seed(0)
+        ys = torch.full((src.size(0), 1), bos_id)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        with torch.no_grad():
+            for _ in range(max_len - 1):
+                p = torch.softmax(model(src, ys)[:, -1], -1)
+                nxt = torch.multinomial(p, 1, generator=g)[:, 0].masked_fill(done, 0)
+                ys = torch.cat([ys, nxt[:, None]], 1)
+                done |= nxt == eos_id
+                if done.all():
+                    break
+        return ys
+
+    result = check("6.3", own_generator_sampling)
+    assert not result.passed and "argmax" in result.message and "stop as soon" not in result.message, result.message
+    result = check("6.3", make_greedy(pick="positions"))
+    assert not result.passed and "vocabulary" in result.message and "stop as soon" not in result.message
+    _no_give_away(result.message)
+
+
+def test_6_3_one_step_short_is_told_about_max_len():
+    def short(model, src, max_len, bos_id, eos_id):
+        return make_greedy()(model, src, max_len - 1, bos_id, eos_id) if max_len > 1 else \
+            make_greedy()(model, src, max_len, bos_id, eos_id)
+
+    result = check("6.3", short)
+    assert not result.passed and "max_len" in result.message, result.message
+
+
+def test_6_3_messages_give_nothing_away():
+    for kwargs in ({"fill": "none"}, {"stop": "any"}, {"feed": "bos"}, {"stop": "never"}, {"bos": False}):
+        result = check("6.3", make_greedy(**kwargs))
+        assert not result.passed
+        _no_give_away(result.message)
+
+    def wrong_token(model, src, max_len, bos_id, eos_id):  # the right loop, then one token changed
+        ys = make_greedy()(model, src, max_len, bos_id, eos_id).clone()
+        ys[0, 1] = (ys[0, 1] + 1) % 13
+        return ys
+
+    result = check("6.3", wrong_token)
+    assert not result.passed and "row 0, position 1" in result.message, result.message
+    _no_give_away(result.message)
+
+
+def test_6_4_a_mask_that_blocks_nothing_is_checked():
+    result = check("6.4", lambda m: ~m if m.dtype == torch.bool else m != m.min())
+    assert not result.passed and "blocks nothing" in result.message, result.message
+    assert "float16" in result.message  # also an additive mask that is neither float32 nor float64
+
+
+def test_6_4_messages_give_nothing_away():
+    for wrong in (lambda m: ~m if m.dtype == torch.bool else m != 0, lambda m: ~m,
+                  lambda m: ~m if m.dtype == torch.bool else torch.ones_like(m, dtype=torch.bool),
+                  lambda m: ~m if m.dtype == torch.bool else (m == 0).float()):
+        result = check("6.4", wrong)
+        assert not result.passed
+        _no_give_away(result.message)

@@ -761,9 +761,10 @@ def to_allow_mask_int_result(mask):
     return mask > -1e4
 
 
-@wrong("6.4", hint="without")
+@wrong("6.4", hint="package's own")
 def to_allow_mask_convert_mask(mask):
-    """calls attnbook.masks.convert_mask, which the task forbids"""
+    """calls attnbook.masks.convert_mask, which the task forbids (the exercise's reference: "the package's own
+    solution")"""
     src = "block" if mask.dtype == torch.bool else "additive"
     return _masks.convert_mask(mask, src, "allow")
 
@@ -847,3 +848,141 @@ def to_allow_mask_where(mask):
     """torch.where on a float view, then compare with 0.5"""
     blocked = mask if mask.dtype == torch.bool else mask <= -1e4
     return torch.where(blocked, torch.zeros_like(mask, dtype=torch.float), torch.ones_like(mask, dtype=torch.float)) > 0.5
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Added with the checker fixes: one wrong answer for each hinted mistake that no entry above covered
+# ----------------------------------------------------------------------------------------------------------
+
+
+@wrong("6.1", hint="nothing is masked")
+def causal_mask_all_true(n):
+    """every entry True: torch.ones(n, n, dtype=torch.bool) with the tril forgotten"""
+    return torch.ones(n, n, dtype=torch.bool)
+
+
+@wrong("6.1", hint="off by one")
+def causal_mask_one_ahead(n):
+    """tril(1): each query also sees the next key"""
+    return torch.ones(n, n, dtype=torch.bool).tril(1)
+
+
+@wrong("6.1", hint="j > i")
+def causal_mask_one_entry_wrong(n):
+    """right except the last query may also see a key after it (no known mistake: the neutral message names the
+    first wrong entry and the rule j <= i)"""
+    m = torch.ones(n, n, dtype=torch.bool).tril()
+    if n >= 4:
+        m[1, 3] = True
+    return m
+
+
+@wrong("6.2", hint="AND")
+def decoder_self_mask_or(lengths, n):
+    """causal OR padding instead of AND"""
+    return _causal(n) | _real(lengths, n)[:, None, None, :]
+
+
+@wrong("6.2", hint="transposed")
+def decoder_self_mask_transposed(lengths, n):
+    """queries on the columns and keys on the rows"""
+    return (_causal(n) & _real(lengths, n)[:, None, None, :]).transpose(-2, -1)
+
+
+@wrong("6.2", hint="padding")
+def decoder_self_mask_last_key_missed(lengths, n):
+    """blocks only the first padding key of each sequence (no known mistake: the message names the entry and says
+    the key is padding)"""
+    real = torch.arange(n)[None, :] != lengths[:, None]
+    return _causal(n) & real[:, None, None, :]
+
+
+def _loop(*, feed="prefix", overwrite=False, stop="all", fill=True, decode_mask=True):
+    """A batch loop written against the model's public API, with one knob turned."""
+
+    def greedy_decode(model, src, max_len, bos_id, eos_id):
+        model.eval()
+        with torch.no_grad():
+            src_mask = model.make_src_mask(src)
+            memory = model.encode(src, src_mask)
+            ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+            done = torch.zeros(src.size(0), dtype=torch.bool)
+            for t in range(max_len - 1):
+                if feed == "prefix":
+                    inp = ys
+                elif feed == "bos":
+                    inp = ys[:, :1]
+                elif feed == "last":
+                    inp = ys[:, -1:]
+                else:  # the source tokens, shifted right behind BOS (teacher forcing with src)
+                    inp = torch.cat([ys[:, :1], src[:, :t]], dim=1)
+                next_id = model.decode(inp, memory, src_mask if decode_mask else None)[:, -1].argmax(dim=-1)
+                if overwrite:
+                    done = done | (next_id == eos_id)
+                    next_id = next_id.masked_fill(done, model.config.pad_id)
+                elif fill:
+                    next_id = next_id.masked_fill(done, model.config.pad_id)
+                ys = torch.cat([ys, next_id[:, None]], dim=1)
+                done = done | (next_id == eos_id)
+                if (stop == "all" and done.all()) or (stop == "first" and done[0]):
+                    break
+        return ys
+
+    return greedy_decode
+
+
+wrong("6.3", hint="BOS alone", name="decodes BOS alone every step (ys[:, :1]): the prediction is never fed back")(
+    _loop(feed="bos"))
+wrong("6.3", hint="latest token", name="feeds only the latest token (ys[:, -1:]) to the decoder")(_loop(feed="last"))
+wrong("6.3", hint="source tokens", name="feeds the source tokens behind BOS (teacher forcing with src)")(
+    _loop(feed="source"))
+wrong("6.3", hint="keep the EOS", name="marks the row done before padding: its EOS itself becomes <pad>")(
+    _loop(overwrite=True))
+wrong("6.3", hint="first row", name="stops when the FIRST row has ended (done[0]), not every row")(
+    _loop(stop="first"))
+wrong("6.3", hint="fill the finished rows", name="never stops and never pads: max_len - 1 raw argmax tokens")(
+    _loop(stop="never", fill=False))
+wrong("6.3", hint="source padding", name="decodes with src_mask=None (the encoder had the mask)")(
+    _loop(decode_mask=False))
+
+
+@wrong("6.3", hint="argmax")
+def greedy_decode_second_best(model, src, max_len, bos_id, eos_id):
+    """appends the second most likely token when it is not EOS (no known mistake: the message names the first
+    token that is not the argmax)"""
+    model.eval()
+    with torch.no_grad():
+        src_mask = model.make_src_mask(src)
+        memory = model.encode(src, src_mask)
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        for _ in range(max_len - 1):
+            top = model.decode(ys, memory, src_mask)[:, -1].topk(2, dim=-1).indices
+            next_id = torch.where(top[:, 0] == eos_id, top[:, 0], top[:, 1]).masked_fill(done, model.config.pad_id)
+            ys = torch.cat([ys, next_id[:, None]], dim=1)
+            done = done | (next_id == eos_id)
+            if done.all():
+                break
+    return ys
+
+
+@wrong("6.4", hint="treated it like an additive mask")
+def to_allow_mask_threshold_for_both(mask):
+    """mask > -1e4 for every mask: a boolean mask comes out all True"""
+    return mask > -1e4
+
+
+@wrong("6.4", hint="every entry came out True")
+def to_allow_mask_not_positive(mask):
+    """additive: mask <= 0, which is True everywhere"""
+    if mask.dtype == torch.bool:
+        return ~mask
+    return mask <= 0
+
+
+@wrong("6.4", hint="every entry came out False")
+def to_allow_mask_positive(mask):
+    """additive: mask > 0 (no entry is positive)"""
+    if mask.dtype == torch.bool:
+        return ~mask
+    return mask > 0
