@@ -314,15 +314,15 @@ def test_6_3_float_ids_list_and_forbidden_function():
 def test_6_3_cases_show_every_mistake():
     """The checker's model and cases are chosen so that each mistake changes the output somewhere and no two
     mistakes give the same outputs on every case; guard that choice against changes in the model or in torch."""
-    from attnbook.exercises import ch06
+    from attnbook.exercises.ch06 import greedy
 
     outputs = {}  # mistake -> its output on every case
     refs = []
-    for _, src, max_len, bos, eos in ch06._decode_cases():
-        model = ch06._fresh_model(bos, eos).eval()
-        ref = ch06._greedy(model, src, max_len, bos, eos)
+    for _, src, max_len, bos, eos in greedy._decode_cases():
+        model = greedy._fresh_model(bos, eos).eval()
+        ref = greedy._greedy(model, src, max_len, bos, eos)
         refs.append((ref, max_len, eos))
-        for key, (_, wrong) in ch06._decode_mistakes(model, src, max_len, bos, eos).items():
+        for key, (_, wrong) in greedy._decode_mistakes(model, src, max_len, bos, eos).items():
             outputs.setdefault(key, []).append(wrong)
 
     def same(a, b):

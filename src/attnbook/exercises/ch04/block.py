@@ -1,0 +1,177 @@
+"""Checker for exercise 4.3, a pre-norm block from its sublayers."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ...layers import EncoderBlock, LayerNorm
+from ..guard import call
+from ..registry import exercise
+from ..runs import GRAD_HINT, Run, collect, expect_gradients, expect_shape, verdict
+from ._shared import _expect_dtype, _randn, _tolerance
+
+
+def _randomize_(module: nn.Module, seed: int) -> nn.Module:
+    """Random values for every parameter: torch's ones and zeros would hide a forgotten gamma, beta or bias."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
+    return module
+
+
+BLOCK_FORBIDDEN = [
+    (name, "compose the four callables yourself, in the order of the pre-norm diagram")
+    for name in ("attnbook.layers.EncoderBlock", "torch.nn.TransformerEncoderLayer")
+]
+
+
+def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
+    """What common mistakes return on this input; each hint names the mistake and the rule, not the answer."""
+    y = norm1(x)
+    a_y, a_x, a_n2 = attn(y), attn(x), attn(norm2(x))  # the attention outputs the mistakes share
+    h, z, post_h, half = x + a_y, y + a_y, norm1(x + a_x), 0.5 * (x + a_y)
+    out = h + ffn(norm2(h))
+    post = ("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
+            "only the input of each sublayer and adds the sublayer's output to the un-normalised stream")
+    order = "the sublayers come in the other order: attention first, then the feed-forward network, each with its norm"
+    return {
+        post: norm2(post_h + ffn(post_h)),
+        post + " (your second sublayer also reads x instead of h, so the attention output is lost)": norm2(x + ffn(x)),
+        post + " (your second residual also starts from x instead of h)": norm2(x + ffn(post_h)),
+        "the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
+        "block (attention with its residual), through its own norm": h + ffn(norm2(x)),
+        "the second residual starts from x: it must start from h, the output of the first sublayer block; as "
+        "written, the attention output never reaches the result": x + ffn(norm2(h)),
+        "you forgot the first residual connection: the attention sublayer's output is added to the block's input x":
+            a_y + ffn(norm2(a_y)),
+        "you forgot the second residual connection: the feed-forward sublayer's output is added to its input "
+        "stream h": ffn(norm2(h)),
+        "you forgot both residual connections: each sublayer's output is added to the stream it read from":
+            ffn(norm2(a_y)),
+        "you applied the norms to the sublayer outputs; in a pre-norm block each norm normalises the input of its "
+        "sublayer": (x + norm1(a_x)) + norm2(ffn(x + norm1(a_x))),
+        "the residual must carry the un-normalised x: normalise only what goes into attn": z + ffn(norm2(z)),
+        "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer":
+            norm2(z) + ffn(norm2(z)),
+        "the second residual must carry the un-normalised h: normalise only what goes into ffn":
+            norm2(h) + ffn(norm2(h)),
+        "you used norm1 twice: the feed-forward sublayer has its own norm, norm2": h + ffn(norm1(h)),
+        "norm1 and norm2 are swapped: norm1 belongs to the attention sublayer, norm2 to the feed-forward sublayer":
+            (x + a_n2) + ffn(norm1(x + a_n2)),
+        order: (x + ffn(norm1(x))) + attn(norm2(x + ffn(norm1(x)))),
+        order + " (yours have the right norms)": (x + ffn(norm2(x))) + attn(norm1(x + ffn(norm2(x)))),
+        "you stopped after the attention sublayer: the block goes on with the feed-forward sublayer and its own "
+        "residual connection": h,
+        "attn returns one tensor, not an (output, weights) tuple: use its result as it is, without [0]":
+            (x + a_y[0]) + ffn(norm2(x + a_y[0])),
+        "you added the block's input x once more at the end: each residual connection adds a sublayer's output "
+        "once, to the stream it read from": out + x,
+        "a pre-norm block does not normalise its output: the norms only normalise what goes into the sublayers":
+            norm2(out),
+        "the residual connections add the sublayer's output to the stream as it is, unscaled (no averaging)":
+            0.5 * (half + ffn(norm2(half))),
+    }
+
+
+def _block_error_hint(message: str) -> str | None:
+    if "attn takes one tensor of shape (batch, n, d)" in message or "must have shape (batch, seq" in message:
+        return ("keep x as it is, (batch, n, d): attention mixes the positions within each sequence, so do not "
+                "flatten or reshape x (to (batch * n, d)) before calling attn")
+    if "TypeError" in message and ("positional argument" in message or "takes" in message):
+        return ("each of attn, ffn, norm1 and norm2 takes one tensor of shape (batch, n, d) and returns one: call "
+                "attn with the normalised tensor alone, not attn(q, k, v)")
+    if "not subscriptable" in message or "tuple" in message:
+        return "attn returns one tensor (not an (output, weights) tuple): use its result directly"
+    return None
+
+
+def _named(fn, name: str, three_d: bool = False):
+    """`fn` as a plain function called `name` (what error messages and repr show), taking one tensor; with
+    `three_d`, it refuses anything but a (batch, n, d) tensor, as attention does."""
+
+    def sublayer(t):
+        if three_d and isinstance(t, Tensor) and t.dim() != 3:
+            raise ValueError(f"{name} takes one tensor of shape (batch, n, d), got shape {tuple(t.shape)}")
+        return fn(t)
+
+    sublayer.__name__ = sublayer.__qualname__ = name
+    return sublayer
+
+
+def _block_from(block: EncoderBlock) -> tuple:
+    """(attn, ffn, norm1, norm2) of a pre-norm EncoderBlock, as one-tensor functions with readable names."""
+    return (_named(lambda t: block.self_attn(t, t, t)[0], "attn", three_d=True), _named(block.ffn, "ffn"),
+            _named(block.norm1, "norm1"), _named(block.norm2, "norm2"))
+
+
+def _block_cases():
+    """(description, x, attn, ffn, norm1, norm2, reference) for 4.3."""
+    cases = []
+    # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
+    block = _randomize_(EncoderBlock(8, 2, 16, norm_first=True).double(), seed=31).eval()
+    x = _randn(2, 5, 8, seed=32)
+    with torch.no_grad():
+        ref = block(x)
+    cases.append(("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
+                  "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta",
+                  x, *_block_from(block), ref))
+    # 2. plain functions that mix positions, batch of one
+    A, B, C = _randn(4, 4, seed=33), _randn(4, 6, seed=34), _randn(6, 4, seed=35)
+    norm_a, norm_b = _randomize_(LayerNorm(4).double(), seed=36), _randomize_(LayerNorm(4).double(), seed=37)
+    x = _randn(1, 3, 4, seed=38)
+
+    def mix(t):
+        return torch.softmax(t @ t.transpose(-2, -1), dim=-1) @ t @ A  # (B, n, 4): every position sees the others
+
+    def mlp(t):
+        return torch.tanh(t @ B) @ C  # (B, n, 4)
+
+    cases.append(("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
+                  "LayerNorms", x, _named(mix, "attn", three_d=True), _named(mlp, "ffn"), _named(norm_a, "norm1"),
+                  _named(norm_b, "norm2"), None))
+    # 3. one token per sequence, odd width
+    block3 = _randomize_(EncoderBlock(6, 3, 5, norm_first=True).double(), seed=39).eval()
+    x = _randn(3, 1, 6, seed=40)
+    cases.append(("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
+                  "6 -> 5 -> 6 and two LayerNorms", x, *_block_from(block3), None))
+    # 4. float32: the result keeps the input's dtype
+    block4 = _randomize_(EncoderBlock(6, 2, 12, norm_first=True), seed=41).eval()
+    x = _randn(2, 4, 6, seed=42, dtype=torch.float32)
+    cases.append(("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
+                  "and two LayerNorms, all in float32", x, *_block_from(block4), None))
+    return cases
+
+
+@exercise("4.3", "A pre-norm block from its sublayers", section="Pre-norm: GPT-2 and most modern models",
+          references=("attnbook.layers.EncoderBlock",))
+def check_pre_norm_block(pre_norm_block) -> str:
+    """pre_norm_block(x, attn, ffn, norm1, norm2) must equal the pre-norm EncoderBlock made of these pieces."""
+    cases = _block_cases()
+
+    def one(case, runs):
+        desc, x, attn, ffn, norm1, norm2, ref = case
+        with torch.no_grad():
+            ref = _block_ref(x, attn, ffn, norm1, norm2) if ref is None else ref  # (B, n, d)
+            mistakes = _block_mistakes(x, attn, ffn, norm1, norm2)
+            got = call(pre_norm_block, x, attn, ffn, norm1, norm2, what="pre_norm_block", on=desc,
+                       forbid=BLOCK_FORBIDDEN, explain=_block_error_hint)
+        _expect_dtype(got, x, "your result", desc)
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=desc)
+        return Run(desc, got, ref, mistakes, *_tolerance(x))
+
+    verdict(collect(cases, one), what="your result",
+            rule="the attention sublayer reads norm1 of the stream and adds its output to the stream; then the "
+                 "feed-forward sublayer does the same with norm2")
+    desc, x, *sublayers, _ = cases[0]
+    expect_gradients(pre_norm_block, (x, *sublayers), {0: "x"}, _block_ref, what="pre_norm_block", on=desc,
+                     forbid=BLOCK_FORBIDDEN, explain=_block_error_hint,
+                     hint="the gradient must reach x through every path, the residual connections (the skip paths) "
+                          "included: " + GRAD_HINT.split(": ", 1)[1])
+    return (f"the pre-norm block is right on {len(cases)} inputs, including a batch of one, one token per sequence "
+            "and float32")
+
+
+def _block_ref(x, attn, ffn, norm1, norm2):
+    h = x + attn(norm1(x))  # (B, n, d)
+    return h + ffn(norm2(h))

@@ -1,0 +1,106 @@
+"""Helpers that several of chapter 6's checkers use: a case with the learner's result and the known mistakes
+(`_Case`), the type and shape check of a mask, the run over the cases and the judge that names a mistake only
+when it explains every case of its kind (6.1, 6.2 and 6.4), the comparison of two results (6.3 too), and the
+hints shared by 6.1 and 6.2."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..hints import describe
+from ..registry import Wrong
+
+ADDITIVE_HINT = (
+    "that is the additive form (0 where allowed, -inf where blocked) that nn.Transformer's "
+    "generate_square_subsequent_mask returns; this book's masks are boolean with True = may attend"
+)
+STRICT = ("a position may attend to itself: keep the diagonal (query i may see key j = i; tril's default "
+          "diagonal=0, not diagonal=-1)")
+UPPER = ("you kept the upper triangle: row i is query i, and it may attend to the keys j <= i, which lie on and "
+         "below the diagonal; use tril, not triu")
+
+
+class _Case:
+    """One case a checker ran: its description, the learner's result, the right one, and {key: (hint, wrong
+    result)} for the known mistakes; `kind` groups the cases a mistake is about (6.4: boolean or additive)."""
+
+    def __init__(self, on: str, got, ref: Tensor, mistakes: dict[str, tuple[str, Tensor]], kind: str = ""):
+        self.on, self.got, self.ref, self.mistakes, self.kind = on, got, ref, mistakes, kind
+
+    def right(self) -> bool:
+        return _same(self.got, self.ref)
+
+
+def _same(got, want: Tensor) -> bool:
+    return (isinstance(got, Tensor) and tuple(got.shape) == tuple(want.shape)
+            and torch.equal(got.detach().cpu().to(want.dtype), want))
+
+
+def _explained(cases: list[_Case], first: _Case) -> str | None:
+    """The hint of the first known mistake (in `first`'s order) that gives the learner's result on EVERY case of
+    `first`'s kind, or None: a mistake that explains only some of them is not named."""
+    for key, (hint, _) in first.mistakes.items():
+        if all(key in c.mistakes and _same(c.got, c.mistakes[key][1]) for c in cases if c.kind == first.kind):
+            return hint
+    return None
+
+
+def _mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tuple, str] | None = None,
+               shape_mistakes: dict[str, tuple[str, Tensor]] | None = None) -> None:
+    """Wrong unless `got` is a boolean tensor of expected's shape (a shape that only a known mistake gives gets
+    its hint)."""
+    if got is None:
+        raise Wrong(f"{what} is None on {on}", "did you forget a `return` statement?")
+    if not isinstance(got, Tensor):
+        raise Wrong(f"{what} is {describe(got)} on {on}, expected a boolean torch.Tensor")
+    shape, want = tuple(got.shape), tuple(expected.shape)
+    if shape != want:
+        hint = (shape_hints or {}).get(shape)
+        if hint is None:
+            for mistake_hint, wrong in (shape_mistakes or {}).values():
+                if tuple(wrong.shape) == shape:
+                    hint = mistake_hint
+                    break
+        raise Wrong(f"{what} has shape {shape} on {on}, expected {want}", hint)
+    if got.dtype != torch.bool:
+        if got.is_floating_point() and bool(torch.isinf(got).any()) and bool((got[~torch.isinf(got)] == 0).all()):
+            raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected torch.bool", ADDITIVE_HINT)
+        zero_one = not got.is_complex() and bool(((got == 0) | (got == 1)).all())
+        hint = ("a mask holds True/False, not numbers: build it with a comparison, or call .bool() on a 0/1 tensor "
+                "(torch.ones(n, n, dtype=torch.bool) starts you off boolean)" if zero_one else
+                "a mask holds True/False: build it with comparisons and &, |, ~")
+        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected torch.bool (True = may attend)", hint)
+
+
+def _judge(cases: list[_Case], *, what: str, detail) -> None:
+    """Wrong for the first case whose result is not right: a known mistake's hint when that mistake explains
+    every case of its kind, else the first wrong entry and the rule it breaks (`detail(case, index)`)."""
+    for case in cases:
+        if case.right():
+            continue
+        hint = _explained(cases, case)
+        if hint is not None:
+            raise Wrong(f"{what} has the wrong values on {case.on}", hint)
+        got = case.got.detach().cpu()
+        index = tuple(int(i) for i in (got != case.ref).nonzero()[0])
+        raise Wrong(f"{what} has the wrong values on {case.on}: {detail(case, index)}")
+
+
+def _run_masks(inputs, run, *, what: str, detail) -> None:
+    """Run `run(input) -> _Case` for every input; a result of the wrong type or shape is reported at once,
+    unless an earlier case already had wrong values (then that one is reported, with what the cases so far
+    show). Then `_judge` the values."""
+    cases: list[_Case] = []
+    for item in inputs:
+        try:
+            case = run(item)
+        except Wrong:
+            if any(not c.right() for c in cases):
+                break
+            raise
+        cases.append(case)
+    _judge(cases, what=what, detail=detail)
+
+
+def _tf(v: bool) -> str:
+    return "True" if v else "False"
