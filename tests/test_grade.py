@@ -1,27 +1,52 @@
-"""attnbook.grade: every way a returned notebook can go wrong becomes an entry in its row, graded in one run.
+"""attnbook.grading: every way a returned notebook can go wrong becomes an entry in its row, graded in one run.
 
 The submissions are crafted from the committed exercise versions, with answers taken from the chapters'
 solution cells. Most keep only the set-up cell and the exercises section (a learner may delete cells, and it
-keeps this file fast); one is the whole chapter.
+keeps this file fast); one is the whole chapter. They run in the sandbox where this machine allows it (else
+with --no-sandbox, and the sandbox's own tests are skipped). The attack suite is tests/test_grade_attacks.py.
 """
 from __future__ import annotations
 
 import copy
 import csv
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 import tomllib
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from attnbook import grade as grading
 from attnbook.exercises import REGISTRY
-from attnbook.grade import Unreadable, grade_submission, gradebook_columns, main, read_submission, recognise_chapter
+from attnbook.grading import gradebook, protocol, runner, sandbox
+from attnbook.grading.cli import main
+from attnbook.grading.gradebook import gradebook_columns
+from attnbook.grading.submission import (ExerciseGrade, SubmissionGrade, Unreadable, grade_submission,
+                                         read_submission, recognise_chapter)
 
 from conftest import BOOK, ROOT, chapter_path
 
 CELL_TIMEOUT = 15  # s: the infinite loop costs this much; generous for the set-up cell on a busy machine
+
+
+def _sandbox_problem() -> str | None:
+    try:
+        sandbox.check_available()
+    except sandbox.Unavailable as e:
+        return str(e)
+    return None
+
+
+SANDBOX_PROBLEM = _sandbox_problem()
+SANDBOXED = SANDBOX_PROBLEM is None
+MODE = [] if SANDBOXED else ["--no-sandbox"]  # the crafted submissions run either way
+needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason=f"no sandbox here: {SANDBOX_PROBLEM}")
 
 
 def ids(chapter: int) -> list[str]:
@@ -88,25 +113,46 @@ def crafted(tmp_path) -> dict[str, tuple]:
 
     nb = solved(1)  # the slowest two first, so that --jobs 2 overlaps them with the rest
     answer_cells(nb)[ch1[1]].source = "while True:\n    pass\n\n" + answer_cells(nb)[ch1[1]].source
-    write("infinite_loop.ipynb", nb, {**full1, ch1[1]: "0"}, f"ran longer than {CELL_TIMEOUT} s and was interrupted")
+    write("infinite_loop.ipynb", nb, {**full1, ch1[1]: "0"}, f"ran longer than {CELL_TIMEOUT} s and was stopped")
 
     nb = solved(1)
     answer_cells(nb)[ch1[2]].source = "import os\nos._exit(1)\n" + answer_cells(nb)[ch1[2]].source
-    write("kernel_death.ipynb", nb, {**full1, ch1[2]: "0"}, "the kernel died in cell")
+    write("kernel_death.ipynb", nb, {**full1, ch1[2]: "0"}, "ended the process; the notebook ran again")
+
+    if SANDBOXED:  # its parent is the sandbox's init, which a signal from inside cannot kill (unsandboxed: the grader)
+        nb = solved(1)
+        nb.cells.insert(3, nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"))
+        write("kills_parent.ipynb", nb, full1)
 
     write("full_chapter_1.ipynb", solved(1, trim=False), full1)
     write("chapter_2.ipynb", solved(2), full2)
+    nb = solved(2)
+    nb.metadata["attnbook"] = {"chapter": "2" + "0" * 5000}  # not a chapter number: ignored, recognised instead
+    write("chapter_5000_digits.ipynb", nb, full2, "not a chapter number: ignored")
+    nb = solved(2)
+    nb.metadata["attnbook"] = {"chapter": 1}  # the metadata decides (here wrongly: the learner's own loss)
+    write("metadata_chapter_1.ipynb", nb, {e: "0" for e in ch1})
     write("partial.ipynb", solved(1, only=(ch1[0], ch1[2])), {**full1, ch1[1]: "0"})
 
     (tmp_path / "not_a_notebook.ipynb").write_text('{"name": "my homework", "answers": [1, 2, 3]}')
     subs["not_a_notebook.ipynb"] = ({}, "not a notebook")
     (tmp_path / "invalid_json.ipynb").write_text('{"cells": [ this is not JSON')
     subs["invalid_json.ipynb"] = ({}, "invalid JSON")
+    (tmp_path / "nested.ipynb").write_text("[" * 100_000 + "]" * 100_000)
+    subs["nested.ipynb"] = ({}, "nests more than")
+    os.mkfifo(tmp_path / "fifo.ipynb")  # opening it for a read would block until a writer comes
+    subs["fifo.ipynb"] = ({}, "not a regular file (a FIFO")
+    (tmp_path / "folder.ipynb").mkdir()
+    subs["folder.ipynb"] = ({}, "not a regular file (a folder")
+    (tmp_path / "secret.txt").write_text("the instructor's secret")
+    (tmp_path / "link.ipynb").symlink_to(tmp_path / "secret.txt")  # never read, so never copied into the sandbox
+    subs["link.ipynb"] = ({}, "symbolic link")
 
     nb = solved(1)
     for cell in nb.cells:
         cell.source = cell.source.replace("# 1.", "# 42.").replace("Exercise 1.", "Exercise 42.") \
             .replace('check("1.', 'check("42.')
+    nb.metadata["attnbook"]["chapter"] = 42
     write("unknown_chapter.ipynb", nb, {}, "chapter 42 is not one the grader knows")
 
     nb = solved(1)
@@ -143,15 +189,24 @@ def crafted(tmp_path) -> dict[str, tuple]:
     return subs
 
 
-def test_every_crafted_submission_graded_together(tmp_path, capsys):
+NOT_GRADED = {"not_a_notebook.ipynb", "invalid_json.ipynb", "unknown_chapter.ipynb", "nested.ipynb", "fifo.ipynb",
+              "folder.ipynb", "link.ipynb"}
+
+
+
+def test_every_crafted_submission_graded_together(tmp_path, capsys, monkeypatch):
     subs = crafted(tmp_path)
-    gradebook = tmp_path / "gradebook.csv"
+    scratch = tmp_path.parent / f"{tmp_path.name}-scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the grader makes each run's folder
+    book = tmp_path / "gradebook.csv"
     paths = [str(tmp_path / name) for name in subs]
-    status = main([*paths, "--jobs", "2", "--csv", str(gradebook), "--timeout", str(CELL_TIMEOUT),
-                   "--notebook-timeout", "240"])
+    again = str(tmp_path / "." / "chapter_2.ipynb")  # the same file twice: graded once
+    status = main([*paths, again, "--jobs", "2", "--csv", str(book), "--timeout", str(CELL_TIMEOUT),
+                   "--notebook-timeout", "240", *MODE])
     out = capsys.readouterr().out
-    assert status == 1  # some submissions have problems
-    with gradebook.open(encoding="utf-8") as f:
+    assert status == 1  # some submissions could not be graded
+    with book.open(encoding="utf-8") as f:
         reader = csv.DictReader(f)
         columns = reader.fieldnames
         rows = {row["submission"]: row for row in reader}
@@ -169,14 +224,22 @@ def test_every_crafted_submission_graded_together(tmp_path, capsys):
         most = sum(REGISTRY[e].points for e in REGISTRY if e.split(".")[0] in chapter)
         if float(row["max_total"]) != most:
             failures.append(f"{name}: max_total {row['max_total']}, expected {most:g}")
-        if problem is None and row["problems"]:
-            failures.append(f"{name}: unexpected problems {row['problems']!r}")
-        if problem is not None and problem not in row["problems"]:
-            failures.append(f"{name}: problems {row['problems']!r} do not mention {problem!r}")
+        problems = row["problems"]
+        if not SANDBOXED and name not in NOT_GRADED:
+            if "graded unsandboxed" not in problems:
+                failures.append(f"{name}: an unsandboxed row must say so: {problems!r}")
+            problems = problems.removeprefix("graded unsandboxed (--no-sandbox): the submission's code ran with "
+                                             "the grader's rights").removeprefix("; ")
+        if problem is None and problems:
+            failures.append(f"{name}: unexpected problems {problems!r}")
+        if problem is not None and problem not in problems:
+            failures.append(f"{name}: problems {problems!r} do not mention {problem!r}")
     assert not failures, "\n".join(failures)
     for name in subs:  # the readable summary names every submission
         assert str(tmp_path / name) in out
-    assert "s per submission" in out
+    assert f"{len(NOT_GRADED)} not graded" in out and "s per submission" in out
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gradebook")]  # no temporary file left
+    assert not list(scratch.iterdir())  # every run's folder was removed
 
 
 def test_recorded_mode_reads_the_records_and_so_believes_forgeries(tmp_path, capsys):
@@ -185,8 +248,9 @@ def test_recorded_mode_reads_the_records_and_so_believes_forgeries(tmp_path, cap
     path = tmp_path / "forged.ipynb"
     nbformat.write(nb, path)
     assert main([str(path), "--recorded"]) == 0
+    out = capsys.readouterr().out
     most = sum(REGISTRY[e].points for e in ids(1))
-    assert f"chapter 1, {most:g}/{most:g} points" in capsys.readouterr().out
+    assert f"chapter 1, {most:g}/{most:g} points" in out and "UNTRUSTED" in out
     graded = grade_submission(path, recorded=True)
     assert {e: g.status for e, g in graded.exercises.items()} == {e: "passed" for e in ids(1)}
 
@@ -199,33 +263,13 @@ def test_recorded_mode_reads_the_committed_chapters_and_unrun_exercise_versions(
     assert unrun.chapter == "2" and unrun.total == 0 and unrun.max_total == most and not unrun.problems
 
 
-def test_a_kernel_that_ignores_the_interrupt_is_replaced(tmp_path, monkeypatch):
-    """A cell that ignores SIGINT: the probe times out too, so the notebook runs again without that cell."""
-    monkeypatch.setattr(grading, "PROBE_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(grading, "IOPUB_TIMEOUT_S", 1.0)
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# 1. Queries, keys and values"),
-                nbformat.v4.new_code_cell("def project_qkv(X, W_q, W_k, W_v):\n    return X @ W_q, X @ W_k, X @ W_v"),
-                nbformat.v4.new_code_cell("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                          "time.sleep(600)"),
-                nbformat.v4.new_code_cell("def stable_softmax(x, dim=-1):\n    return x")]
-    path = tmp_path / "stuck.ipynb"
-    nbformat.write(nb, path)
-    graded = grade_submission(path, timeout_s=2, notebook_timeout_s=90)
-    assert graded.chapter == "1"
-    assert {e: g.points for e, g in graded.exercises.items()} == {"1.1": 1.0, "1.2": 0.0, "1.3": 0.0}
-    assert graded.exercises["1.2"].status == "not attempted" and "soft_lookup" in graded.exercises["1.2"].message
-    assert graded.exercises["1.3"].status == "failed"  # defined after the stuck cell, checked, and wrong
-    assert len(graded.problems) == 1 and "ignored the interrupt" in graded.problems[0], graded.problems
-
-
-def test_notebook_limit_kills_the_kernel_and_grades_nothing_more(tmp_path):
+def test_notebook_limit_kills_the_run_and_grades_nothing_more(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# 2. Scaled dot-product attention"),
                 nbformat.v4.new_code_cell("import time\ntime.sleep(600)")]
     path = tmp_path / "slow.ipynb"
     nbformat.write(nb, path)
-    graded = grade_submission(path, timeout_s=300, notebook_timeout_s=4)
+    graded = grade_submission(path, timeout_s=300, notebook_timeout_s=4, sandboxed=SANDBOXED)
     assert graded.seconds < 30
     assert graded.total == 0 and set(graded.exercises) == set(ids(2))
     assert any("ran past its limit of 4 s" in p for p in graded.problems), graded.problems
@@ -235,6 +279,7 @@ def test_notebook_limit_kills_the_kernel_and_grades_nothing_more(tmp_path):
 def test_every_exercise_version_is_recognised_as_its_chapter(path):
     nb = read_submission(path)
     chapter = str(int(path.name[:2]))
+    assert nb.metadata["attnbook"]["chapter"] == int(chapter)  # written by attnbook.student
     assert recognise_chapter(nb) == chapter
     broken = copy.deepcopy(nb)  # without its title, and with every check cell deleted: still recognised
     broken.cells = [c for c in broken.cells[1:] if "check(" not in c.source]
@@ -244,29 +289,209 @@ def test_every_exercise_version_is_recognised_as_its_chapter(path):
 def test_unreadable_files_say_why(tmp_path):
     cases = {"binary.ipynb": (b"\x89PNG\r\n\x1a\n\xff", "not UTF-8"), "list.ipynb": (b"[1, 2]", "a list without"),
              "bad_cells.ipynb": (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
-                                             "cells": "none"}).encode(), "not a valid notebook")}
+                                             "cells": "none"}).encode(), "not a valid notebook"),
+             "deep.ipynb": (b'{"nbformat": 4, "x": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nests more than"),
+             "nan.ipynb": (b'{"nbformat": NaN}', "invalid JSON")}
     for name, (data, why) in cases.items():
         (tmp_path / name).write_bytes(data)
         with pytest.raises(Unreadable, match=why):
             read_submission(tmp_path / name)
+    with (tmp_path / "huge.ipynb").open("wb") as f:
+        f.truncate(25_000_000)  # sparse: nothing is written
+    with pytest.raises(Unreadable, match="25.0 MB"):
+        read_submission(tmp_path / "huge.ipynb")
     missing = grade_submission(tmp_path / "missing.ipynb")
-    assert missing.exercises == {} and "cannot read the file" in missing.problems[0]
+    assert missing.exercises == {} and "cannot read the file" in missing.problems[0] and not missing.graded
+
+
+def test_chapter_option_overrides_metadata_and_content(tmp_path):
+    nb = solved(1)
+    path = tmp_path / "as_chapter_2.ipynb"
+    nbformat.write(nb, path)
+    graded = grade_submission(path, recorded=True, chapter="2")
+    assert graded.chapter == "2" and set(graded.exercises) == set(ids(2))
+    for bad in ["0", "100", "2" * 5000, "two", "-1"]:
+        with pytest.raises(SystemExit):
+            main([str(path), "--chapter", bad])
 
 
 def test_gradebook_columns_are_in_numeric_order():
-    rows = [grading.SubmissionGrade("a", "10", {e: grading.ExerciseGrade(e, "passed", 1, 1, "") for e in ("10.1", "2.3")}),
-            grading.SubmissionGrade("b", "9", {"9.3": grading.ExerciseGrade("9.3", "failed", 0, 1, "")})]
+    rows = [SubmissionGrade("a", "10", {e: ExerciseGrade(e, "passed", 1, 1, "") for e in ("10.1", "2.3")}),
+            SubmissionGrade("b", "9", {"9.3": ExerciseGrade("9.3", "failed", 0, 1, "")})]
     assert gradebook_columns(rows) == ["submission", "2.3", "9.3", "10.1", "total", "max_total", "problems"]
-    assert [r["9.3"] for r in grading.gradebook_rows(rows)] == ["", "0"]
+    assert [r["9.3"] for r in gradebook.gradebook_rows(rows)] == ["", "0"]
 
 
-@pytest.mark.parametrize("bad", [["--jobs", "0"], ["--timeout", "-1"], ["--notebook-timeout", "soon"]])
+def test_gradebook_is_rewritten_atomically_row_by_row(tmp_path, monkeypatch):
+    path = tmp_path / "book.csv"
+    book = gradebook.Gradebook(path, ["a", "b"])
+    book.add(SubmissionGrade("b", "9", {"9.3": ExerciseGrade("9.3", "failed", 0, 1, "")}))
+    assert [r["submission"] for r in csv.DictReader(path.open())] == ["b"]  # each finished row is on disk at once
+
+    def crash(*args):
+        raise OSError("disk full")
+    monkeypatch.setattr(gradebook.os, "replace", crash)  # a crash while writing keeps the previous gradebook
+    with pytest.raises(OSError):
+        book.add(SubmissionGrade("a", "2", {"2.1": ExerciseGrade("2.1", "passed", 1, 1, "")}))
+    assert [r["submission"] for r in csv.DictReader(path.open())] == ["b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.csv"]
+
+
+def test_protocol_readers_refuse_what_they_cannot_trust(tmp_path):
+    (tmp_path / protocol.PROGRESS).write_text("ready\nstart 3\nflood 3 20000000\nend 3\ngarbage\ncheck 1.1\nchecked")
+    progress = protocol.read_progress(str(tmp_path))
+    assert progress.last == ("check", "1.1") and progress.floods == {3: 20_000_000} and not progress.done
+    (tmp_path / protocol.TRANSCRIPT).write_text('{"exercise_id": "1.1", "transcript": {}}\nnot json\n'
+                                                '{"exercise_id": "1.2", "transcript": 1}\n'
+                                                '{"exercise_id": "1.2", "transcript": 2}\n'
+                                                '{"exercise_id": "../x", "transcript": 2}\n')
+    found, problems = protocol.read_transcripts(str(tmp_path), ["1.1", "1.2"])
+    assert found == {"1.1": {}} and len(problems) == 3 and "1.2: recorded more than once" in problems[-1]
+    os.unlink(tmp_path / protocol.TRANSCRIPT)
+    os.mkfifo(tmp_path / protocol.TRANSCRIPT)  # a FIFO left by the learner's code never blocks the grader
+    assert protocol.read_transcripts(str(tmp_path), ["1.1"]) == ({}, ["the transcript is not a regular file (a FIFO; not read)"])
+    secret = tmp_path / "secret.txt"
+    secret.write_text("instructor's secret")
+    os.unlink(tmp_path / protocol.PROGRESS)
+    os.symlink(secret, tmp_path / protocol.PROGRESS)  # a link to a file outside is not followed
+    assert "symbolic link" in protocol.read_progress(str(tmp_path)).problem
+
+
+def test_runner_runs_cells_counts_output_and_records(tmp_path):
+    """The runner in this process (as tests import it): cells run in order with magics, output only counted."""
+    request = protocol.Request(chapter="1", exercises=[("1.1", "project_qkv")], run_seed=0, cell_timeout_s=10,
+                               cells=[(0, "x = 2\n%time y = x + 1"), (2, "print('z' * 11_000_000)"),
+                                      (3, "raise ValueError('a learner error is not the runner\\'s')")])
+    protocol.write_request(str(tmp_path), request)
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        runner.main([str(tmp_path)])
+    finally:
+        os.chdir(cwd)
+        runner.make_shell().clear_instance()
+    lines = (tmp_path / protocol.PROGRESS).read_text().split()
+    assert " ".join(lines) == "ready start 0 end 0 start 2 flood 2 11000001 end 2 start 3 end 3 check 1.1 checked 1.1 done"
+    found, problems = protocol.read_transcripts(str(tmp_path), ["1.1"])
+    assert set(found) == {"1.1"} and not problems
+
+
+def test_a_path_given_twice_is_graded_once(tmp_path):
+    from attnbook.grading.cli import distinct
+    (tmp_path / "a.ipynb").write_text("{}")
+    os.symlink(tmp_path / "a.ipynb", tmp_path / "b.ipynb")
+    assert distinct([str(tmp_path / "a.ipynb"), str(tmp_path / "sub" / ".." / "a.ipynb"), str(tmp_path / "b.ipynb")]) \
+        == [str(tmp_path / "a.ipynb")]
+
+
+@pytest.mark.parametrize("bad", [["--jobs", "0"], ["--timeout", "-1"], ["--notebook-timeout", "soon"],
+                                 ["--chapter", "x"]])
 def test_command_line_rejects_bad_limits(bad, capsys):
     with pytest.raises(SystemExit):
         main(["x.ipynb", *bad])
     assert bad[0] in capsys.readouterr().err
 
 
-def test_console_script_is_declared():
+def test_console_script_and_module_entry_points():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert scripts["attnbook-grade"] == "attnbook.grade:main"
+    assert scripts["attnbook-grade"] == "attnbook.grading.cli:main"
+    for module in ("attnbook.grade", "attnbook.grading"):
+        done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "--no-sandbox" in done.stdout
+
+
+@needs_sandbox
+def test_sandbox_keeps_the_network_files_environment_and_processes_in(tmp_path, monkeypatch):
+    """Probes from a cell: each exercise's right answer is deleted if its probe got out. Harmless if one does:
+    the files it writes and the processes it leaves are removed here."""
+    token = os.urandom(8).hex()
+    marker = f"attnbook-probe-{token}"
+    secret = tmp_path / "instructor_secret.txt"
+    secret.write_text("the instructor's secret")
+    monkeypatch.setenv("ATTNBOOK_INSTRUCTOR_SECRET", token)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    targets = [ROOT / "src" / "attnbook" / f"probe_{token}.py", Path(sys.prefix) / f"probe_{token}",
+               tmp_path / f"probe_{token}"]
+    probe = f'''import os, socket, subprocess, sys
+escaped = set()
+try:
+    socket.create_connection(("127.0.0.1", {listener.getsockname()[1]}), timeout=3).close()
+    escaped.add("network")
+except OSError:
+    pass
+try:
+    open({str(secret)!r}).read()
+    escaped.add("read")
+except OSError:
+    pass
+if "ATTNBOOK_INSTRUCTOR_SECRET" in os.environ or os.path.exists("/etc/shadow") or os.path.exists({str(ROOT / "tests")!r}):
+    escaped.add("read")
+for target in {[str(t) for t in targets]!r}:
+    try:
+        with open(target, "w") as f:
+            f.write("escaped")
+        escaped.add("write")
+    except OSError:
+        pass
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", {marker!r}], start_new_session=True)
+os.system(sys.executable + " -c 'import os, time; os.fork() or os.setsid(); time.sleep(600)' {marker} &")
+'''
+    ch1 = ids(1)
+    names = [REGISTRY[e].answer_name for e in ch1]
+    nb = solved(1)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(probe))
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "".join(f"if {what!r} in escaped:\n    del {name}\n" for what, name in zip(["network", "read", "write"], names))))
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(nb, path)
+    try:
+        graded = grade_submission(path, timeout_s=CELL_TIMEOUT, notebook_timeout_s=120)
+        time.sleep(0.5)
+        try:
+            listener.accept()[0].close()
+            connected = True
+        except OSError:
+            connected = False
+    finally:
+        escaped_files = [t for t in targets if t.exists()]
+        for t in escaped_files:
+            t.unlink()
+        left = []
+        for pid in os.listdir("/proc"):
+            try:
+                if pid.isdigit() and marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    left.append(int(pid))
+                    os.kill(int(pid), 9)
+            except OSError:
+                pass
+        listener.close()
+    assert not connected and not escaped_files and not left, (connected, escaped_files, left)
+    assert {e: g.points for e, g in graded.exercises.items()} == {e: REGISTRY[e].points for e in ch1}, graded
+    assert not graded.problems, graded.problems
+
+
+@needs_sandbox
+def test_sandbox_command_binds_only_what_python_needs(tmp_path):
+    box = sandbox.Sandbox()
+    cmd = box.command(str(tmp_path / "s"), str(tmp_path / "etc"), ["python"])
+    writable = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--bind"]
+    assert writable == [str(tmp_path / "s")]  # the submission's folder alone is writable
+    bound = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("--ro-bind", "--ro-bind-try")]
+    assert "/" not in bound and "/etc" not in bound and os.path.expanduser("~") not in bound
+    assert str(ROOT) not in bound and str(ROOT / "tests") not in bound
+    for flag in ("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in cmd
+
+
+def test_without_user_namespaces_the_grader_stops_with_one_line(tmp_path, monkeypatch, capsys):
+    def refuse(box=None):
+        raise sandbox.Unavailable("the sandbox (bubblewrap) cannot start here (No permissions to create a new "
+                                  "namespace): " + sandbox.ALLOW_HINT)
+    monkeypatch.setattr(sandbox, "check_available", refuse)
+    assert main([str(tmp_path / "x.ipynb"), "--csv", str(tmp_path / "book.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "sysctl -w kernel.unprivileged_userns_clone=1" in err and "--no-sandbox" in err
+    assert not (tmp_path / "book.csv").exists()

@@ -24,6 +24,7 @@ import nbformat
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 SOLUTION_TAG = "solution"
+METADATA_KEY = "attnbook"  # the notebook's metadata: {"chapter": N}
 CHAPTER_GLOB = "[0-9][0-9]_*.ipynb"
 EXERCISE_DIRECTIVE = re.compile(r"\A:::\{exercise\} (?P<title>[^\n]+)\n(?::[\w-]+:[^\n]*\n)*\n?(?P<body>.*?)\n:::\s*\Z", re.S)
 NOTICE = (
@@ -85,8 +86,8 @@ def plain_exercise(source: str) -> str:
 
 
 def exercise_version(nb: nbformat.NotebookNode, chapter: str, name: str) -> nbformat.NotebookNode:
-    """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared, plain exercise headings and
-    a notice on top."""
+    """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared, plain exercise headings, a
+    notice on top, and the chapter number in the notebook's metadata (`metadata.attnbook.chapter`)."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
         if cell.cell_type == "markdown" and cell.source.startswith(":::{exercise}"):
@@ -101,6 +102,7 @@ def exercise_version(nb: nbformat.NotebookNode, chapter: str, name: str) -> nbfo
             cell.metadata.pop("mystnb", None)
         elif BEGIN in cell.source:
             raise ValueError(f"a cell holds '{BEGIN}' but is not tagged {SOLUTION_TAG!r}: {cell.source[:60]!r}")
+    nb.metadata[METADATA_KEY] = {"chapter": int(chapter)}  # attnbook-grade reads it (else it recognises the content)
     notice = nbformat.v4.new_markdown_cell(NOTICE.format(chapter=chapter, name=name))
     notice.id = "exercise-version-notice"
     nb.cells.insert(1, notice)

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
 from .compare import expect_close, randn
-from .guard import call, resolve_or_none
+from .guard import call, recorded, resolve_or_none
 from .hints import describe
 from .registry import exercise, Wrong
 
@@ -26,6 +26,7 @@ def _path(item) -> str:
     return item if isinstance(item, str) else item[0]
 
 
+@recorded  # reads the answer itself: where it runs, on the learner's object
 def _expect_function(answer, name: str, forbidden) -> None:
     """Wrong if `answer` is a class or a module (an object made by calling something) instead of a function."""
     if any(answer is resolve_or_none(_path(f)) for f in forbidden if "*" not in _path(f)):
@@ -400,22 +401,41 @@ def _cls_error_hint(message: str) -> str | None:
     return None
 
 
-def _check_gradients(got: Tensor, x: Tensor, cls: Tensor, pos: Tensor, on: str) -> None:
-    """Wrong unless the gradient of got.sum() reaches x, cls and pos with the right values (B for cls and pos)."""
+def _observe_gradients(x: Tensor, cls: Tensor, pos: Tensor):
+    """An `observe` for `call`: after got.sum().backward(), the gradients of x, cls and pos (None when the result
+    carries no gradient, the error's text when backward raises)."""
+    def observe(got):
+        if not isinstance(got, Tensor) or not got.requires_grad:
+            return None
+        try:
+            got.sum().backward()
+        except Exception as e:  # noqa: BLE001 - anything the learner's graph raises becomes feedback
+            return f"{type(e).__name__}: {e}"
+        return {"cls": cls.grad, "pos": pos.grad, "x": x.grad}
+    return observe
+
+
+def _nothing(got) -> None:
+    """An `observe` that sees nothing."""
+    return None
+
+
+def _check_gradients(got: Tensor, grads, x: Tensor, cls: Tensor, pos: Tensor, on: str) -> None:
+    """Wrong unless the gradient of got.sum() (`grads`, what `_observe_gradients` saw) reaches x, cls and pos with
+    the right values (B for cls and pos)."""
     hint = ("cls and pos are learned parameters of the ViT, and x comes from the patch embedding: they learn only "
             "if the gradient flows back to them. Do not use .detach(), .data, torch.no_grad() or copies made with "
             "torch.tensor(...); build the result from x, cls and pos with torch.cat and +")
-    if not got.requires_grad:
+    if grads is None:
         raise Wrong(f"no gradient flows back through your result on {on}", hint)
-    try:
-        got.sum().backward()
-    except Exception as e:  # noqa: BLE001 - anything the learner's graph raises becomes feedback
-        raise Wrong(f"backward through your result raised {type(e).__name__}: {e} on {on}", hint) from None
+    if isinstance(grads, str):
+        raise Wrong(f"backward through your result raised {grads} on {on}", hint) from None
     B = x.size(0)
     for name, t, per_element in (("cls", cls, B), ("pos", pos, B), ("x", x, 1)):
-        if t.grad is None or not t.grad.abs().any():
+        grad = grads.get(name)
+        if grad is None or not grad.abs().any():
             raise Wrong(f"no gradient reached `{name}` through your result on {on}", hint)
-        if not torch.allclose(t.grad, torch.full_like(t, float(per_element))):
+        if not torch.allclose(grad, torch.full_like(t, float(per_element))):
             raise Wrong(f"the gradient of your result's sum with respect to `{name}` is not {per_element} in every "
                         f"entry on {on}",
                         "every token gets each value once: cls once per image (expand, not a copy per patch), "
@@ -445,7 +465,8 @@ def check_prepend_cls(prepend_cls) -> str:
         mistakes = _cls_mistakes(x, cls, pos)
         for t in (x, cls, pos):
             t.requires_grad_(grad)
-        got = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN, explain=_cls_error_hint)
+        got, grads = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN,
+                          explain=_cls_error_hint, observe=_observe_gradients(x, cls, pos) if grad else _nothing)
         hint = _token_count_hint(got, x, cls, pos)
         if hint is not None:
             raise Wrong(f"your result has shape {tuple(got.shape)} on {on}, expected {tuple(expected.shape)}", hint)
@@ -454,6 +475,6 @@ def check_prepend_cls(prepend_cls) -> str:
         expect_close(got, expected, what="your result", on=on, mistakes=mistakes, **tol)
         _expect_dtype(got, dtype, "x", "your result", on)
         if grad:
-            _check_gradients(got, x, cls, pos, on)
+            _check_gradients(got, grads, x, cls, pos, on)
     return (f"right on {len(cases)} inputs, including a batch of one, a batch of 4, a single patch, float32 and "
             "float64, and the gradients reach x, cls and pos")

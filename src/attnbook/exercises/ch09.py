@@ -16,7 +16,7 @@ from ..timing import attention_flops, score_matrix_bytes
 from . import guard
 from .compare import expect_close, expect_dtype, expect_tensor, expect_tuple
 from .clock import CheckClock
-from .guard import call
+from .guard import call, recorded
 from .hints import describe
 from .registry import exercise, Wrong
 
@@ -328,6 +328,16 @@ def _online_error_hint(message: str) -> str | None:
     return None
 
 
+def _changed_block(given: list[Tensor], blocks: list[Tensor]):
+    """An `observe` for `call`: the index of the first block of `given` changed in place (None if none)."""
+    def observe(got):
+        for i, (b, original) in enumerate(zip(given, blocks)):
+            if b.shape != original.shape or not torch.equal(b, original):
+                return i
+        return None
+    return observe
+
+
 @exercise("9.1", "Online softmax over blocks", section="How online softmax works",
           references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
 def check_online_softmax(online_softmax) -> str:
@@ -338,12 +348,11 @@ def check_online_softmax(online_softmax) -> str:
     overflow_ruled_out = False
     for desc, blocks in cases:
         given = [b.clone() for b in blocks]
-        got = call(online_softmax, given, what="online_softmax", on=desc, forbid=forbid,
-                   explain=_online_error_hint)
-        for i, (b, original) in enumerate(zip(given, blocks)):
-            if b.shape != original.shape or not torch.equal(b, original):
-                raise Wrong(f"online_softmax changed block {i} of its input in place on {desc}",
-                            "use out-of-place operations (b - m, not b -= m or b.sub_(m))")
+        got, changed = call(online_softmax, given, what="online_softmax", on=desc, forbid=forbid,
+                            explain=_online_error_hint, observe=_changed_block(given, blocks))
+        if changed is not None:
+            raise Wrong(f"online_softmax changed block {changed} of its input in place on {desc}",
+                        "use out-of-place operations (b - m, not b -= m or b.sub_(m))")
         total = sum(b.numel() for b in blocks)
         expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)  # (total,)
         if isinstance(got, (list, tuple)):
@@ -815,6 +824,16 @@ def _gpu_error_hint(message: str) -> str | None:
     return _timing_error_hint(message)
 
 
+@recorded  # the clock reaches into the answer's globals and closures: it runs where the answer does
+def _timed(time_it, schedule: list[float], gpu: bool, desc: str, kwargs: dict) -> tuple[object, dict]:
+    """(what time_it returned, the clock's log as plain data) for one run of time_it on the check's clock."""
+    clock = CheckClock(schedule, time_it, gpu=gpu)
+    with clock:
+        got = call(time_it, clock.fn, what="time_it", on=desc, forbid=TIMING_FORBIDDEN, seed=None,
+                   explain=_gpu_error_hint if gpu else _timing_error_hint, **kwargs)
+    return got, clock.state()
+
+
 def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int | None, gpu: bool = False) -> CheckClock:
     """Run time_it on one case of the check's clock; Wrong unless it made the right calls and returned the median."""
     defaults = n_warmup is None
@@ -823,11 +842,9 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
     if gpu:
         desc += ", as if on a machine with a GPU (torch.cuda.is_available() returns True)"
     on = f"on {desc}"
-    clock = CheckClock(schedule, time_it, gpu=gpu)
     kwargs = {} if defaults else {"n_warmup": w, "n_runs": r}
-    with clock:
-        got = call(time_it, clock.fn, what="time_it", on=desc, forbid=TIMING_FORBIDDEN, seed=None,
-                   explain=_gpu_error_hint if gpu else _timing_error_hint, **kwargs)
+    got, state = _timed(time_it, schedule, gpu, desc, kwargs)
+    clock = CheckClock.from_state(state, schedule, time_it, gpu=gpu)
     value, was_int = _timing_value(got, r, on)
     if clock.calls != w + r:
         raise Wrong(f"time_it called fn {clock.calls} times {on}; expected {w + r}: {w} warm-up calls, then "

@@ -14,7 +14,7 @@ from ..attention import scaled_dot_product_attention
 from ..multihead import repeat_kv as _repeat_kv
 from ..timing import kv_cache_bytes as _kv_cache_bytes
 from .compare import expect_close, expect_tensor, expect_tuple
-from .guard import ATTENTION_SHORTCUTS, call, Forbidden
+from .guard import ATTENTION_SHORTCUTS, Forbidden, call, recorded
 from .hints import describe
 from .registry import exercise, Wrong
 
@@ -50,21 +50,26 @@ def _interrupted_import(error: Wrong) -> str | None:
     return next((n for n in names if isinstance(n, str) and n not in sys.modules), None)
 
 
-def _call(fn, *args, **kwargs):
+@recorded  # a retry loop around `call` that reads the learner's function: one recorded outcome
+def _call(fn, *args, forbid=(), **kwargs):
     """`call`, but a module that the learner's code imports for the first time is imported before the check.
+
+    `forbid` may be a function of the learner's function (`repeat_kv_forbidden`), giving the forbidden names.
 
     Its import is then not part of the checked call (it would trip over the forbidden names, see
     `_interrupted_import`); the learner's code runs again, with every forbidden name still forbidden. A function
     compiled with torch.compile is checked as the function it compiles (the same results): the compiler reads
     PyTorch's namespaces while it traces, and would find the stand-ins for the forbidden names there.
     """
+    if callable(forbid):
+        forbid = forbid(fn)
     original = getattr(fn, "_torchdynamo_orig_callable", None)
     if callable(original) and not isinstance(fn, torch.nn.Module):
         fn = original
     imported: set[str] = set()
     while True:
         try:
-            return call(fn, *args, **kwargs)
+            return call(fn, *args, forbid=forbid, **kwargs)
         except Wrong as e:
             module = _interrupted_import(e)
             if module is None or module in imported or len(imported) >= 10:
@@ -356,7 +361,7 @@ def check_repeat_kv(repeat_kv) -> str:
         ("an empty cache: x of shape (1, 2, 0, 4) and n_rep=2", _kv_input(1, 2, 0, 4, seed=6), 2),
     ]
     for desc, x, n_rep in cases:
-        got = _call(repeat_kv, x, n_rep, what="repeat_kv", on=desc, forbid=repeat_kv_forbidden(repeat_kv),
+        got = _call(repeat_kv, x, n_rep, what="repeat_kv", on=desc, forbid=repeat_kv_forbidden,
                     explain=_repeat_explainer(x))
         expected = _repeat_kv(x, n_rep)  # (B, n_kv * n_rep, S, d)
         got = expect_tensor(got, what="your result", on=desc, finite=False)

@@ -59,6 +59,22 @@ class CheckClock:
         fn.__qualname__ = "fn"
         self.fn = fn
 
+    def state(self) -> dict:
+        """What the clock saw, as plain data (to record and replay a check; see `from_state`)."""
+        return {"durations_ns": list(self.durations_ns), "wall_reads": sorted(self.wall_reads),
+                "cpu_reads": self.cpu_reads, "log": [[kind, calls] for kind, calls in self.log],
+                "cuda_queries": self.cuda_queries}
+
+    @classmethod
+    def from_state(cls, state: dict, schedule_ms: list[float], answer, gpu: bool = False) -> "CheckClock":
+        """A clock that saw `state` (never entered: it patches nothing)."""
+        clock = cls(schedule_ms, answer, gpu=gpu)
+        clock.durations_ns = [int(d) for d in state["durations_ns"]]
+        clock.wall_reads = {int(k) for k in state["wall_reads"]}
+        clock.cpu_reads, clock.cuda_queries = int(state["cpu_reads"]), int(state["cuda_queries"])
+        clock.log = [(str(kind), int(calls)) for kind, calls in state["log"]]
+        return clock
+
     @property
     def calls(self) -> int:
         return len(self.durations_ns)

@@ -12,10 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import random
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -24,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .hints import describe, explain_error
+from .limits import TimeUp, one_thread, seeded, time_limit
 from .registry import NotAttempted, Wrong
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -44,10 +42,6 @@ ATTENTION_SHORTCUTS = (
 
 REFERENCE_HINT = ("that is the package's own solution, which the chapter uses to show the result: write the "
                   "function yourself, in the answer cell")
-
-
-class TimeUp(BaseException):
-    """Raised inside the learner's code by the alarm in `call`; a BaseException so `except Exception` misses it."""
 
 
 class Forbidden(BaseException):
@@ -91,10 +85,20 @@ class checking:
         return False
 
 
+# Where `call` runs: None here (the notebook), else a replay.Recorder (in the sandboxed kernel: run, then record
+# what came back as plain data) or a replay.Replayer (in the grader: run nothing, return what was recorded).
+_RUNNER = None
+
+
 def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
          forbid: Iterable[str | tuple[str, str]] = (), seed: int | None = 0,
-         explain: Callable[[str], str | None] | None = None, **kwargs):
+         explain: Callable[[str], str | None] | None = None, observe: Callable[[object], object] | None = None,
+         **kwargs):
     """Call the learner's `fn(*args, **kwargs)` and turn every way it can go wrong into Wrong/NotAttempted.
+
+    The one way a checker touches the learner's code (the seam of record and replay, see replay.py): with
+    `observe`, `call` returns (output, observe(output)), where `observe` reads what the check needs besides the
+    output (gradients through it, the state of an input) as plain data.
 
     - `on` describes the input in the learner's terms ("q of shape (2, 3, 4)").
     - `forbid` lists what the task forbids, as dotted paths ("torch.softmax", "torch.Tensor.softmax",
@@ -111,6 +115,35 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     Tensor arguments are checked for in-place changes; code slower than `time_limit_s` is stopped (where the
     OS allows) and reported.
     """
+    options = {"what": what, "on": on, "time_limit_s": time_limit_s, "forbid": forbid, "seed": seed,
+               "explain": explain}
+    if _RUNNER is not None:
+        return _RUNNER.call(fn, args, kwargs, options, observe)
+    out = run_here(fn, args, kwargs, **options)
+    return out if observe is None else (out, observe(out))
+
+
+def recorded(helper):
+    """Decorator for a checker's helper that needs the learner's object itself (its globals, a retry loop
+    around `call`, a class test): `helper(answer, *args)` returns plain data or raises Wrong. Here it just runs;
+    in the sandboxed kernel it runs on the real answer and its outcome is recorded as one event; in the grader
+    the event is replayed. Its other arguments must be the check's own inputs."""
+    @functools.wraps(helper)
+    def wrapper(answer, *args, **kwargs):
+        if _RUNNER is None:
+            return helper(answer, *args, **kwargs)
+        return _RUNNER.unit(helper, answer, args, kwargs)
+    return wrapper
+
+
+def actual(fn):
+    """The learner's own object behind the stand-in a recorded check holds (itself elsewhere; the stand-in in
+    the grader). Only for preparations that change how the learner's code runs, never what the check decides."""
+    return fn if _RUNNER is None else _RUNNER.actual(fn)
+
+
+def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s: float, forbid, seed, explain):
+    """`call` itself: run the learner's code in this process (see `call`)."""
     if isinstance(fn, str):
         raise Wrong(f"expected a function, got the string {fn!r}", "pass the function itself: its name without quotes")
     if not callable(fn):
@@ -132,7 +165,9 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     start = time.perf_counter()
     error: BaseException | None = None
     out, caught = None, []
+    warn_always = torch.is_warn_always_enabled()
     try:
+        torch.set_warn_always(True)  # PyTorch's warn-once warnings too, however often they came before
         with time_limit(time_limit_s), seeded(seed), one_thread(), guard, \
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -141,6 +176,8 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
         if not isinstance(e, (Exception, TimeUp, Forbidden)):
             raise  # KeyboardInterrupt, SystemExit: the learner's own wish to stop
         error = e
+    finally:
+        torch.set_warn_always(warn_always)
     guard.judge(what, where)  # a forbidden reach decides first, even if the answer swallowed it
     if isinstance(error, NotImplementedError):
         raiser = _raising_function(error)
@@ -447,72 +484,6 @@ class _Forbidding:
         self.profile = profile
         self.lost_profile = False
         sys.setprofile(profile)
-
-
-class one_thread:
-    """Run a block with one PyTorch thread: checks use tiny tensors, for which threads cost more than they give
-    (and on a busy machine a 2-thread kernel can stall for milliseconds)."""
-
-    def __enter__(self):
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.threads)
-        return False
-
-
-class seeded:
-    """Seed Python's, NumPy's and PyTorch's CPU generators for a block and restore their states after it."""
-
-    def __init__(self, seed: int | None):
-        self.seed = seed
-
-    def __enter__(self):
-        if self.seed is None:
-            return self
-        import numpy as np
-
-        self.states = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
-        random.seed(self.seed)
-        np.random.seed(self.seed)
-        torch.manual_seed(self.seed)
-        return self
-
-    def __exit__(self, *exc):
-        if self.seed is not None:
-            import numpy as np
-
-            py, npy, pt = self.states
-            random.setstate(py)
-            np.random.set_state(npy)
-            torch.random.set_rng_state(pt)
-        return False
-
-
-class time_limit:
-    """Context manager: raise TimeUp in the main thread after `seconds` (no-op where SIGALRM is missing)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.active = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-
-    def __enter__(self):
-        if self.active:
-            self.previous = signal.signal(signal.SIGALRM, self._fire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    def __exit__(self, *exc):
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.previous)
-        return False
-
-    @staticmethod
-    def _fire(signum, frame):
-        raise TimeUp()
 
 
 def _parameter_name(fn, index: int) -> str:

@@ -114,23 +114,39 @@ def grad_inputs(args: tuple, names: dict[int, str]) -> tuple[list, list]:
     return leaves, [t * 1 if i in names else t for i, t in enumerate(leaves)]
 
 
-def compare_gradients(got, leaves: list, names: dict[int, str], reference, *, what: str, on: str,
+def observe_gradients(leaves: list, names: dict[int, str], reference):
+    """An `observe` for `call` (plain data, computed where the answer ran): the gradients of the answer's result,
+    against the random weighting `compare_gradients` uses, with respect to the leaves named in `names`; None
+    when the result carries no gradient, the error's text when backpropagating raises."""
+    ref = reference(*grad_inputs(tuple(leaves), names)[1])
+    weights = randn(*ref.shape, seed=77, dtype=ref.dtype)
+
+    def observe(got):
+        if not isinstance(got, Tensor) or not got.requires_grad:
+            return None
+        try:
+            return list(torch.autograd.grad(got, [leaves[i] for i in names], weights.to(got.dtype),
+                                            allow_unused=True))
+        except RuntimeError as e:
+            return str(e)
+    return observe
+
+
+def compare_gradients(got, grads, leaves: list, names: dict[int, str], reference, *, what: str, on: str,
                       atol: float = 1e-8, rtol: float = 1e-6, hint: str = GRAD_HINT) -> None:
-    """Wrong unless the gradients of `got` (against a random weighting of its entries) with respect to the leaves
-    named in `names` equal those of reference(*args) on fresh copies of the same arguments."""
+    """Wrong unless `grads` (what `observe_gradients` saw of `got`) equal the gradients of reference(*args) on
+    fresh copies of the same arguments, against the same weighting, with respect to the leaves in `names`."""
     listed = ", ".join(names.values())
-    if not isinstance(got, Tensor) or not got.requires_grad:
+    if grads is None:
         raise Wrong(f"{what}'s result carries no gradient back to {listed} on {on} (the check backpropagates "
                     "through it)", hint)
+    if isinstance(grads, str):
+        raise Wrong(f"backpropagating through {what}'s result raised RuntimeError: {grads} on {on}", hint)
     ref_leaves, ref_inputs = grad_inputs(tuple(leaves), names)
     ref = reference(*ref_inputs)
     weights = randn(*ref.shape, seed=77, dtype=ref.dtype)
-    try:
-        mine = torch.autograd.grad(got, [leaves[i] for i in names], weights.to(got.dtype), allow_unused=True)
-    except RuntimeError as e:
-        raise Wrong(f"backpropagating through {what}'s result raised RuntimeError: {e} on {on}", hint) from None
     theirs = torch.autograd.grad(ref, [ref_leaves[i] for i in names], weights, allow_unused=True)
-    for name, g, t in zip(names.values(), mine, theirs):
+    for name, g, t in zip(names.values(), grads, theirs):
         if g is None or not torch.allclose(g.to(t.dtype), t, atol=atol, rtol=rtol):
             state = "missing" if g is None else "wrong"
             raise Wrong(f"the gradient of {what}'s result with respect to {name} is {state} on {on} (the check "
@@ -141,5 +157,6 @@ def expect_gradients(fn, args: tuple, names: dict[int, str], reference, *, what:
                      explain=None, hint: str = GRAD_HINT) -> None:
     """Call fn(*args) with the arguments in `names` requiring grad, and compare its gradients (compare_gradients)."""
     leaves, inputs = grad_inputs(args, names)
-    got = call(fn, *inputs, what=what, on=on, forbid=forbid, explain=explain)
-    compare_gradients(got, leaves, names, reference, what=what, on=on, hint=hint)
+    got, grads = call(fn, *inputs, what=what, on=on, forbid=forbid, explain=explain,
+                      observe=observe_gradients(leaves, names, reference))
+    compare_gradients(got, grads, leaves, names, reference, what=what, on=on, hint=hint)

@@ -6,7 +6,7 @@ from torch import Tensor, nn
 
 from ..guard import call
 from ..registry import exercise, NotAttempted, Wrong
-from ..runs import Run, collect, compare_gradients, expect_shape, grad_inputs, verdict
+from ..runs import Run, collect, compare_gradients, expect_shape, grad_inputs, observe_gradients, verdict
 from ._shared import _expect_dtype, _randn, _tolerance
 
 
@@ -152,10 +152,14 @@ def check_layer_norm(layer_norm) -> str:
         on = desc + f" (and random gamma, beta of shape ({d},))"
         by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
         args = (x, gamma, beta)
+        observe = None
         if i == 0:  # the first case also backpropagates, to x, gamma and beta (checked once the values are right)
             leaves[:], args = grad_inputs(args, GRADS)
+            observe = observe_gradients(leaves, GRADS, _layer_norm_ref)
         got = call(layer_norm, *args, **by_name, what="layer_norm", on=on, forbid=LAYER_NORM_FORBIDDEN,
-                   explain=_layer_norm_error_hint)
+                   explain=_layer_norm_error_hint, observe=observe)
+        if observe is not None:
+            got, grads[:] = got[0], [got[1]]
         outputs.append(got)
         eps_ = 1e-5 if eps is None else eps
         ref = nn.functional.layer_norm(x.double(), (d,), gamma.double(), beta.double(), eps_)  # PyTorch's own
@@ -165,7 +169,7 @@ def check_layer_norm(layer_norm) -> str:
         # float32 keeps about 7 digits of x ~ 1000: the centred values keep about 4 (E[x^2] - E[x]^2 keeps none)
         return Run(on, got, ref, mistakes, *(_tolerance(x) if x.dtype == torch.float64 else (1e-3, 1e-3)))
 
-    leaves, outputs = [], []
+    leaves, outputs, grads = [], [], []
     runs = collect(enumerate(cases), one, all_cases=False)  # every call costs: stop at the first wrong one
     try:
         verdict(runs, what="your result", rule=LN_RULE,
@@ -187,7 +191,7 @@ def check_layer_norm(layer_norm) -> str:
             if hint is not None:
                 raise Wrong(e.message, hint) from None
         raise
-    compare_gradients(outputs[0], leaves, GRADS, _layer_norm_ref, what="layer_norm", on=runs[0].on)
+    compare_gradients(outputs[0], grads[0], leaves, GRADS, _layer_norm_ref, what="layer_norm", on=runs[0].on)
     return f"matches nn.LayerNorm on {len(cases)} inputs, including a single token, a zero-variance token and float32"
 
 

@@ -1,6 +1,7 @@
 """Checker for exercise 5.2, how far a function is from permutation-equivariant."""
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -8,11 +9,13 @@ import torch
 from torch import Tensor
 
 from ...multihead import MultiHeadAttention
-from ..compare import randn
+from ..compare import randn as _varying_randn
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
 from ._shared import F64, _kind, _quietly, _table
+
+randn = functools.partial(_varying_randn, vary=False)  # cases tuned to their seeds: the same in every run
 
 
 def _attention_f(d_model: int, n_heads: int, seed: int, positions: bool):

@@ -307,8 +307,9 @@ def check_greedy_decode(greedy_decode) -> str:
     for index, (desc, src, max_len, bos, eos) in enumerate(cases):
         model = _fresh_model(bos, eos)
         try:
-            got = call(greedy_decode, model, src, max_len, bos, eos, what="greedy_decode", on=desc,
-                       forbid=GREEDY_FORBIDDEN, explain=_decode_error_hint)
+            got, left_training = call(greedy_decode, model, src, max_len, bos, eos, what="greedy_decode", on=desc,
+                                      forbid=GREEDY_FORBIDDEN, explain=_decode_error_hint,
+                                      observe=lambda _: bool(model.training))
             _decode_type(got, desc, src.size(0))
         except Wrong:
             if wrong:
@@ -317,7 +318,7 @@ def check_greedy_decode(greedy_decode) -> str:
         got = got.detach().cpu()
         if not _same(got, _case_output(index, None)):
             if not wrong:
-                _explain_randomness(greedy_decode, src, max_len, bos, eos, desc, got, model.training)
+                _explain_randomness(greedy_decode, src, max_len, bos, eos, desc, got, left_training)
             wrong.append(index)
         results.append((index, got))
     if not wrong:

@@ -29,3 +29,8 @@ def _within(count: float, n: int, p: float) -> bool:
 
 def _is_integer_tensor(t: Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
+def drawn_from(generator: torch.Generator, gen_seed: int):
+    """An `observe` for `call`: whether `generator` (seeded with `gen_seed`) has been drawn from."""
+    return lambda got: not torch.equal(generator.get_state(), torch.Generator().manual_seed(gen_seed).get_state())

@@ -7,7 +7,7 @@ from torch import Tensor
 from ..compare import expect_tensor, expect_tuple
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import _is_integer_tensor, _within
+from ._shared import _is_integer_tensor, _within, drawn_from
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
 _P_CHOOSE, _P_MASK, _P_RANDOM = 0.15, 0.8, 0.1
@@ -28,9 +28,9 @@ INDEPENDENT_HINT = ("choose each position independently with probability 0.15, w
                     "from row to row and from call to call like a binomial count")
 
 
-def _expect_used(generator: torch.Generator, gen_seed: int, what: str, on: str, hint: str) -> None:
-    """Wrong if `generator` (seeded with `gen_seed`) has not been drawn from: the answer used other randomness."""
-    if torch.equal(generator.get_state(), torch.Generator().manual_seed(gen_seed).get_state()):
+def _expect_used(used: bool, what: str, on: str, hint: str) -> None:
+    """Wrong if the generator has not been drawn from (`used`, see drawn_from): the answer used other randomness."""
+    if not used:
         raise Wrong(f"{what} drew no random number from `generator` on {on} (its state is unchanged after the call)",
                     hint)
 
@@ -42,9 +42,9 @@ def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
 def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: int, on: str, seed: int = 0):
     """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes."""
     generator = torch.Generator().manual_seed(gen_seed)
-    got = call(mlm_mask, ids, mask_id, vocab_size, generator, what="mlm_mask", on=on, forbid=MLM_FORBIDDEN, seed=seed,
-               explain=_mlm_error_hint)
-    _expect_used(generator, gen_seed, "mlm_mask", on, GENERATOR_HINT)
+    got, used = call(mlm_mask, ids, mask_id, vocab_size, generator, what="mlm_mask", on=on, forbid=MLM_FORBIDDEN,
+                     seed=seed, explain=_mlm_error_hint, observe=drawn_from(generator, gen_seed))
+    _expect_used(used, "mlm_mask", on, GENERATOR_HINT)
     if isinstance(got, (tuple, list)) and len(got) == 3:
         raise Wrong(f"mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)",
                     "return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "

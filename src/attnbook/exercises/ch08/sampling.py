@@ -7,7 +7,7 @@ from torch import Tensor
 from ..compare import expect_tensor
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import _is_integer_tensor, _within
+from ._shared import _is_integer_tensor, _within, drawn_from
 
 SAMPLE_FORBIDDEN = [(name, "write the sampling yourself, step by step as the task describes it")
                     for name in ("attnbook.models.gpt.sample_next", "attnbook.models.gpt.GPT.generate")]
@@ -89,8 +89,9 @@ def _fits(counts: Tensor, probs: Tensor) -> bool:
 def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int, on: str, seed: int = 0):
     """The learner's ids (checked for type, shape, range) and whether the generator was drawn from."""
     generator = torch.Generator().manual_seed(gen_seed)
-    got = call(sample_next, logits, temperature, top_k, generator, what="sample_next", on=on, forbid=SAMPLE_FORBIDDEN,
-               seed=seed, explain=lambda message: _sample_error_hint(message, top_k))
+    got, used = call(sample_next, logits, temperature, top_k, generator, what="sample_next", on=on,
+                     forbid=SAMPLE_FORBIDDEN, seed=seed, explain=lambda message: _sample_error_hint(message, top_k),
+                     observe=drawn_from(generator, gen_seed))
     got = expect_tensor(got, what="your result", on=on, finite=False)
     B = logits.size(0)
     if tuple(got.shape) != (B,):
@@ -104,7 +105,6 @@ def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int,
     V = logits.size(-1)
     if int(got.min()) < 0 or int(got.max()) >= V:
         raise Wrong(f"your result holds ids in [{int(got.min())}, {int(got.max())}] on {on}, outside [0, {V})")
-    used = not torch.equal(generator.get_state(), torch.Generator().manual_seed(gen_seed).get_state())
     return got, used
 
 

@@ -1,0 +1,477 @@
+"""Plain data for what a learner's code returned: `encode(obj)` gives JSON-able data, `decode(data)` the value back.
+
+Used by the record/replay of checks (replay.py): what an answer returned in the sandboxed kernel crosses to the
+grader as this data, never as pickle. Encoding reads values, not behaviour: a tensor, whatever its class, is
+read from its storage with PyTorch's own C accessors (a subclass cannot lie about its values through
+__torch_function__, .numpy() or .tolist()); an object of an unknown type becomes an opaque stand-in that keeps
+only its type's name (so that `describe()` words it the same). Decoding never runs code named by the data and
+never imports a module: NumPy arrays are read with `np.load(allow_pickle=False)`, and the only classes rebuilt are
+a few whitelisted ones (torch.nn.Conv2d, torch.Size, torch.return_types).
+
+The format: JSON null, booleans, strings and small ints stand for themselves, finite floats are JSON numbers;
+everything else is an object {"t": tag, ...}. Strict limits (depth, items, string length, bytes) hold both ways;
+`decode` raises CodecError (a ValueError) on anything it does not expect. `digest(obj)` is a SHA-256 of any
+object's contents (for the inputs of a call; never decoded).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+import struct
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+MAX_DEPTH = 20
+MAX_ITEMS = 100_000  # per list, tuple or dict
+MAX_STR = 100_000  # characters per string
+MAX_BYTES = 64_000_000  # array bytes per encode/decode
+MAX_INT_DIGITS = 1_000
+_NAME_LEN = 200
+
+_TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128, torch.int64,
+    torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+_DTYPE_NAMES = {d: n for n, d in _TORCH_DTYPES.items()}
+_NP_KINDS = "biufc"
+
+
+class CodecError(ValueError):
+    """The object cannot be encoded within the limits, or the data is not something `encode` writes."""
+
+
+class _Budget:
+    def __init__(self, limit: int):
+        self.limit = self.left = limit
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise CodecError(f"more than {self.limit:,} bytes of data")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading a tensor from its storage
+# ---------------------------------------------------------------------------------------------------------
+
+_TB = torch._C.TensorBase
+
+
+def plain_tensor(t: Tensor) -> Tensor:
+    """A plain CPU tensor with t's values, read from t's storage with PyTorch's C accessors (no method of t's
+    class runs, no __torch_function__), detached; CodecError if it has none (a sparse or wrapper tensor)."""
+    try:
+        with torch._C.DisableTorchFunction():
+            if _TB.layout.__get__(t) != torch.strided:
+                raise CodecError("a tensor that is not strided (sparse or another layout)")
+            dtype = _TB.dtype.__get__(t)
+            storage = _TB.untyped_storage(t)
+            plain = torch.empty((0,), dtype=dtype, device=storage.device)
+            plain.set_(storage, _TB.storage_offset(t), _TB.size(t), _TB.stride(t))
+            if plain.device.type == "meta":
+                raise CodecError("a tensor on the meta device, which holds no values")
+            plain = plain.detach().resolve_conj().resolve_neg().cpu().clone()
+            if plain.dtype not in _DTYPE_NAMES:
+                raise CodecError(f"a tensor of dtype {plain.dtype}")
+            return plain
+    except CodecError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a tensor with no readable storage
+        raise CodecError(f"a tensor whose values cannot be read ({type(e).__name__})") from None
+
+
+def _tensor_flag(t: Tensor, name: str) -> bool:
+    with torch._C.DisableTorchFunction():
+        return bool(getattr(_TB, name).__get__(t))
+
+
+def _npy(arr: np.ndarray, budget: _Budget) -> str:
+    budget.spend(arr.nbytes)
+    buf = io.BytesIO()
+    np.save(buf, arr if arr.flags.c_contiguous else arr.copy(order="C"), allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _from_npy(text, budget: _Budget) -> np.ndarray:
+    if not isinstance(text, str) or len(text) > MAX_BYTES * 4 // 3 + 1024:
+        raise CodecError("array data is not a bounded string")
+    budget.spend(len(text) * 3 // 4)
+    try:
+        arr = np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - anything malformed
+        raise CodecError(f"unreadable array data ({type(e).__name__})") from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in _NP_KINDS + "U" or arr.dtype.hasobject:
+        raise CodecError("array data of an unexpected type")
+    return arr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# encode
+# ---------------------------------------------------------------------------------------------------------
+
+def encode(obj, *, max_bytes: int = MAX_BYTES):
+    """JSON-able data for `obj` (see the module docstring); CodecError beyond the limits."""
+    return _enc(obj, 0, _Budget(max_bytes))
+
+
+def _name(x) -> str:
+    return str(x)[:_NAME_LEN]
+
+
+def _enc(obj, depth: int, budget: _Budget):
+    if depth > MAX_DEPTH:
+        raise CodecError(f"nested more than {MAX_DEPTH} levels deep")
+    if obj is None or obj is True or obj is False:
+        return obj
+    if isinstance(obj, np.generic):
+        if obj.dtype.kind not in _NP_KINDS:
+            return _opaque(obj)
+        return {"t": "npscalar", "v": _npy(np.asarray(obj), budget)}
+    if isinstance(obj, bool):  # a bool subclass
+        return bool(obj)
+    if isinstance(obj, int):
+        obj = int(obj)
+        if abs(obj) < 2 ** 53:
+            return obj
+        digits = str(obj) if obj.bit_length() < MAX_INT_DIGITS * 3 else None
+        if digits is None or len(digits) > MAX_INT_DIGITS:
+            raise CodecError(f"an int of more than {MAX_INT_DIGITS} digits")
+        return {"t": "int", "v": digits}
+    if isinstance(obj, float):
+        obj = float(obj)
+        return obj if math.isfinite(obj) else {"t": "float", "v": repr(obj)}
+    if isinstance(obj, complex):
+        return {"t": "complex", "v": [_enc(float(obj.real), depth + 1, budget), _enc(float(obj.imag), depth + 1, budget)]}
+    if isinstance(obj, str):
+        if len(obj) > MAX_STR:
+            raise CodecError(f"a string of more than {MAX_STR:,} characters")
+        budget.spend(len(obj))
+        return str(obj)
+    if isinstance(obj, torch.dtype):
+        return {"t": "dtype", "v": _DTYPE_NAMES.get(obj, _name(obj))}
+    if isinstance(obj, torch.device):
+        return {"t": "device", "v": _name(obj.type)}
+    if isinstance(obj, Tensor):
+        plain = plain_tensor(obj)
+        data = {"t": "tensor", "dtype": _DTYPE_NAMES[plain.dtype], "requires_grad": _tensor_flag(obj, "requires_grad")}
+        if plain.dtype == torch.bfloat16:
+            plain = plain.float()
+        data["v"] = _npy(plain.numpy(), budget)
+        return data
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in _NP_KINDS + "U" or obj.dtype.hasobject:
+            return _opaque(obj)
+        return {"t": "ndarray", "v": _npy(obj, budget)}
+    if isinstance(obj, (list, tuple)):
+        if len(obj) > MAX_ITEMS:
+            raise CodecError(f"more than {MAX_ITEMS:,} items")
+        raw = list.__iter__(obj) if isinstance(obj, list) else tuple.__iter__(obj)  # not a subclass's __iter__
+        items = [_enc(x, depth + 1, budget) for x in raw]
+        data = {"t": "list" if isinstance(obj, list) else "tuple", "v": items}
+        if type(obj) not in (list, tuple):
+            data["type"] = _name(type(obj).__name__)
+            data["module"] = _name(type(obj).__module__)
+            fields = getattr(type(obj), "_fields", None)
+            if isinstance(fields, tuple) and all(isinstance(f, str) for f in fields) and len(fields) == len(items):
+                data["fields"] = [_name(f) for f in fields]
+        return data
+    if isinstance(obj, dict):
+        if len(obj) > MAX_ITEMS:
+            raise CodecError(f"more than {MAX_ITEMS:,} items")
+        data = {"t": "dict", "v": [[_enc(k, depth + 1, budget), _enc(v, depth + 1, budget)]
+                                   for k, v in dict.items(obj)]}
+        if type(obj) is not dict:
+            data["type"] = _name(type(obj).__name__)
+        return data
+    if type(obj) is nn.Conv2d:
+        return _enc_conv(obj, depth, budget)
+    return _opaque(obj)
+
+
+def _opaque(obj) -> dict:
+    cls = type(obj)
+    return {"t": "opaque", "type": _name(getattr(cls, "__name__", "object")), "callable": callable(obj)}
+
+
+_CONV_CONFIG = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
+                "padding_mode")
+
+
+def _enc_conv(m: nn.Conv2d, depth: int, budget: _Budget) -> dict:
+    config = {k: _enc(vars(m).get(k), depth + 1, budget) for k in _CONV_CONFIG}
+    params = {k: _enc(m._parameters.get(k), depth + 1, budget) for k in ("weight", "bias")}
+    return {"t": "module", "class": "Conv2d", "config": config, "params": params,
+            "training": bool(vars(m).get("training", True))}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# decode
+# ---------------------------------------------------------------------------------------------------------
+
+def decode(data, *, max_bytes: int = MAX_BYTES):
+    """The value that `encode` turned into `data`; CodecError for anything else (never runs code it names)."""
+    try:
+        return _dec(data, 0, _Budget(max_bytes))
+    except CodecError:
+        raise
+    except (RecursionError, MemoryError, OverflowError, TypeError, ValueError, KeyError, IndexError,
+            AttributeError, RuntimeError) as e:
+        raise CodecError(f"malformed data ({type(e).__name__})") from None
+
+
+_OPAQUE_TYPES: dict[tuple[str, bool], type] = {}
+_SEQ_TYPES: dict[tuple, type] = {}
+
+
+class Opaque:
+    """Stands for an object of a type that is not carried over: only its type's name (`type(x).__name__`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} (not carried over)>"
+
+
+def opaque_type(name: str, is_callable: bool = False) -> type:
+    key = (name, is_callable)
+    if key not in _OPAQUE_TYPES:
+        attrs = {"__slots__": (), "__module__": "attnbook.exercises.codec"}
+        if is_callable:
+            def __call__(self, *args, **kwargs):
+                raise TypeError(f"{name} (not carried over) cannot be called")
+            attrs["__call__"] = __call__
+        _OPAQUE_TYPES[key] = type(name, (Opaque,), attrs)
+    return _OPAQUE_TYPES[key]
+
+
+def _str(x, limit: int = _NAME_LEN) -> str:
+    if not isinstance(x, str) or len(x) > limit:
+        raise CodecError("expected a short string")
+    return x
+
+
+def _items(x) -> list:
+    if not isinstance(x, list) or len(x) > MAX_ITEMS:
+        raise CodecError("expected a bounded list")
+    return x
+
+
+def _dec(data, depth: int, budget: _Budget):
+    if depth > MAX_DEPTH:
+        raise CodecError(f"nested more than {MAX_DEPTH} levels deep")
+    if data is None or isinstance(data, bool):
+        return data
+    if isinstance(data, int):
+        if abs(data) >= 2 ** 53:
+            raise CodecError("a large int not written as {'t': 'int'}")
+        return data
+    if isinstance(data, float):
+        if not math.isfinite(data):
+            raise CodecError("a non-finite float not written as {'t': 'float'}")
+        return data
+    if isinstance(data, str):
+        if len(data) > MAX_STR:
+            raise CodecError("a string beyond the limit")
+        budget.spend(len(data))
+        return data
+    if not isinstance(data, dict):
+        raise CodecError(f"unexpected {type(data).__name__} in the data")
+    tag = data.get("t")
+    if tag == "int":
+        digits = _str(data.get("v"), MAX_INT_DIGITS + 1)
+        if not digits.lstrip("-").isdigit() or not digits.isascii():
+            raise CodecError("an int that is not digits")
+        return int(digits)
+    if tag == "float":
+        text = data.get("v")
+        if text not in ("nan", "inf", "-inf"):
+            raise CodecError("a special float other than nan or inf")
+        return float(text)
+    if tag == "complex":
+        re_, im = _items(data.get("v"))
+        re_, im = _dec(re_, depth + 1, budget), _dec(im, depth + 1, budget)
+        if not all(isinstance(x, float) for x in (re_, im)):
+            raise CodecError("a complex of non-floats")
+        return complex(re_, im)
+    if tag == "dtype":
+        name = _str(data.get("v"))
+        if name not in _TORCH_DTYPES:
+            return opaque_type("dtype")()
+        return _TORCH_DTYPES[name]
+    if tag == "device":
+        name = _str(data.get("v"))
+        if name not in ("cpu", "cuda", "mps", "meta", "xpu"):
+            raise CodecError("an unknown device")
+        return torch.device(name)
+    if tag == "tensor":
+        return _dec_tensor(data, budget)
+    if tag == "ndarray":
+        return _from_npy(data.get("v"), budget)
+    if tag == "npscalar":
+        arr = _from_npy(data.get("v"), budget)
+        if arr.shape != () or arr.dtype.kind not in _NP_KINDS:
+            raise CodecError("a NumPy scalar that is not one number")
+        return arr[()]
+    if tag in ("list", "tuple"):
+        items = [_dec(x, depth + 1, budget) for x in _items(data.get("v"))]
+        if "type" not in data:
+            return items if tag == "list" else tuple(items)
+        return _sequence(tag, data, items)
+    if tag == "dict":
+        out = {}
+        for pair in _items(data.get("v")):
+            k, v = _items(pair)
+            out[_dec(k, depth + 1, budget)] = _dec(v, depth + 1, budget)  # TypeError: unhashable key
+        if "type" in data:
+            return type(_str(data["type"]), (dict,), {"__module__": "attnbook.exercises.codec"})(out)
+        return out
+    if tag == "module":
+        return _dec_conv(data, depth, budget)
+    if tag == "opaque":
+        return opaque_type(_str(data.get("type")), data.get("callable") is True)()
+    raise CodecError(f"unknown tag {str(tag)[:40]!r}")
+
+
+def _sequence(tag: str, data: dict, items: list):
+    name, module = _str(data.get("type")), _str(data.get("module", ""))
+    if tag == "tuple" and module == "torch" and name == "Size":
+        if not all(isinstance(i, int) and i >= 0 for i in items):
+            raise CodecError("a torch.Size of non-sizes")
+        return torch.Size(items)
+    if tag == "tuple" and module == "torch.return_types":
+        cls = getattr(torch.return_types, name, None)
+        if isinstance(cls, type) and issubclass(cls, tuple) and not name.startswith("_"):
+            return cls(items)
+    fields = data.get("fields")
+    if fields is not None:
+        fields = tuple(_str(f) for f in _items(fields))
+        if len(fields) != len(items) or not all(f.isidentifier() and not f.startswith("_") for f in fields):
+            raise CodecError("bad field names")
+    key = (tag, name, fields)
+    if key not in _SEQ_TYPES:
+        base = list if tag == "list" else tuple
+        attrs = {"__module__": "attnbook.exercises.codec"}
+        if fields:
+            attrs["_fields"] = fields
+            for i, f in enumerate(fields):
+                attrs[f] = property(lambda self, i=i: tuple.__getitem__(self, i))
+        _SEQ_TYPES[key] = type(name, (base,), attrs)
+    return _SEQ_TYPES[key](items)
+
+
+def _dec_tensor(data: dict, budget: _Budget) -> Tensor:
+    name = _str(data.get("dtype"))
+    if name not in _TORCH_DTYPES:
+        raise CodecError("a tensor of an unknown dtype")
+    dtype = _TORCH_DTYPES[name]
+    arr = _from_npy(data.get("v"), budget)
+    if arr.dtype.kind == "U":
+        raise CodecError("a tensor of strings")
+    if name == "bfloat16":
+        if arr.dtype != np.float32:
+            raise CodecError("bfloat16 data not carried as float32")
+    elif arr.dtype != torch.empty((), dtype=dtype).numpy().dtype:
+        raise CodecError("tensor data of another dtype")
+    t = torch.from_numpy(arr.copy()).to(dtype)
+    rg = data.get("requires_grad", False)
+    if not isinstance(rg, bool):
+        raise CodecError("requires_grad is not a bool")
+    if rg:
+        if not (t.is_floating_point() or t.is_complex()):
+            raise CodecError("requires_grad on a tensor that cannot have gradients")
+        t.requires_grad_(True)
+    return t
+
+
+def _dec_conv(data: dict, depth: int, budget: _Budget) -> nn.Conv2d:
+    if data.get("class") != "Conv2d":
+        raise CodecError("a module class that is not rebuilt")
+    config = {k: _dec(v, depth + 1, budget) for k, v in dict(data.get("config") or {}).items()}
+    if set(config) != set(_CONV_CONFIG):
+        raise CodecError("a Conv2d without its configuration")
+    for k in ("in_channels", "out_channels", "groups"):
+        if not isinstance(config[k], int) or not 0 < config[k] <= 65536:
+            raise CodecError(f"a Conv2d with a bad {k}")
+    for k in ("kernel_size", "stride", "dilation", "padding"):
+        v = config[k]
+        if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(i, int) and 0 <= i <= 4096 for i in v)) \
+                and not (k == "padding" and v in ("same", "valid")):
+            raise CodecError(f"a Conv2d with a bad {k}")
+    if config["padding_mode"] not in ("zeros", "reflect", "replicate", "circular"):
+        raise CodecError("a Conv2d with a bad padding_mode")
+    params = dict(data.get("params") or {})
+    weight, bias = (_dec(params.get(k), depth + 1, budget) for k in ("weight", "bias"))
+    if not isinstance(weight, Tensor) or not (bias is None or isinstance(bias, Tensor)):
+        raise CodecError("a Conv2d without a weight tensor")
+    try:
+        conv = nn.Conv2d(**config, bias=bias is not None, device="meta", dtype=weight.dtype)
+    except Exception as e:  # noqa: BLE001 - a configuration nn.Conv2d refuses
+        raise CodecError(f"a Conv2d that cannot be built ({type(e).__name__})") from None
+    conv.weight = nn.Parameter(weight.detach(), requires_grad=weight.requires_grad)
+    if bias is not None:
+        conv.bias = nn.Parameter(bias.detach(), requires_grad=bias.requires_grad)
+    conv.train(data.get("training") is True)
+    return conv
+
+
+# ---------------------------------------------------------------------------------------------------------
+# digest
+# ---------------------------------------------------------------------------------------------------------
+
+def digest(obj) -> str:
+    """SHA-256 (hex) of an object's contents: the inputs a check gives the learner's code. Any object: tensors by
+    their values, modules by their class, mode and tensors, generators by their state, functions by their
+    qualified name, other objects by their type's name."""
+    h = hashlib.sha256()
+    _feed(h, obj, 0)
+    return h.hexdigest()
+
+
+def _feed(h, obj, depth: int) -> None:
+    def put(tag: str, payload: bytes = b"") -> None:
+        h.update(tag.encode() + b"\0" + struct.pack("<Q", len(payload)) + payload)
+
+    if depth > MAX_DEPTH:
+        put("deep")
+        return
+    if obj is None or isinstance(obj, (bool, int, float, complex, str)) and not isinstance(obj, np.generic):
+        put(type(obj).__name__, repr(obj).encode("utf-8", "replace"))
+    elif isinstance(obj, (np.generic, np.ndarray)):
+        arr = np.asarray(obj)
+        put("np", f"{arr.dtype.str}{arr.shape}".encode())
+        if not arr.dtype.hasobject:
+            put("npdata", np.ascontiguousarray(arr).tobytes())
+    elif isinstance(obj, Tensor):
+        try:
+            t = plain_tensor(obj)
+        except CodecError:
+            put("tensor?")
+            return
+        put("tensor", f"{t.dtype}{tuple(t.shape)}{_tensor_flag(obj, 'requires_grad')}".encode())
+        data = t.contiguous().view(torch.uint8) if t.numel() and t.dtype != torch.bool else t.to(torch.uint8)
+        put("data", data.numpy().tobytes())
+    elif isinstance(obj, (torch.dtype, torch.device)):
+        put("torch", str(obj).encode())
+    elif isinstance(obj, torch.Generator):
+        put("generator", obj.get_state().numpy().tobytes())
+    elif isinstance(obj, nn.Module):
+        put("module", f"{type(obj).__qualname__}{obj.training}".encode())
+        for name, t in list(obj.named_parameters()) + list(obj.named_buffers()):
+            put("name", name.encode())
+            _feed(h, t, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        put(type(obj).__name__, str(len(obj)).encode())
+        for x in obj:
+            _feed(h, x, depth + 1)
+    elif isinstance(obj, dict):
+        put("dict", str(len(obj)).encode())
+        for k, v in obj.items():
+            _feed(h, k, depth + 1)
+            _feed(h, v, depth + 1)
+    elif callable(obj):
+        put("callable", str(getattr(obj, "__qualname__", type(obj).__qualname__)).encode())
+    else:
+        put("object", type(obj).__qualname__.encode())

@@ -1,0 +1,252 @@
+"""The files through which the grader and the sandboxed runner talk, and strict readers for them.
+
+A submission's folder (the only place the sandbox may write) holds:
+
+- `request.json`, written by the grader: the chapter, the exercises (id and answer name), the run seed, the
+  per-cell limit, and the code cells to run (position in the notebook and source; skipped ones left out);
+- the copy of the notebook, under its own name (the learner's code may read it);
+- `progress.jsonl`, appended by the runner, one flushed line per step: `ready`, `start I` / `end I` around
+  code cell I, `flood I BYTES` when cell I printed more than OUTPUT_FLOOD_BYTES, `check ID` / `checked ID`
+  around the recording of exercise ID, `done`;
+- `transcript.jsonl`, appended by the runner: one line per exercise, `{"exercise_id": ID, "transcript": ...}`,
+  the recorded checks that the grader replays (`attnbook.exercises.replay.judge`).
+
+Everything in that folder may have been written, replaced or removed by the learner's code, so the grader
+reads it as untrusted: regular files only (never following a link, never blocking on a FIFO), bounded sizes,
+strict shapes. A missing, truncated, oversized or malformed file becomes a problem entry, never a crash.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+
+REQUEST = "request.json"
+PROGRESS = "progress.jsonl"
+TRANSCRIPT = "transcript.jsonl"
+RESERVED_NAMES = {REQUEST, PROGRESS, TRANSCRIPT}
+
+OUTPUT_FLOOD_BYTES = 10_000_000  # a cell that prints more is reported (outputs are never kept)
+MAX_PROGRESS_BYTES = 1_000_000
+MAX_TRANSCRIPT_BYTES = 200_000_000  # all exercises of a submission together
+MAX_JSON_DEPTH = 64  # nesting allowed in any JSON the grader parses (a notebook is about 6 deep)
+
+
+class BadFile(Exception):
+    """A file of the protocol (or a submission) that cannot be used; the message says why, without its content."""
+
+
+def read_regular(path: str, limit: int, *, what: str = "the file") -> bytes:
+    """The bytes of `path`, which must be a regular file (not a link, FIFO, device or folder) of at most
+    `limit` bytes; opened without following a link and without blocking, checked with fstat before reading."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise BadFile(f"{what} is missing") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BadFile(f"{what} is a symbolic link (not read)") from None
+        raise BadFile(f"cannot read {what}: {e.strerror or e}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BadFile(f"{what} is not a regular file ({_kind(info.st_mode)}; not read)")
+        if info.st_size > limit:
+            raise BadFile(f"{what} is {info.st_size / 1e6:.1f} MB (at most {limit / 1e6:g} MB are read)")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise BadFile(f"{what} grew past {limit / 1e6:g} MB while it was read")
+        return b"".join(chunks)
+    except OSError as e:
+        raise BadFile(f"cannot read {what}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the brackets of JSON `text` nest at most `limit` deep (brackets inside strings ignored), so
+    json.loads cannot hit the recursion limit. A linear scan; it does not validate anything else."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def loads_bounded(data: bytes, *, what: str = "the file", depth: int = MAX_JSON_DEPTH, constants: bool = False):
+    """Strict JSON from `data`: UTF-8, nesting at most `depth`, and no NaN/Infinity unless `constants`."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadFile(f"{what} is not UTF-8 text") from None
+    if not json_depth_ok(text, depth):
+        raise BadFile(f"{what} nests more than {depth} levels deep (not parsed)")
+    try:
+        return json.loads(text) if constants else json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        msg = f"{e.msg} at line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        raise BadFile(f"{what} is not valid JSON ({msg})") from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The request (grader -> runner)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    chapter: str
+    exercises: list[tuple[str, str]]  # (exercise id, answer name), in order
+    run_seed: int
+    cell_timeout_s: float
+    cells: list[tuple[int, str]]  # (position in the notebook, source) of the code cells to run, in order
+    notebook: str = ""  # the copy's file name
+    done: list[str] = field(default_factory=list)  # exercises recorded by an earlier run: not recorded again
+
+    def to_json(self) -> str:
+        return json.dumps({"chapter": self.chapter, "exercises": self.exercises, "run_seed": self.run_seed,
+                           "cell_timeout_s": self.cell_timeout_s, "cells": self.cells, "notebook": self.notebook,
+                           "done": self.done})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Request":
+        raw = loads_bounded(data, what="the request")
+        return cls(chapter=str(raw["chapter"]), exercises=[(str(e), str(n)) for e, n in raw["exercises"]],
+                   run_seed=int(raw["run_seed"]), cell_timeout_s=float(raw["cell_timeout_s"]),
+                   cells=[(int(i), str(s)) for i, s in raw["cells"]], notebook=str(raw.get("notebook", "")),
+                   done=[str(e) for e in raw.get("done", [])])
+
+
+def write_request(folder: str, request: Request) -> None:
+    with open(os.path.join(folder, REQUEST), "w", encoding="utf-8") as f:
+        f.write(request.to_json())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Progress (runner -> grader), read while the runner runs
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """What the runner has reported so far. `last` is the latest step: ("ready",), ("start", i), ("end", i),
+    ("check", id), ("checked", id) or ("done",); `floods` {cell: bytes}; `problem` when the file was unusable."""
+
+    lines: int = 0
+    last: tuple = ()
+    floods: dict[int, int] = field(default_factory=dict)
+    problem: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.last == ("done",)
+
+
+def read_progress(folder: str) -> Progress:
+    """Parse progress.jsonl (bounded, regular file only). Unknown or malformed lines are ignored: the file is
+    the learner's to write too, and a forged line can only mislead the grader about the learner's own run."""
+    progress = Progress()
+    try:
+        data = read_regular(os.path.join(folder, PROGRESS), MAX_PROGRESS_BYTES, what="the progress file")
+    except BadFile as e:
+        if "missing" not in str(e):
+            progress.problem = str(e)
+        return progress
+    for raw in data.split(b"\n")[:-1]:  # a last line without its newline is still being written
+        words = raw.decode("ascii", "replace").split()
+        step = _step(words)
+        if step is None:
+            continue
+        progress.lines += 1
+        if step[0] == "flood":
+            progress.floods[step[1]] = step[2]
+        else:
+            progress.last = step
+    return progress
+
+
+def _step(words: list[str]):
+    try:
+        if words == ["ready"] or words == ["done"]:
+            return (words[0],)
+        if len(words) == 2 and words[0] in ("start", "end"):
+            return (words[0], int(words[1]))
+        if len(words) == 2 and words[0] in ("check", "checked"):
+            return (words[0], words[1][:20])
+        if len(words) == 3 and words[0] == "flood":
+            return ("flood", int(words[1]), int(words[2]))
+    except ValueError:
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The transcript (runner -> grader), read once the runner has ended
+# ---------------------------------------------------------------------------------------------------------
+
+
+def read_transcripts(folder: str, wanted: list[str]) -> tuple[dict[str, object], list[str]]:
+    """{exercise id: its recorded transcript} for the ids in `wanted` found in transcript.jsonl, and the
+    problems found (an id recorded twice keeps neither: it gets no transcript, hence 0)."""
+    problems: list[str] = []
+    try:
+        data = read_regular(os.path.join(folder, TRANSCRIPT), MAX_TRANSCRIPT_BYTES, what="the transcript")
+    except BadFile as e:
+        return {}, ([] if "missing" in str(e) else [str(e)])
+    found: dict[str, object] = {}
+    twice: set[str] = set()
+    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
+        try:
+            line = loads_bounded(raw, what=f"line {number} of the transcript", constants=True)
+        except BadFile as e:
+            problems.append(str(e))
+            continue
+        ex_id = line.get("exercise_id") if isinstance(line, dict) else None
+        if not isinstance(ex_id, str) or ex_id not in wanted or "transcript" not in line:
+            problems.append(f"line {number} of the transcript is not a recorded exercise")
+            continue
+        if ex_id in found or ex_id in twice:
+            twice.add(ex_id)
+            found.pop(ex_id, None)
+            continue
+        found[ex_id] = line["transcript"]
+    for ex_id in sorted(twice):
+        problems.append(f"{ex_id}: recorded more than once in the transcript (0)")
+    return found, problems
+
+
+def transcript_line(exercise_id: str, transcript) -> str:
+    return json.dumps({"exercise_id": exercise_id, "transcript": transcript}) + "\n"
