@@ -127,6 +127,10 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
         raise Wrong(f"what you passed is {path} itself: the task asks you to write this without {path}",
                     (instead or "write your own function") + " (if a cell above imported it under this name, "
                     "your answer cell has not been run: run it, then this check)")
+    reach = guard.reached_by_name()  # a copy or a second import, which no patch reaches
+    if reach is not None:
+        guard.record(*reach)
+        guard.judge(what, where)
     before = {i: a.detach().clone() for i, a in enumerate(args) if isinstance(a, Tensor)}
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
     start = time.perf_counter()
@@ -235,6 +239,98 @@ def code_keys(obj) -> set[tuple[str, int, str]]:
     return keys
 
 
+def reachable(fn, limit: int = 400) -> list:
+    """The functions and classes the answer `fn` can reach by name, found without running it: what its code (and
+    the code of functions nested in it) names in its globals, closure, defaults and in modules it names (a
+    second import of a package module included), followed through the learner's own helper functions, not into
+    libraries. Used to see a copy or a second import of a forbidden function, which no attribute patch reaches."""
+    import types
+
+    seen: set[int] = set()
+    found: list = []
+    queue = [unwrap(fn)]
+    while queue and len(seen) < limit:
+        obj = queue.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            queue += [obj.func, *obj.args, *obj.keywords.values()]
+            continue
+        if isinstance(obj, types.MethodType):
+            obj = obj.__func__
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
+            found.append(obj)
+        if not isinstance(obj, types.FunctionType):
+            continue
+        module = getattr(obj, "__module__", None) or ""
+        if module.split(".")[0] in ("torch", "numpy", "attnbook", "transformers", "scipy") and found[-1] is not unwrap(fn):
+            continue  # a library function: its own insides are the library's business
+        values = _referenced(obj)
+        values += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
+        queue += [v for v in values if callable(v) and not isinstance(v, types.ModuleType)]
+    return found
+
+
+def _referenced(fn) -> list:
+    """The objects the code of function `fn` (and the code nested in it) names: each global, closure variable or
+    imported module followed through the attribute chain written after it (`np.linalg.norm`, `again.softmax`,
+    `from attnbook.masks import padding_mask`), read from the bytecode, so `x.softmax` on a local is never taken
+    for a global softmax. A module named by a string (`import_module("attnbook.masks")`) counts with every
+    attribute name the code uses."""
+    import dis
+    import types
+
+    scope = fn.__globals__
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    found, string_modules, attributes = [], [], set()
+    codes = [fn.__code__]
+    while codes:
+        code = codes.pop()
+        current, have, imported = None, False, None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "IMPORT_FROM":  # from <imported> import name: the module stays on the stack
+                attributes.add(ins.argval)
+                if imported is not None and (value := getattr(imported, ins.argval, None)) is not None:
+                    found.append(value)
+                current, have = None, False
+                continue
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                attributes.add(ins.argval)
+                if have:
+                    current = getattr(current, ins.argval, None)
+                    have = current is not None
+                    if have:
+                        found.append(current)
+                continue
+            current, have = None, False
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in scope:
+                current, have = scope[ins.argval], True
+            elif ins.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF") and ins.argval in cells and _has_contents(cells[ins.argval]):
+                current, have = cells[ins.argval].cell_contents, True
+            elif ins.opname == "IMPORT_NAME":
+                imported = current = sys.modules.get(ins.argval)
+                have = current is not None
+            if have:
+                found.append(current)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                codes.append(const)
+            elif isinstance(const, str) and sys.modules.get(const) is not None:
+                string_modules.append(sys.modules[const])
+    for module in string_modules:
+        found += [v for n in attributes if (v := getattr(module, n, None)) is not None]
+    return found
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
 class Patches:
     """Temporary replacements of attributes and dict entries, undone in reverse order by `restore`.
 
@@ -273,11 +369,12 @@ class _Raiser:
     """Stands in for a forbidden function: calling it records the reach and raises. Attributes of the original
     (an op's `.default` overload) are stand-ins too; asking for anything else is an ordinary AttributeError."""
 
-    def __init__(self, path: str, instead: str | None, original, guard: "_Forbidding"):
+    def __init__(self, path: str, instead: str | None, original, guard: "_Forbidding", reference: bool = False):
         self._path, self._instead, self._original, self._guard = path, instead, original, guard
+        self._reference = reference
 
     def __call__(self, *args, **kwargs):
-        self._guard.record(self._path, self._instead, reference=False)
+        self._guard.record(self._path, self._instead, reference=self._reference)
         raise Forbidden(self._path, self._instead)
 
     def __getattr__(self, name: str):
@@ -286,7 +383,7 @@ class _Raiser:
         original = getattr(self._original, name)  # AttributeError as the original would raise it
         if not callable(original):
             return original
-        return _Raiser(self._path, self._instead, original, self._guard)
+        return _Raiser(self._path, self._instead, original, self._guard, self._reference)
 
 
 class _Forbidding:
@@ -325,6 +422,22 @@ class _Forbidding:
                 return path, instead, False
         return None
 
+    def reached_by_name(self):
+        """(path, instead, is_reference) for the first forbidden function or reference that the answer reaches by
+        name (see `reachable`), however it was copied or imported; else None."""
+        targets = {}
+        for path, instead, reference in ([(r, None, True) for r in self.references]
+                                         + [(p, i, False) for p, i in self.items]):
+            obj = resolve_or_none(path)
+            if obj is None or isinstance(obj, _Raiser):
+                continue
+            for key in code_keys(obj):
+                targets.setdefault(key, (path, instead, reference))
+        if not targets:
+            return None
+        hits = [targets[key] for obj in reachable(self.fn) for key in code_keys(obj) if key in targets]
+        return next((hit for hit in hits if hit[2]), hits[0] if hits else None)  # the package's own first
+
     def judge(self, what: str, where: str) -> None:
         """Raise Wrong for the first forbidden reach of the block that just ran (if any)."""
         if self.profile is not None and self.lost_profile:
@@ -341,8 +454,13 @@ class _Forbidding:
 
     def __enter__(self):
         try:
-            self._watch()  # looks the originals up, so before they are patched
+            profile = self._watch()  # looks the originals up, so before they are patched
             self._patch()
+            if profile is not None:  # installed last: patching itself need not be watched
+                self.previous_profile = sys.getprofile()
+                self.profile = profile
+                self.lost_profile = False
+                sys.setprofile(profile)
         except BaseException:
             self.__exit__(None, None, None)  # never leave a patch behind
             raise
@@ -356,6 +474,21 @@ class _Forbidding:
         return False
 
     def _patch(self) -> None:
+        self._watch_second_imports()
+        for path in self.references:  # calls through any module attribute, the package's own insides included
+            try:
+                owner, name, original = resolve(path)
+            except (ValueError, AttributeError, RuntimeError):
+                continue
+            try:
+                self.patches.set(owner, name, _Raiser(path, None, original, self, reference=True))
+            except (AttributeError, TypeError):
+                continue
+            for module in [m for n, m in list(sys.modules.items())
+                           if m is not None and (n == "attnbook" or n.startswith("attnbook."))]:
+                for attr, value in list(vars(module).items()):
+                    if value is original and not (module is owner and attr == name):
+                        self.patches.set(module, attr, _Raiser(path, None, original, self, reference=True))
         if not self.items:
             return
         user_globals = getattr(unwrap(self.fn), "__globals__", {})
@@ -395,7 +528,29 @@ class _Forbidding:
                 elif isinstance(defaults, dict) and any(d is original for d in defaults.values()):
                     self.patches.set(fn, attr, {k: raiser if d is original else d for k, d in defaults.items()})
 
-    def _watch(self) -> None:
+    def _watch_second_imports(self) -> None:
+        """Record a reach when the answer loads, during the call, a fresh copy of the package file that defines a
+        reference or a forbidden function (importlib's spec_from_file_location + exec_module, reload)."""
+        from importlib.machinery import SourceFileLoader
+
+        files: dict[str, tuple[str, str | None, bool]] = {}
+        for path, instead, reference in ([(r, None, True) for r in self.references]
+                                         + [(p, i, False) for p, i in self.items]):
+            for filename, _, _ in code_keys(resolve_or_none(path)):
+                files.setdefault(filename, (path, instead, reference))
+        if not files:
+            return
+        get_code, record = SourceFileLoader.get_code, self.record
+
+        def watched_get_code(loader, fullname):
+            code = get_code(loader, fullname)
+            if code is not None and code.co_filename in files:
+                record(*files[code.co_filename])
+            return code
+
+        self.patches.set(SourceFileLoader, "get_code", watched_get_code)
+
+    def _watch(self):
         """A profile hook that records calls of forbidden functions however they are reached: Python functions
         by their code (copies and second imports included) or by a `*` pattern on their dotted name, C functions
         (torch ops, read-only routes included) by identity, tensor methods by name. It never raises."""
@@ -418,8 +573,8 @@ class _Forbidding:
             if parts[:2] == ["torch", "Tensor"] and len(parts) == 3:
                 methods.setdefault(parts[2], (path, instead, reference))
         patterns = self.patterns
-        if not (by_code or builtins or methods or patterns):
-            return
+        if not patterns:  # the hook is for patterns; names and copies are found by `reached_by_name`
+            return None
         seen: dict = {}  # code object -> verdict or None: each function is matched once
         record = self.record
 
@@ -443,10 +598,7 @@ class _Forbidding:
                 if verdict is not None:
                     record(*verdict)
 
-        self.previous_profile = sys.getprofile()
-        self.profile = profile
-        self.lost_profile = False
-        sys.setprofile(profile)
+        return profile
 
 
 class one_thread:
