@@ -10,12 +10,8 @@ After the call, `call` turns the first record into `Wrong`.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
-import random
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -24,6 +20,8 @@ import torch
 from torch import Tensor
 
 from .hints import describe, explain_error
+from .limits import TimeUp, one_thread, seeded, time_limit, warn_always
+from .reach import code_keys, reachable, resolve, resolve_or_none, unwrap
 from .registry import NotAttempted, Wrong
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -44,10 +42,6 @@ ATTENTION_SHORTCUTS = (
 
 REFERENCE_HINT = ("that is the package's own solution, which the chapter uses to show the result: write the "
                   "function yourself, in the answer cell")
-
-
-class TimeUp(BaseException):
-    """Raised inside the learner's code by the alarm in `call`; a BaseException so `except Exception` misses it."""
 
 
 class Forbidden(BaseException):
@@ -91,10 +85,20 @@ class checking:
         return False
 
 
+# Where `call` runs: None here (the notebook), else a replay.Recorder (in the sandboxed kernel: run, then record
+# what came back as plain data) or a replay.Replayer (in the grader: run nothing, return what was recorded).
+_RUNNER = None
+
+
 def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
          forbid: Iterable[str | tuple[str, str]] = (), seed: int | None = 0,
-         explain: Callable[[str], str | None] | None = None, **kwargs):
+         explain: Callable[[str], str | None] | None = None, observe: Callable[[object], object] | None = None,
+         **kwargs):
     """Call the learner's `fn(*args, **kwargs)` and turn every way it can go wrong into Wrong/NotAttempted.
+
+    The one way a checker touches the learner's code (the seam of record and replay, see replay.py): with
+    `observe`, `call` returns (output, observe(output)), where `observe` reads what the check needs besides the
+    output (gradients through it, the state of an input) as plain data.
 
     - `on` describes the input in the learner's terms ("q of shape (2, 3, 4)").
     - `forbid` lists what the task forbids, as dotted paths ("torch.softmax", "torch.Tensor.softmax",
@@ -111,6 +115,35 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     Tensor arguments are checked for in-place changes; code slower than `time_limit_s` is stopped (where the
     OS allows) and reported.
     """
+    options = {"what": what, "on": on, "time_limit_s": time_limit_s, "forbid": forbid, "seed": seed,
+               "explain": explain}
+    if _RUNNER is not None:
+        return _RUNNER.call(fn, args, kwargs, options, observe)
+    out = run_here(fn, args, kwargs, **options)
+    return out if observe is None else (out, observe(out))
+
+
+def recorded(helper):
+    """Decorator for a checker's helper that needs the learner's object itself (its globals, a retry loop
+    around `call`, a class test): `helper(answer, *args)` returns plain data or raises Wrong. Here it just runs;
+    in the sandboxed kernel it runs on the real answer and its outcome is recorded as one event; in the grader
+    the event is replayed. Its other arguments must be the check's own inputs."""
+    @functools.wraps(helper)
+    def wrapper(answer, *args, **kwargs):
+        if _RUNNER is None:
+            return helper(answer, *args, **kwargs)
+        return _RUNNER.unit(helper, answer, args, kwargs)
+    return wrapper
+
+
+def actual(fn):
+    """The learner's own object behind the stand-in a recorded check holds (itself elsewhere; the stand-in in
+    the grader). Only for preparations that change how the learner's code runs, never what the check decides."""
+    return fn if _RUNNER is None else _RUNNER.actual(fn)
+
+
+def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s: float, forbid, seed, explain):
+    """`call` itself: run the learner's code in this process (see `call`)."""
     if isinstance(fn, str):
         raise Wrong(f"expected a function, got the string {fn!r}", "pass the function itself: its name without quotes")
     if not callable(fn):
@@ -127,17 +160,13 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
         raise Wrong(f"what you passed is {path} itself: the task asks you to write this without {path}",
                     (instead or "write your own function") + " (if a cell above imported it under this name, "
                     "your answer cell has not been run: run it, then this check)")
-    reach = guard.reached_by_name()  # a copy or a second import, which no patch reaches
-    if reach is not None:
-        guard.record(*reach)
-        guard.judge(what, where)
     before = {i: a.detach().clone() for i, a in enumerate(args) if isinstance(a, Tensor)}
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
     start = time.perf_counter()
     error: BaseException | None = None
     out, caught = None, []
     try:
-        with time_limit(time_limit_s), seeded(seed), one_thread(), guard, \
+        with time_limit(time_limit_s), seeded(seed), one_thread(), guard, warn_always(), \
                 warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = fn(*args, **kwargs)
@@ -145,6 +174,11 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
         if not isinstance(e, (Exception, TimeUp, Forbidden)):
             raise  # KeyboardInterrupt, SystemExit: the learner's own wish to stop
         error = e
+    # A copy or a second import, which no stand-in reaches, read from the bytecode: the package's own solution is
+    # named before anything else the answer reached; another forbidden function only if nothing was seen running.
+    static = guard.reached_by_name()
+    if static is not None and (not guard.reached or (static[2] and not any(r[2] for r in guard.reached))):
+        guard.reached.insert(0, static)
     guard.judge(what, where)  # a forbidden reach decides first, even if the answer swallowed it
     if isinstance(error, NotImplementedError):
         raiser = _raising_function(error)
@@ -179,156 +213,6 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
                         "use out-of-place operations (y = a - b, not a -= b, a.sub_(b) or a[...] = ...), and "
                         "leave the arguments as they came in")
     return out
-
-
-def unwrap(fn):
-    """The function behind functools.partial / functools.wraps layers and bound methods."""
-    for _ in range(10):
-        if isinstance(fn, functools.partial):
-            fn = fn.func
-        elif hasattr(fn, "__wrapped__"):
-            fn = fn.__wrapped__
-        elif inspect.ismethod(fn):
-            fn = fn.__func__
-        else:
-            break
-    return fn
-
-
-def resolve(path: str):
-    """(owner, attribute name, object) for a dotted path such as "torch.Tensor.softmax"; ValueError if none."""
-    parts = path.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        try:
-            owner = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for name in parts[i:-1]:
-            owner = getattr(owner, name)
-        return owner, parts[-1], getattr(owner, parts[-1])
-    raise ValueError(f"cannot resolve forbidden name {path!r}")
-
-
-def resolve_or_none(path: str):
-    """The object at a dotted path, or None when it does not exist here."""
-    try:
-        return resolve(path)[2]
-    except (ValueError, AttributeError, RuntimeError):
-        return None
-
-
-def code_keys(obj) -> set[tuple[str, int, str]]:
-    """What identifies the Python code of a function or class wherever it is copied or re-imported:
-    (file, first line, name) of the function, or of every function defined in the class."""
-    obj = unwrap(obj)
-    functions = []
-    if isinstance(obj, type):
-        for value in vars(obj).values():
-            if isinstance(value, (staticmethod, classmethod)):
-                value = value.__func__
-            if isinstance(value, property):
-                value = value.fget
-            functions.append(value)
-    else:
-        functions.append(obj)
-    keys = set()
-    for f in functions:
-        code = getattr(unwrap(f), "__code__", None)
-        if code is not None:
-            keys.add((code.co_filename, code.co_firstlineno, code.co_name))
-    return keys
-
-
-def reachable(fn, limit: int = 400) -> list:
-    """The functions and classes the answer `fn` can reach by name, found without running it: what its code (and
-    the code of functions nested in it) names in its globals, closure, defaults and in modules it names (a
-    second import of a package module included), followed through the learner's own helper functions, not into
-    libraries. Used to see a copy or a second import of a forbidden function, which no attribute patch reaches."""
-    import types
-
-    seen: set[int] = set()
-    found: list = []
-    queue = [unwrap(fn)]
-    while queue and len(seen) < limit:
-        obj = queue.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, functools.partial):
-            queue += [obj.func, *obj.args, *obj.keywords.values()]
-            continue
-        if isinstance(obj, types.MethodType):
-            obj = obj.__func__
-        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
-            found.append(obj)
-        if not isinstance(obj, types.FunctionType):
-            continue
-        module = getattr(obj, "__module__", None) or ""
-        if module.split(".")[0] in ("torch", "numpy", "attnbook", "transformers", "scipy") and found[-1] is not unwrap(fn):
-            continue  # a library function: its own insides are the library's business
-        values = _referenced(obj)
-        values += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
-        queue += [v for v in values if callable(v) and not isinstance(v, types.ModuleType)]
-    return found
-
-
-def _referenced(fn) -> list:
-    """The objects the code of function `fn` (and the code nested in it) names: each global, closure variable or
-    imported module followed through the attribute chain written after it (`np.linalg.norm`, `again.softmax`,
-    `from attnbook.masks import padding_mask`), read from the bytecode, so `x.softmax` on a local is never taken
-    for a global softmax. A module named by a string (`import_module("attnbook.masks")`) counts with every
-    attribute name the code uses."""
-    import dis
-    import types
-
-    scope = fn.__globals__
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    found, string_modules, attributes = [], [], set()
-    codes = [fn.__code__]
-    while codes:
-        code = codes.pop()
-        current, have, imported = None, False, None
-        for ins in dis.get_instructions(code):
-            if ins.opname == "IMPORT_FROM":  # from <imported> import name: the module stays on the stack
-                attributes.add(ins.argval)
-                if imported is not None and (value := getattr(imported, ins.argval, None)) is not None:
-                    found.append(value)
-                current, have = None, False
-                continue
-            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-                attributes.add(ins.argval)
-                if have:
-                    current = getattr(current, ins.argval, None)
-                    have = current is not None
-                    if have:
-                        found.append(current)
-                continue
-            current, have = None, False
-            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in scope:
-                current, have = scope[ins.argval], True
-            elif ins.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF") and ins.argval in cells and _has_contents(cells[ins.argval]):
-                current, have = cells[ins.argval].cell_contents, True
-            elif ins.opname == "IMPORT_NAME":
-                imported = current = sys.modules.get(ins.argval)
-                have = current is not None
-            if have:
-                found.append(current)
-        for const in code.co_consts:
-            if isinstance(const, types.CodeType):
-                codes.append(const)
-            elif isinstance(const, str) and sys.modules.get(const) is not None:
-                string_modules.append(sys.modules[const])
-    for module in string_modules:
-        found += [v for n in attributes if (v := getattr(module, n, None)) is not None]
-    return found
-
-
-def _has_contents(cell) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:  # an empty cell
-        return False
-    return True
 
 
 class Patches:
@@ -599,72 +483,6 @@ class _Forbidding:
                     record(*verdict)
 
         return profile
-
-
-class one_thread:
-    """Run a block with one PyTorch thread: checks use tiny tensors, for which threads cost more than they give
-    (and on a busy machine a 2-thread kernel can stall for milliseconds)."""
-
-    def __enter__(self):
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.threads)
-        return False
-
-
-class seeded:
-    """Seed Python's, NumPy's and PyTorch's CPU generators for a block and restore their states after it."""
-
-    def __init__(self, seed: int | None):
-        self.seed = seed
-
-    def __enter__(self):
-        if self.seed is None:
-            return self
-        import numpy as np
-
-        self.states = (random.getstate(), np.random.get_state(), torch.random.get_rng_state())
-        random.seed(self.seed)
-        np.random.seed(self.seed)
-        torch.manual_seed(self.seed)
-        return self
-
-    def __exit__(self, *exc):
-        if self.seed is not None:
-            import numpy as np
-
-            py, npy, pt = self.states
-            random.setstate(py)
-            np.random.set_state(npy)
-            torch.random.set_rng_state(pt)
-        return False
-
-
-class time_limit:
-    """Context manager: raise TimeUp in the main thread after `seconds` (no-op where SIGALRM is missing)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.active = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-
-    def __enter__(self):
-        if self.active:
-            self.previous = signal.signal(signal.SIGALRM, self._fire)
-            signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    def __exit__(self, *exc):
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self.previous)
-        return False
-
-    @staticmethod
-    def _fire(signum, frame):
-        raise TimeUp()
 
 
 def _parameter_name(fn, index: int) -> str:
