@@ -701,7 +701,7 @@ def test_9_3_timing_shortcuts_are_refused():
 def test_9_3_the_first_case_tells_every_known_mistake_apart():
     # Written against the checker's own tables on purpose: if a case is edited so that two mistakes (or a mistake
     # and the median) coincide, the hints become ambiguous and this test says so.
-    from attnbook.exercises.ch09 import TIMING_CASES, _timing_mistakes
+    from attnbook.exercises.ch09.timing import TIMING_CASES, _timing_mistakes
 
     schedule, n_warmup, n_runs = TIMING_CASES[0]
     assert (n_warmup, n_runs) == (None, None)
@@ -714,7 +714,7 @@ def test_9_3_the_first_case_tells_every_known_mistake_apart():
 
 
 def test_9_2_the_first_case_tells_every_known_mistake_apart():
-    from attnbook.exercises.ch09 import COST_CASES, _byte_mistakes, _flop_mistakes
+    from attnbook.exercises.ch09.cost import COST_CASES, _byte_mistakes, _flop_mistakes
 
     B, H, N, d, nbytes = COST_CASES[0]
     flops = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)] + [4 * B * H * N * N * d]

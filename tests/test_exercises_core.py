@@ -440,17 +440,29 @@ def test_asking_about_a_forbidden_function_is_not_calling_it():
     assert torch.equal(call(curious, torch.ones(2), forbid=["torch.softmax"]), torch.full((2,), 2.0))
 
 
-def test_read_only_c_routes_and_tensor_methods_are_seen_by_the_hook():
+def test_low_level_routes_of_a_forbidden_op_are_refused():
     forbid = ["torch.softmax", "torch.Tensor.softmax"]
     routes = {
-        "read-only C function": lambda x: torch._C._VariableFunctions.softmax(x, -1),
-        "unbound C method": lambda x: torch._C.TensorBase.softmax(x, -1),
         "aten op": lambda x: torch.ops.aten._softmax(x, -1, False),
+        "aten overload": lambda x: torch.ops.aten.softmax.int(x, -1),
+        "method": lambda x: x.softmax(-1),
     }
     for name, fn in routes.items():
         with pytest.raises(Wrong, match="the task asks you to write this without") as info:
             call(fn, torch.randn(2, 3), forbid=forbid)
         assert info.value.hint, name
+
+
+def test_a_copy_or_second_import_of_a_forbidden_function_is_refused_without_running_it():
+    import types
+
+    from attnbook.attention import softmax
+
+    copy = types.FunctionType(softmax.__code__, softmax.__globals__, "mine", softmax.__defaults__)
+    again = _second_import("attnbook.attention")
+    for answer in (lambda x: copy(x), lambda x: again.softmax(x)):
+        with pytest.raises(Wrong, match="without attnbook.attention.softmax"):
+            call(answer, torch.randn(3), forbid=["attnbook.attention.softmax"])
 
 
 def test_switching_off_the_profiler_is_refused():

@@ -76,3 +76,17 @@ class time_limit:
     @staticmethod
     def _fire(signum, frame):
         raise TimeUp()
+
+
+class warn_always:
+    """PyTorch's once-per-process warnings (`.T` on a batch) shown on every call, so a hint that reads them does not
+    depend on which check ran first in the process."""
+
+    def __enter__(self):
+        self.before = torch.is_warn_always_enabled()
+        torch.set_warn_always(True)
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_warn_always(self.before)
+        return False

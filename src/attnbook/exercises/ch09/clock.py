@@ -12,8 +12,8 @@ import types
 
 import torch
 
-from . import guard
-from .guard import Patches
+from .. import guard
+from ..guard import Patches
 
 _CORE = guard.__name__
 

@@ -1,0 +1,230 @@
+"""Checker for exercise 9.2, FLOPs and bytes of attention: the exact FLOP count of Q K^T and P V and the size of
+one score matrix, with hints for the common counting mistakes."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import Tensor
+
+from ...timing import attention_flops, score_matrix_bytes
+from ..compare import expect_tuple
+from ..guard import call
+from ..hints import describe
+from ..registry import exercise, Wrong
+
+
+_DTYPES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
+
+COST_FORBIDDEN = [
+    (name, "write the two formulas yourself: count the multiply-adds of Q K^T and of P V, and the entries of "
+           "the score matrix")
+    for name in ("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes",
+                 "attnbook.timing.kv_cache_bytes")
+]
+
+# (batch, heads, n, d_head, bytes_per_el). The first is small enough to count by hand and keeps the known
+# mistakes apart (d_head=6 is neither a small per-score count like the softmax's nor the 8 bits of a byte);
+# the second has a different bytes_per_el, so a byte size written into the code shows up at once.
+# The third has more FLOPs than a 32-bit integer holds, and not a multiple of 2**32, so that counting in int32
+# shows as a wrong non-zero count before the power-of-two sizes, where it wraps to exactly 0.
+COST_CASES = [(3, 5, 7, 6, 4), (1, 1, 4, 2, 2), (3, 16, 1000, 72, 8), (4, 12, 1024, 64, 2), (1, 32, 4096, 128, 2),
+              (1, 1, 1, 1, 1), (8, 32, 32768, 128, 2)]
+
+_OVERFLOW_HINT = ("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
+                  "wraps around past it; compute with the Python ints you are given, which never overflow")
+
+
+def _int32(n: int) -> int:
+    """What a 32-bit integer keeps of n (np.int32 and torch.int32 arithmetic wrap around)."""
+    return (n + 2**31) % 2**32 - 2**31
+
+
+_INT_HINT = ("FLOPs and bytes are whole numbers: compute them with integer arithmetic (*, **, //) on the int "
+             "arguments, not with / or math.pow, which give floats")
+
+
+def _flop_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[str, int]]:
+    """(hint, value) for the FLOP counts that common mistakes give."""
+    D = H * d  # d_model
+    return [
+        ("that is 2·B·H·N²·d: you counted one of the two matrix products, or both products as multiply-adds; "
+         "count Q Kᵀ and P V, each at 2 FLOPs (a multiply and an add) per multiply-add", 2 * B * H * N * N * d),
+        ("that is B·H·N²·d, the multiply-adds of one matrix product: attention has two products (Q Kᵀ and P V), "
+         "and each multiply-add is 2 FLOPs", B * H * N * N * d),
+        ("that is 6·B·H·N²·d, three matrix products' worth: attention has two, Q Kᵀ and P V, each "
+         "2·B·H·N²·d", 6 * B * H * N * N * d),
+        ("you counted a dot product of length d_head as d_head multiplies and d_head - 1 adds; the convention "
+         "(and the task) counts 2 FLOPs per multiply-add, 2·d_head per dot product",
+         2 * B * H * N * N * (2 * d - 1)),
+        ("you counted d_head multiplies and d_head - 1 adds per score, and N multiplies and N - 1 adds per "
+         "output entry; the convention (and the task) counts 2 FLOPs per multiply-add",
+         B * H * N * N * (2 * d - 1) + B * H * N * d * (2 * N - 1)),
+        ("that counts only the causal pairs (N(N+1)/2 per head); this task asks for attention without a mask, "
+         "where every query meets every key", 2 * B * H * N * (N + 1) * d),
+        ("d_head appears once: each of the N² scores is a dot product of length d_head (and each of the N·d "
+         "outputs a sum of N terms), so the count is 4·B·H·N²·d, not 4·B·H·N·d²", 4 * B * H * N * d * d),
+        ("every query meets every key: N queries times N keys is N² pairs, not N", 4 * B * H * N * d),
+        ("each head works on vectors of length d_head, not d_model = heads·d_head: you multiplied by the number "
+         "of heads twice", 4 * B * H * N * N * D),
+        ("count only the attention products Q Kᵀ and P V: the projections W_q, W_k, W_v and W_o are not part of "
+         "this count", 4 * B * H * N * N * d + 8 * B * N * D * D),
+        ("count only the attention products Q Kᵀ and P V: the projections W_q, W_k and W_v are not part of "
+         "this count", 4 * B * H * N * N * d + 6 * B * N * D * D),
+        ("multiply by the number of heads: every head computes its own scores", 4 * B * N * N * d),
+        ("multiply by the batch size: every sequence in the batch computes its own scores", 4 * H * N * N * d),
+        ("multiply by both the batch size and the number of heads", 4 * N * N * d),
+        ("FLOPs do not depend on the bytes per element: leave bytes_per_el out of the FLOP count",
+         4 * B * H * N * N * d * nbytes),
+    ]
+
+
+def _byte_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[str, int | float]]:
+    """(hint, value) for the score-matrix sizes that common mistakes give."""
+    return [
+        ("that is the size in bits: an element of bytes_per_el bytes is 8·bytes_per_el bits; return bytes",
+         8 * B * H * N * N * nbytes),
+        ("bytes_per_el is already a number of bytes: multiply by it, without dividing by 8",
+         B * H * N * N * nbytes / 8),
+        ("bytes_per_el is already a number of bytes: multiply by it, without dividing by 8",
+         B * H * N * N * nbytes // 8),
+        ("the score matrix has one entry per (query, key) pair: N² entries per head, not N", B * H * N * nbytes),
+        ("the score matrix has N × N entries per head, not N × N × d_head: each score is one number",
+         B * H * N * N * d * nbytes),
+        ("count one (B, H, N, N) matrix, the scores; the weights reuse the same size but the task asks for one "
+         "matrix", 2 * B * H * N * N * nbytes),
+        ("multiply the number of entries by bytes_per_el", B * H * N * N),
+        ("multiply by the number of heads: every head has its own N × N scores", B * N * N * nbytes),
+        ("multiply by the batch size: every sequence has its own N × N scores", H * N * N * nbytes),
+    ]
+
+
+_FLOP_UNITS = [(1e3, "kFLOPs (thousands)"), (1e6, "MFLOPs (millions)"), (1e9, "GFLOPs (billions)"),
+               (1e12, "TFLOPs (trillions)")]
+_BYTE_UNITS = [(2 ** 10, "KiB"), (1e3, "kB"), (2 ** 20, "MiB"), (1e6, "MB"), (2 ** 30, "GiB"), (1e9, "GB")]
+
+
+def _same(got: int | float, value: int | float) -> bool:
+    """Equal as numbers: exactly for ints, to 1e-9 relative for floats."""
+    if isinstance(got, int) and isinstance(value, int):
+        return got == value
+    return math.isclose(got, value, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _unit_hint(got: int | float, right: int, units: list[tuple[float, str]], what: str) -> str | None:
+    """A hint when `got` is `right` in a bigger unit (GFLOPs, MiB), exactly or cut to an int."""
+    for size, name in units:
+        cut = isinstance(got, int) and right / size >= 10 and got == int(right // size)
+        if got != right and (_same(got, right / size) or cut):
+            return f"that is {what} in {name}; return the count itself, not divided by {size:,.0f}"
+    return None
+
+
+def _cost_number(x, name: str, on: str) -> int | float:
+    """A Python int (from a Python or NumPy integer) or float from the learner's value; else Wrong naming `name`."""
+    if isinstance(x, Tensor):
+        raise Wrong(f"{name} is a tensor (dtype {x.dtype}) on {on}, expected an int",
+                    "the arguments are Python ints: compute with them directly (no torch.tensor), and return "
+                    "Python ints (call .item() on a one-element tensor)")
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise Wrong(f"{name} is {describe(x)} on {on}, expected an int",
+                    "return two ints: `return flops, score_bytes`")
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    value = float(x)
+    if not math.isfinite(value):
+        raise Wrong(f"{name} is {value} on {on}, expected an int", _INT_HINT)
+    return value
+
+
+def _show(x: int | float) -> str:
+    return f"{x:,}" if isinstance(x, int) else f"{x:.6g}"
+
+
+def _flops_hint(got: int | float, B: int, H: int, N: int, d: int, nbytes: int) -> str | None:
+    right = attention_flops(B, H, N, N, d)
+    if isinstance(got, float) and _same(got, right):
+        return _INT_HINT
+    if got != right and got == _int32(right):
+        return _OVERFLOW_HINT
+    if got == 0:
+        return ("the FLOP count of this input is not 0; if you converted to GFLOPs (or divided with //), return the "
+                "number of FLOPs itself: the conversion rounds a small count down to 0")
+    unit = _unit_hint(got, right, _FLOP_UNITS, "the FLOP count")
+    if unit:
+        return unit
+    for hint, value in _flop_mistakes(B, H, N, d, nbytes):
+        if value != right and _same(got, value):
+            return hint
+    scores = B * H * N * N
+    extra = (got - right) / scores
+    if isinstance(got, int) and got > right and (got - right) % scores == 0 and 1 <= extra <= 5:
+        return "count only the two matrix products, as is customary; the softmax and the scaling are not counted"
+    return None
+
+
+def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int, nbytes: int, on: str) -> str | None:
+    right = score_matrix_bytes(B, H, N, N, _DTYPES[nbytes])
+    if isinstance(got, float) and _same(got, right):
+        return _INT_HINT
+    if got != right and got == _int32(right):
+        return _OVERFLOW_HINT
+    if got == 0:
+        return ("the score matrix of this input is not empty; if you converted to MiB or GB (or divided with //), "
+                "return the number of bytes itself: the conversion rounds a small size down to 0")
+    # A byte size written into the code: ask again with another bytes_per_el and see whether the answer moves.
+    other = 8 if nbytes != 8 else 2
+    again = call(attention_cost, B, H, N, d, other, what="attention_cost",
+                 on=on.replace(f"bytes_per_el={nbytes}", f"bytes_per_el={other}"), forbid=COST_FORBIDDEN)
+    try:
+        unchanged = isinstance(again, (tuple, list)) and len(again) == 2 and bool(again[1] == got)
+    except (TypeError, ValueError, RuntimeError):
+        unchanged = False
+    if unchanged:
+        per_entry = got / (B * H * N * N)
+        fixed = (f" of {per_entry:g} byte{'' if per_entry == 1 else 's'}" if per_entry == int(per_entry) else "")
+        return (f"score_bytes stays {_show(got)} when bytes_per_el changes to {other}: your code uses a fixed size"
+                f"{fixed} per element; multiply the number of entries by the bytes_per_el argument")
+    unit = _unit_hint(got, right, _BYTE_UNITS, "the size")
+    if unit:
+        return unit.replace("return the count itself", "return bytes")
+    for hint, value in _byte_mistakes(B, H, N, d, nbytes):
+        if value != right and _same(got, value):
+            return hint
+    if isinstance(got, float):
+        return _INT_HINT
+    return None
+
+
+@exercise("9.2", "FLOPs and bytes of attention", section="What attention costs: FLOPs and bytes",
+          references=("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes"))
+def check_attention_cost(attention_cost) -> str:
+    """attention_cost(batch, heads, n, d_head, bytes_per_el) -> (flops, score_bytes), two ints."""
+    for B, H, N, d, nbytes in COST_CASES:
+        on = f"batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}"
+        got = call(attention_cost, B, H, N, d, nbytes, what="attention_cost", on=on, forbid=COST_FORBIDDEN)
+        if isinstance(got, list) and len(got) == 2:
+            got = tuple(got)  # the task text accepts a list too
+        flops_got, bytes_got = expect_tuple(got, ("flops", "score_bytes"), "attention_cost", on)
+        flops_got, bytes_got = _cost_number(flops_got, "flops", on), _cost_number(bytes_got, "score_bytes", on)
+        flops = attention_flops(B, H, N, N, d)
+        score_bytes = score_matrix_bytes(B, H, N, N, _DTYPES[nbytes])
+        if (flops_got, bytes_got) == (score_bytes, flops) and flops != score_bytes:
+            raise Wrong(f"attention_cost returned (score_bytes, flops) on {on}",
+                        "return them in the order the task gives: `return flops, score_bytes`")
+        # The expected numbers are not shown: the learner works them out (the hints name the mistake).
+        if not (isinstance(flops_got, int) and flops_got == flops):
+            kind = "the float " if isinstance(flops_got, float) else ""
+            raise Wrong(f"flops is {kind}{_show(flops_got)} on {on}, which is not the FLOP count of Q Kᵀ and P V",
+                        _flops_hint(flops_got, B, H, N, d, nbytes)
+                        or "count the multiply-adds of Q Kᵀ and of P V for one head of one sequence, at 2 FLOPs "
+                           "each, then multiply by batch and heads; try your formula on a case small enough to "
+                           "count by hand")
+        if not (isinstance(bytes_got, int) and bytes_got == score_bytes):
+            kind = "the float " if isinstance(bytes_got, float) else ""
+            raise Wrong(f"score_bytes is {kind}{_show(bytes_got)} on {on}, which is not the size of one "
+                        f"({B}, {H}, {N}, {N}) score matrix",
+                        _bytes_hint(attention_cost, bytes_got, B, H, N, d, nbytes, on)
+                        or "count the entries of one (batch, heads, n, n) matrix and multiply by bytes_per_el")
+    return f"exact FLOPs and bytes on {len(COST_CASES)} sizes, from 1 token to 32,768"

@@ -1,0 +1,394 @@
+"""Checker for exercise 9.1, online softmax over blocks: the softmax of a row that arrives in blocks, with a
+running maximum and a running sum, checked against the known mistakes of the streaming pass."""
+from __future__ import annotations
+
+import math
+import re
+import sys
+
+import torch
+from torch import Tensor
+
+from ...attention import softmax
+from .. import guard
+from ..compare import expect_close, expect_dtype, expect_tensor
+from ..guard import call
+from ..hints import describe
+from ..registry import exercise, Wrong
+
+
+_SOFTMAX_INSTEAD = ("stream over the blocks: keep a running maximum m and a running sum l of exp(x - m), "
+                    "rescale l by exp(m_old - m_new) when m grows, then return exp(x - m) / l")
+# Every library softmax, log-softmax and log-sum-exp the task forbids. The core also forbids each torch.X's
+# private torch._X and its torch.ops.aten routes; a NumPy ufunc is caught through its module attribute
+# (np.logaddexp.reduce reaches the stand-in's attribute and raises).
+_SOFTMAX_PATHS = (
+    "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+    "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax", "torch.special.log_softmax",
+    "torch.nn.functional.softmin", "torch.nn.functional.gumbel_softmax", "torch.nn.functional.cross_entropy",
+    "torch.sparse.softmax", "torch.sparse.log_softmax",
+    "torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp",
+    "torch.logaddexp", "torch.Tensor.logaddexp", "torch.logaddexp2", "torch.Tensor.logaddexp2",
+    "torch.logcumsumexp", "torch.Tensor.logcumsumexp",
+    "torch.distributions.Categorical", "torch.distributions.categorical.Categorical",
+    "numpy.logaddexp", "numpy.logaddexp2",
+    "attnbook.attention.softmax", "attnbook.attention.scaled_dot_product_attention",
+    "attnbook.attention.tiled_attention", "torch.nn.functional.scaled_dot_product_attention",
+)
+# Python functions reached however they were imported (a profile hook matches their dotted names). No
+# "torch.*" pattern: the core would add its torch._* alias, which matches torch's own internals.
+# The star stands for SciPy's private module (scipy.special._logsumexp) and not for the end of the name, so that
+# merely importing that module (its "<module>" frame) is not a call of softmax.
+_SOFTMAX_PATTERNS = ("scipy.special.*.softmax", "scipy.special.*.log_softmax", "scipy.special.*.logsumexp")
+_SCIPY_PATHS = ("scipy.special.softmax", "scipy.special.log_softmax", "scipy.special.logsumexp")
+
+
+def _with_shared_aliases(paths) -> list[str]:
+    """`paths` and, once each, the torch.ops.aten / torch._C._nn routes that the core would otherwise add for
+    every path of a family again (torch.softmax, F.softmax, x.softmax, ... all reach torch.ops.aten.softmax):
+    each forbidden entry costs time on every call, and 9.1 calls the learner's function ten times."""
+    out = list(dict.fromkeys(paths))
+    for path in paths:
+        out += [a for a in guard.op_aliases(path) if not guard.op_aliases(a) and a not in out]
+    return out
+
+
+def online_softmax_forbidden() -> list[tuple[str, str]]:
+    """What 9.1 forbids, as (path, instead) pairs; SciPy's functions by name only when SciPy is already loaded
+    (so that a check does not import it), and by pattern always."""
+    paths = list(_SOFTMAX_PATHS)
+    if "scipy.special" in sys.modules:
+        paths += _SCIPY_PATHS
+    return [(p, _SOFTMAX_INSTEAD) for p in (*_with_shared_aliases(paths), *_SOFTMAX_PATTERNS)]
+
+
+ONLINE_SOFTMAX_FORBIDDEN = [(p, _SOFTMAX_INSTEAD) for p in (*_SOFTMAX_PATHS, *_SOFTMAX_PATTERNS)]
+
+_NO_RESCALE_SUM = ("when a block raises the running maximum from m_old to m_new, the sum collected so far was "
+                   "relative to m_old: multiply it by exp(m_old - m_new) before adding the new block's terms")
+_RESCALE_INVERTED = ("the rescaling factor is exp(m_old - m_new), at most 1: the terms collected so far shrink "
+                     "relative to the new, larger maximum; you multiplied by exp(m_new - m_old)")
+_OWN_MAX = ("each block was shifted by its own maximum, so the blocks' terms are on different scales: shift "
+            "every term by the one running maximum of everything seen (and rescale what came before)")
+_PER_BLOCK = ("you normalised each block on its own (each block sums to 1); the weights of the whole row must "
+              "sum to 1: divide by one sum over all the blocks")
+_NO_FINAL_RESCALE = ("the weights of the early blocks were computed with the maximum known at that time; at the "
+                     "end, compute every weight with the final maximum m: exp(x - m) / l")
+_NO_DIVIDE = "these are exp(x - m) without the division: divide by the running sum l so that the weights sum to 1"
+_NO_SHIFT = ("exp of a logit of 1000 overflows to inf (and exp(-1000) underflows to 0): subtract the running "
+             "maximum before exp, as the chapter's online softmax does")
+_FIXED_SHIFT = ("an empty block has no maximum; treating it as 0 (or any fixed number) shifts by too much when "
+                "every logit is far below it, and exp underflows to 0: skip empty blocks")
+_START_ZERO = ("the running maximum starts at -inf, not 0: on logits far below 0 (about -150 here) a maximum of 0 "
+               "shifts by too much, exp(x - 0) underflows to 0 and the sum l stays 0")
+_FROZEN_MAX = ("the running maximum was not updated: a later block's logits exceed the first block's maximum by more "
+               "than exp can take (about 88 in float32, 709 in float64), so exp(x - m) overflows. Whenever a block "
+               "raises the maximum, rescale l by exp(m_old - m_new) and carry on with the new maximum")
+_OLD_MAX_ADD = ("a block's terms are added relative to the new maximum, after the old sum has been rescaled by "
+                "exp(m_old - m_new); you added them relative to the old maximum")
+_RUNNING_OUT = ("each block's weights were written with the m and l known when the block arrived; only the final m "
+                "and l are right for every logit: finish the pass over all the blocks first, then compute "
+                "exp(x - m) / l for every logit")
+_LAST_OUT = ("the last block did not update m and l: every non-empty block, the last one included, must go into "
+             "the running maximum and sum")
+_ALL_INF_BLOCK = ("a block whose entries are all -inf has maximum -inf, and exp(-inf - (-inf)) is NaN: while the "
+                  "running maximum is still -inf, skip the block (it adds nothing to the sum) or shift by 0")
+_SKIPPED = ("an inf or NaN that no known mistake explains: the running maximum m stayed -inf (or the sum l stayed 0) "
+            "for some logits; was a block skipped (blocks[1:], or a size test such as len(b) > 1)? Every non-empty "
+            "block must update m and l")
+_NEGINF_TO_ZERO = ("a masked logit (-inf) must get weight exactly 0; replacing -inf by 0 (nan_to_num, masked_fill) "
+                   "gives it the weight of a logit 0. exp(-inf - m) is already 0: guard only the shift while m is "
+                   "still -inf")
+_SKIP_INF_BLOCK = ("a block with some -inf entries still has finite logits that count: skip only blocks whose "
+                   "entries are all -inf (exp(-inf - m) is 0 anyway), not every block that holds a -inf")
+_LOW_PRECISION = ("if you used float16 or bfloat16 (.half()) anywhere, keep the blocks' own dtype instead: half "
+                  "precision keeps only about 3 significant digits")
+
+
+def _logits(*sizes: int, seed: int, scale: float = 3.0, dtype=torch.float64, offset: float = 0.0) -> list[Tensor]:
+    """Random blocks of the given sizes; block j is shifted by offset * j so that the maximum tends to grow."""
+    g = torch.Generator().manual_seed(seed)
+    return [scale * torch.randn(n, generator=g, dtype=dtype) + offset * j for j, n in enumerate(sizes)]
+
+
+def _online_cases() -> list[tuple[str, list[Tensor]]]:
+    """(description, blocks) for 9.1, ordered so that each mistake shows up first where it is unambiguous."""
+    rising = _logits(3, 4, 2, seed=1, offset=4.0)  # the maximum grows from block to block
+    huge = [torch.tensor([1000.0, -1000.0, 998.0]), torch.tensor([999.0, 1001.0]),
+            torch.tensor([-1000.0]), torch.tensor([1000.5, 0.0])]  # float32
+    deep = [torch.tensor([-201.0, -203.5]), torch.tensor([]), torch.tensor([-200.0, -204.0, -202.0])]  # float32
+    masked = _logits(3, 4, 3, seed=4)
+    masked[1][torch.tensor([0, 2])] = float("-inf")  # two masked entries, as a causal or padding mask leaves
+    first_masked = [torch.full((3,), float("-inf"), dtype=torch.float64)] + _logits(2, 3, seed=5)
+    g = torch.Generator().manual_seed(6)
+    sizes = torch.randint(0, 6, (200,), generator=g).tolist()
+    # From block 150 on the logits are about 760 higher: more than float64's exp can take (709.8) above the first
+    # blocks' maximum, so a running maximum that is never updated overflows even in float64.
+    long = [2.0 * torch.randn(n, generator=g, dtype=torch.float64) + 0.05 * j + (760.0 if j >= 150 else 0.0)
+            for j, n in enumerate(sizes)]
+    # float32, and the fifth block raises the maximum by 94, more than float32's exp can take (88.7).
+    singles = [torch.tensor([v]) for v in (0.5, -1.0, 2.0, 1.0, 96.0, 95.5, 3.0, 97.0)]
+    # float32 logits of about -150, the largest in the first block: a maximum that starts at 0 underflows.
+    falling = [b.float() - 150.0 for b in _logits(4, 3, 5, seed=3, offset=-5.0)]
+    return [
+        ("one block of 5 logits", _logits(5, seed=0)),
+        ("3 blocks of sizes 3, 4 and 2 whose maximum grows from block to block", rising),
+        ("4 blocks of float32 logits of about +-1000", huge),
+        ("8 blocks of size 1 (float32), the fifth raising the maximum from 2 to 96", singles),
+        ("3 blocks of float32 logits of about -150 with the largest logit in the first block", falling),
+        ("float32 logits of about -200 in 3 blocks, the middle one empty", deep),
+        ("3 blocks, the second with two entries equal to -inf (masked)", masked),
+        ("3 blocks, the first with every entry equal to -inf", first_masked),
+        ("an empty block first, then 2 blocks", [torch.tensor([], dtype=torch.float64)] + _logits(3, 2, seed=7)),
+        (f"a long row in {len(long)} blocks of 0 to 5 logits, from block 150 on about 760 higher", long),
+    ]
+
+
+def _stream_max(blocks: list[Tensor]) -> list[float]:
+    """The running maximum after each block (-inf until a finite logit is seen; empty blocks change nothing)."""
+    m, out = float("-inf"), []
+    for b in blocks:
+        if b.numel():
+            m = max(m, b.max().item())
+        out.append(m)
+    return out
+
+
+def _shift(m: float) -> float:
+    return m if math.isfinite(m) else 0.0
+
+
+def _streamed_sum(blocks: list[Tensor], factor) -> float:
+    """The running sum l when the old sum is multiplied by factor(m_old, m_new) as the maximum grows."""
+    l, old = 0.0, float("-inf")
+    for b, m in zip(blocks, _stream_max(blocks)):
+        l = l * factor(old, m) if math.isfinite(old) else 0.0
+        l += torch.exp(b.double() - _shift(m)).sum().item()
+        old = m
+    return l
+
+
+def _no_rescale_sum(blocks: list[Tensor]) -> Tensor:
+    """The running sum is never rescaled when the maximum grows."""
+    m = _stream_max(blocks)[-1]
+    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / _streamed_sum(blocks, lambda old, new: 1.0)
+
+
+def _rescale_inverted(blocks: list[Tensor]) -> Tensor:
+    """The running sum multiplied by exp(m_new - m_old) instead of exp(m_old - m_new)."""
+    m = _stream_max(blocks)[-1]
+    l = _streamed_sum(blocks, lambda old, new: math.exp(new - old) if new - old < 709 else math.inf)
+    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
+
+
+def _own_max(blocks: list[Tensor]) -> Tensor:
+    """Each block shifted by its own maximum, then one common normaliser."""
+    e = torch.cat([torch.exp(b.double() - _shift(b.max().item())) if b.numel() else b.double() for b in blocks])
+    return e / e.sum()
+
+
+def _per_block(blocks: list[Tensor]) -> Tensor:
+    """Each block normalised on its own."""
+    return torch.cat([softmax(b.double(), dim=-1) for b in blocks])
+
+
+def _no_final_rescale(blocks: list[Tensor]) -> Tensor:
+    """The right running sum, but each block's weights keep the maximum known when the block arrived."""
+    maxes = _stream_max(blocks)
+    l = _streamed_sum(blocks, lambda old, new: math.exp(old - new))
+    return torch.cat([torch.exp(b.double() - _shift(m)) for b, m in zip(blocks, maxes)]) / l
+
+
+def _no_divide(blocks: list[Tensor]) -> Tensor:
+    """exp(x - m) with the final maximum, never divided by l."""
+    return torch.cat([torch.exp(b.double() - _stream_max(blocks)[-1]) for b in blocks])
+
+
+def _no_shift(blocks: list[Tensor]) -> Tensor:
+    """exp without subtracting anything, in the blocks' own dtype (overflows for large logits)."""
+    e = torch.cat([torch.exp(b) for b in blocks])
+    return e / e.sum()
+
+
+def _shifted_by_zero(blocks: list[Tensor], nan_to_zero: bool) -> Tensor:
+    """Every logit shifted by max(0, the maximum), in the blocks' dtype: on logits far below 0 every exp underflows,
+    giving NaN from 0 / 0, or zeros where the sum kept something from before (an empty block counted as 0)."""
+    m = max(_stream_max(blocks)[-1], 0.0)
+    e = torch.cat([torch.exp(b - m) for b in blocks])
+    out = e / e.sum()
+    return torch.nan_to_num(out, nan=0.0) if nan_to_zero else out
+
+
+def _frozen_max(blocks: list[Tensor], dtype) -> Tensor:
+    """The maximum of the first block with a finite logit kept for the whole row, computed in `dtype`."""
+    m = next(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
+    e = torch.cat([torch.exp(b.to(dtype) - m) for b in blocks])
+    return e / e.sum()
+
+
+def _neginf_to_zero(blocks: list[Tensor]) -> Tensor:
+    """-inf logits replaced by 0 before the softmax."""
+    return softmax(torch.nan_to_num(torch.cat([b.double() for b in blocks]), neginf=0.0), dim=-1)
+
+
+def _skip_inf_blocks(blocks: list[Tensor]) -> Tensor:
+    """Blocks that hold any -inf left out of m and l (but their finite logits still get exp(x - m) / l)."""
+    kept = [b.double() for b in blocks if b.numel() and not torch.isinf(b).any()]
+    m = max(b.max().item() for b in kept)
+    l = sum(torch.exp(b - m).sum().item() for b in kept)
+    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
+
+
+def _stream(blocks: list[Tensor], *, add_old: bool = False, running_out: bool = False, last: bool = True) -> Tensor:
+    """The streaming pass in float64 with one mistake: each block's terms added relative to the old maximum
+    (`add_old`), each block's weights written with the m and l of its time (`running_out`), or the last block left
+    out of m and l (`last=False`; where nothing is left, the right weights, as such an answer would fall back)."""
+    m, l, outs = float("-inf"), 0.0, []
+    for b in (blocks if last else blocks[:-1]):
+        b = b.double()
+        m_new = max(m, b.max().item()) if b.numel() else m
+        if m_new == float("-inf"):
+            outs.append(torch.zeros_like(b))
+            continue
+        ref = m if add_old and math.isfinite(m) else m_new
+        l = (l * math.exp(m - m_new) if math.isfinite(m) else 0.0) + torch.exp(b - ref).sum().item()
+        m = m_new
+        outs.append(torch.exp(b - m) / l)
+    if running_out:
+        return torch.cat(outs)
+    if l == 0.0:
+        return softmax(torch.cat([b.double() for b in blocks]), dim=-1)
+    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
+
+
+def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[str, tuple[str, Tensor]]:
+    """{mistake: (hint, its output on `blocks`)}, most likely first. The keys are the same on every case, so that a
+    mistake can be confirmed on every case checked before its hint is given."""
+    has_empty = any(b.numel() == 0 for b in blocks)
+    first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
+    nan_row = torch.full_like(expected, float("nan"))
+    out = {
+        "frozen": (_FROZEN_MAX, _frozen_max(blocks, blocks[0].dtype)),
+        "frozen64": (_FROZEN_MAX, _frozen_max(blocks, torch.float64)),
+        "all_inf": (_ALL_INF_BLOCK, nan_row if first_all_inf else expected),
+        "start_zero": (_START_ZERO, _shifted_by_zero(blocks, nan_to_zero=False)),
+        "empty_zero": (_FIXED_SHIFT, _shifted_by_zero(blocks, nan_to_zero=True) if has_empty else expected),
+        "empty_zero_nan": (_FIXED_SHIFT, _shifted_by_zero(blocks, nan_to_zero=False) if has_empty else expected),
+        "no_shift": (_NO_SHIFT, _no_shift(blocks)),
+        "per_block": (_PER_BLOCK, _per_block(blocks)),
+        "own_max": (_OWN_MAX, _own_max(blocks)),
+        "no_rescale": (_NO_RESCALE_SUM, _no_rescale_sum(blocks)),
+        "inverted": (_RESCALE_INVERTED, _rescale_inverted(blocks)),
+        "no_final_rescale": (_NO_FINAL_RESCALE, _no_final_rescale(blocks)),
+        "running_out": (_RUNNING_OUT, _stream(blocks, running_out=True)),
+        "add_old": (_OLD_MAX_ADD, _stream(blocks, add_old=True)),
+        "last_out": (_LAST_OUT, _stream(blocks, last=False)),
+        "no_divide": (_NO_DIVIDE, _no_divide(blocks)),
+        "neginf_to_zero": (_NEGINF_TO_ZERO, _neginf_to_zero(blocks)),
+        "skip_inf": (_SKIP_INF_BLOCK, _skip_inf_blocks(blocks)),
+    }
+    return out
+
+
+def _matches(got: Tensor, wrong: Tensor, atol: float) -> bool:
+    w = wrong.detach().to(torch.float64)
+    return w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=1e-4, equal_nan=True)
+
+
+def _nan_hint(blocks: list[Tensor], has_empty: bool, first_all_inf: bool, overflow_ruled_out: bool) -> str:
+    """The likely cause of an inf or NaN that no known mistake explains, on this input (`overflow_ruled_out`: the
+    answer was right on logits of +-1000 before)."""
+    if first_all_inf:
+        return _ALL_INF_BLOCK
+    finite = torch.cat([b[torch.isfinite(b)].double() for b in blocks])
+    if finite.max().item() > 80 and not overflow_ruled_out:  # exp overflows float32 above 88.7
+        return _FIXED_SHIFT if has_empty else _NO_SHIFT
+    if finite.max().item() < -80:  # exp(x) underflows float32 below -103
+        return _FIXED_SHIFT if has_empty else _START_ZERO
+    return _SKIPPED
+
+
+def finite_max(blocks: list[Tensor]) -> float:
+    """The largest finite logit of the row."""
+    return max(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
+
+
+def _online_error_hint(message: str) -> str | None:
+    if re.search(r"numel\(\) == 0|non-zero size|zero-size|empty", message):
+        return "an empty block has no maximum: skip blocks with b.numel() == 0 (they add nothing to the sum)"
+    if "expected a non-empty list of Tensors" in message:
+        return "torch.cat needs at least one tensor: build the list of weights from the blocks you were given"
+    return None
+
+
+def _changed_block(given: list[Tensor], blocks: list[Tensor]):
+    """An `observe` for `call`: the index of the first block of `given` changed in place (None if none)."""
+    def observe(got):
+        for i, (b, original) in enumerate(zip(given, blocks)):
+            if b.shape != original.shape or not torch.equal(b, original):
+                return i
+        return None
+    return observe
+
+
+@exercise("9.1", "Online softmax over blocks", section="How online softmax works",
+          references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
+def check_online_softmax(online_softmax) -> str:
+    """online_softmax(blocks) -> the softmax of torch.cat(blocks), one 1-D tensor."""
+    cases = _online_cases()
+    forbid = online_softmax_forbidden()
+    history: list[tuple[Tensor, list, Tensor, float]] = []  # (output, blocks, expected, atol) of each case passed
+    overflow_ruled_out = False
+    for desc, blocks in cases:
+        given = [b.clone() for b in blocks]
+        got, changed = call(online_softmax, given, what="online_softmax", on=desc, forbid=forbid,
+                            explain=_online_error_hint, observe=_changed_block(given, blocks))
+        if changed is not None:
+            raise Wrong(f"online_softmax changed block {changed} of its input in place on {desc}",
+                        "use out-of-place operations (b - m, not b -= m or b.sub_(m))")
+        total = sum(b.numel() for b in blocks)
+        expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)  # (total,)
+        if isinstance(got, (list, tuple)):
+            hint = ("you returned one tensor per block: join them into one 1-D tensor with torch.cat"
+                    if got and all(isinstance(x, Tensor) for x in got) else
+                    "return one 1-D tensor holding the weights of every logit, in order")
+            raise Wrong(f"online_softmax returned {describe(got)} on {desc}, expected one 1-D tensor of "
+                        f"{total} weights", hint)
+        if hasattr(got, "__array__") and not isinstance(got, Tensor):
+            raise Wrong(f"online_softmax returned {describe(got)} on {desc}, expected a torch.Tensor",
+                        "return a torch tensor: torch.from_numpy(a) converts a NumPy array (then keep the blocks' "
+                        "dtype)")
+        got = expect_tensor(got, what="the result", on=desc, finite=False)
+        if got.dim() != 1:
+            raise Wrong(f"the result has shape {tuple(got.shape)} on {desc}, expected ({total},)",
+                        "return one 1-D tensor: the weights of all the blocks, one after the other")
+        has_empty = any(b.numel() == 0 for b in blocks)
+        first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
+        atol = 1e-6 if all(b.dtype == torch.float64 for b in blocks) else 1e-5
+        g = got.detach().to(torch.float64).cpu() if got.is_floating_point() else None
+        if g is not None and g.shape == expected.shape and torch.allclose(g, expected, atol=atol, rtol=1e-4):
+            expect_dtype(got, blocks[0].dtype, what="the result", on=desc, input_name="the blocks",
+                         hint="return the weights in the dtype of the blocks (float32 blocks give float32 weights); "
+                              "if you computed in float64, convert the result back with .to(blocks[0].dtype)")
+            history.append((g, blocks, expected, atol))
+            if finite_max(blocks) > 80:
+                overflow_ruled_out = True
+            continue
+        # A mistake's hint only when it gives this answer's output on this case and on every case before it.
+        # (The mistakes are worked out only now, for this case and the ones before: a right answer never waits.)
+        earlier = [(g_j, _online_mistakes(b_j, e_j), atol_j) for g_j, b_j, e_j, atol_j in history]
+        for key, (hint, wrong) in _online_mistakes(blocks, expected).items():
+            if g is not None and _matches(g, wrong, atol) and all(
+                    _matches(g_j, m_j[key][1], atol_j) for g_j, m_j, atol_j in earlier):
+                raise Wrong(f"the result has the wrong values on {desc}", hint)
+        try:
+            expect_close(got, expected, what="the result", on=desc, atol=atol, rtol=1e-4,
+                         nan_hint=_nan_hint(blocks, has_empty, first_all_inf, overflow_ruled_out))
+        except Wrong as e:
+            if e.hint is None and g is not None and g.shape == expected.shape and torch.allclose(
+                    g, expected, atol=3e-3, rtol=1e-2):
+                raise Wrong(f"the result is right to only about 3 significant digits on {desc} (checked to "
+                            f"{atol:g})", _LOW_PRECISION) from None
+            raise
+    return (f"right on {len(cases)} rows, including logits of +-1000, empty blocks, -inf entries and a row "
+            f"of {len(cases[-1][1])} blocks")

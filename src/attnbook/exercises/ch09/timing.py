@@ -1,0 +1,309 @@
+"""Checker for exercise 9.3, a timing function: time_it runs on the check's clock (see `clock.CheckClock`), which
+makes every measurement exact, and once more as if a GPU were present, to see where it synchronises."""
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+import re
+import statistics
+
+import torch
+from torch import Tensor
+
+from ..guard import call, recorded
+from ..hints import describe
+from ..registry import exercise, Wrong
+from .clock import CheckClock
+
+
+TIMING_FORBIDDEN = [
+    (name, "write the loop yourself with time.perf_counter(): warm-up calls, then timed calls, then the median")
+    for name in ("attnbook.timing.benchmark", "torch.utils.benchmark.Timer", "torch.utils.benchmark.utils.timer.Timer")
+]
+
+# (the time of each call of the check's function in ms, in turn: the last one repeats; n_warmup, n_runs, or None
+# for the defaults 3 and 10). The first case alone tells every known mistake apart: its median (3 ms, between the
+# two middle times 2 and 4 ms) differs from the lower and the upper middle time (sorted(times)[n // 2],
+# statistics.median_low, torch.median, the median after dropping the slowest call), the mean, minimum, maximum,
+# total, trimmed, geometric and harmonic means, from the median with the warm-up calls timed, from the median of
+# the first n_runs calls, and each of those from the others. The second has n_warmup=9, n_runs=7, where fixed
+# counts 3 and 10, a fixed n_warmup=3, a fixed n_runs=10, one call too many or too few, a single warm-up call,
+# no warm-up and no timed calls all give different call counts.
+TIMING_CASES = [
+    ([60, 40, 20, 1, 40, 2, 4, 1, 10, 1, 12, 9, 2], None, None),
+    ([20, 10, 8, 6, 5, 5, 4, 4, 3, 2, 150, 11, 2, 5, 8], 9, 7),
+    ([40, 40, 40, 3, 7, 3], 3, 3),
+    ([30, 2, 6, 2, 9, 2], 1, 5),
+    ([2, 6, 2], 0, 3),
+]
+# The GPU case: run once more as if a GPU were present (see clock.CheckClock), to see where time_it synchronises.
+GPU_CASE = ([30, 20, 5, 3, 4, 3], 2, 3)
+
+def _timing_error_hint(message: str) -> str | None:
+    if re.search(r"CUDA|cuda", message):
+        return ("torch.cuda.synchronize() fails on a machine without a GPU: call it only when "
+                "torch.cuda.is_available() is True")
+    if re.search(r"'function' object is not (iterable|subscriptable)|'function' object has no attribute", message):
+        return ("time_it's first argument is the function to time, fn, which takes no arguments: call it as fn(). "
+                "Is this the function for exercise 9.3, time_it(fn, n_warmup=3, n_runs=10)?")
+    if re.search(r"\bfn\(\) takes 0 positional arguments", message):
+        return "fn takes no arguments: call it as fn()"
+    if "statistics" in message or "median" in message:
+        return "collect one time per timed call in a list, then take statistics.median of that list"
+    return None
+
+
+def _timing_value(got, r: int, on: str) -> tuple[float, bool]:
+    """(the learner's result as a float, whether it was an int); Wrong for anything that is not one number."""
+    if isinstance(got, Tensor):
+        if got.numel() != 1 or got.dtype == torch.bool or got.is_complex():
+            raise Wrong(f"time_it returned a tensor of shape {tuple(got.shape)} {on}, expected one number",
+                        "return the median of the timed calls, one number in seconds")
+        got = got.item()
+    elif not isinstance(got, numbers.Real) and hasattr(got, "__array__") and getattr(got, "size", 0) == 1:
+        got = got.item() if hasattr(got, "item") else float(got)  # a NumPy scalar or one-element array
+    if got is None:
+        raise Wrong(f"time_it returned None {on}", "did you forget the `return` statement?")
+    if isinstance(got, (list, tuple)):
+        hint = ("return the median of the list of times (statistics.median(times)), not the list"
+                if len(got) == r else "return one number: the median time of one call, in seconds")
+        raise Wrong(f"time_it returned {describe(got)} {on}, expected one number", hint)
+    if isinstance(got, str):
+        raise Wrong(f"time_it returned the string {got!r} {on}, expected a float (seconds)",
+                    "return the number itself, not a formatted string")
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        raise Wrong(f"time_it returned {describe(got)} {on}, expected a float (seconds)",
+                    "return the median time of one call, in seconds")
+    return float(got), isinstance(got, numbers.Integral)
+
+
+def _default_counts(time_it) -> tuple[object, object] | None:
+    """The defaults of time_it's n_warmup and n_runs, or None when its signature cannot be read."""
+    import inspect
+
+    try:
+        params = inspect.signature(time_it).parameters
+    except (TypeError, ValueError):
+        return None
+    return tuple(params[name].default if name in params else None for name in ("n_warmup", "n_runs"))
+
+
+def _count_hint(clock: CheckClock, w: int, r: int, defaults: bool) -> str:
+    """Why time_it called fn the wrong number of times, from the calls and when it read the clock."""
+    calls = clock.calls
+    if defaults:
+        given = _default_counts(clock.answer)
+        if given is not None and given != (3, 10) and all(isinstance(g, int) for g in given):
+            return (f"keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are {given[0]} and {given[1]}): "
+                    "the check calls time_it(fn) without them")
+    if calls == 0:
+        return ("call fn() inside time_it: n_warmup times to warm up, then n_runs times with the clock running "
+                "(fn without parentheses does not call it)")
+    shape = clock.structure()
+    if shape is not None:
+        groups = shape[3]
+        if shape[1] == 0:
+            return ("no call of fn happened between your clock readings: call fn() (with parentheses) between the "
+                    "reading before and the reading after")
+        if groups.count(2) >= 2 and max(groups) == 2:
+            return "each of your measurements covered 2 calls of fn: time one call per measurement, n_runs in all"
+    # The cases are chosen so that these call counts differ from one another (and from n_warmup + n_runs) on
+    # the first case where each mistake shows; where two still coincide, no specific hint is given.
+    candidates = [
+        (calls == r, "warm up first: call fn() n_warmup times without timing it (fn without parentheses does not "
+                     "call it), so that one-time costs (lazy imports, caches, CUDA initialisation) stay out of the "
+                     "measurement"),
+        (calls == w, "after the warm-up, time n_runs calls of fn()"),
+        ((w, r) != (3, 10) and calls == 3 + 10, "you called fn 3 + 10 times, the default counts, although the check "
+                                                "passed other values: use the n_warmup and n_runs arguments instead "
+                                                "of fixed numbers"),
+        (w != 3 and calls == 3 + r, "use the n_warmup argument for the number of warm-up calls instead of a fixed "
+                                    "number"),
+        (r != 10 and calls == w + 10, "use the n_runs argument for the number of timed calls instead of a fixed "
+                                      "number"),
+        (w != 1 and calls == 1 + r, "warm up with n_warmup calls, not one"),
+        (calls == w + r + 1, "one call too many: call fn() exactly n_warmup + n_runs times (the check counts the "
+                             "calls)"),
+        (calls == w + r - 1, "one call too few: range(n) runs n times, so the warm-up loop is range(n_warmup) and "
+                             "the timed loop range(n_runs)"),
+    ]
+    matches = [hint for applies, hint in candidates if applies]
+    if len(matches) == 1:
+        return matches[0]
+    return "call fn() n_warmup times untimed, then n_runs times timed, and nothing more"
+
+
+_MEAN_HINT = ("you returned the mean; a single slow call (another program, a page fault, a garbage collection) "
+              "pulls the mean up, while the median is the typical call: return statistics.median(times)")
+
+
+_MIDDLE = ("with an even number of times ({r} here) there are two middle ones, {low:g} and {high:g} ms: the median "
+           "is their mean, as statistics.median computes it; you returned the {which}")
+
+
+def _timing_mistakes(d: list[float], w: int, r: int) -> list[tuple[str, float]]:
+    """(hint, value) for what common mistakes return, from the times `d` of the w + r calls (in seconds)."""
+    timed, first = d[w:w + r], d[:r]
+    ordered = sorted(timed)
+    median = statistics.median(timed)
+    low, high = statistics.median_low(timed), statistics.median_high(timed)
+    even = r % 2 == 0 and low != high
+    out = [
+        (_MIDDLE.format(r=r, low=1e3 * low, high=1e3 * high, which="lower one, which statistics.median_low, "
+                        "torch.median and sorted(times)[(n - 1) // 2] give, as does dropping the slowest time first"),
+         low if even else None),
+        (_MIDDLE.format(r=r, low=1e3 * low, high=1e3 * high, which="upper one, which sorted(times)[n // 2] gives"),
+         high if even else None),
+        ("you returned milliseconds; return seconds (the difference of two time.perf_counter() readings)",
+         1e3 * median),
+        ("you returned microseconds; return seconds (the difference of two time.perf_counter() readings)",
+         1e6 * median),
+        ("you returned nanoseconds (time.perf_counter_ns() counts nanoseconds): return seconds, from "
+         "time.perf_counter()", 1e9 * median),
+        ("you divided by 1000: time.perf_counter() already counts seconds", median / 1e3),
+        ("you returned the total time of the timed calls; return the median time of one call", sum(timed)),
+        (_MEAN_HINT, statistics.mean(timed)),
+        ("you returned the fastest call (the minimum); the minimum is what Python's timeit reports and a fine "
+         "estimate of the best case, but this task asks for the typical call, the median, as this book's tables "
+         "report", min(timed)),
+        ("you returned the slowest call; return the median", max(timed)),
+        ("the warm-up calls were timed too: start collecting times only after the n_warmup warm-up calls",
+         statistics.median(d)),
+        ("the warm-up calls were timed too, and averaged: time only the n_runs calls after the warm-up, and return "
+         "their median", statistics.mean(d)),
+        ("you timed the first n_runs calls, slow first calls included: make the n_warmup untimed calls first, then "
+         "time the next n_runs", statistics.median(first)),
+        ("you timed the first n_runs calls, slow first calls included, and averaged them: make the n_warmup untimed "
+         "calls first, then return the median of the next n_runs", statistics.mean(first)),
+        ("you left out the slowest call and averaged the rest; the median needs no outlier removal: return "
+         "statistics.median(times)", statistics.mean(ordered[:-1]) if r > 1 else None),
+        ("you left out the fastest and the slowest call and averaged the rest (a trimmed mean): return the median, "
+         "statistics.median(times)", statistics.mean(ordered[1:-1]) if r > 2 else None),
+        ("you returned the geometric mean: return the median, statistics.median(times)",
+         statistics.geometric_mean(timed)),
+        ("you returned the harmonic mean: return the median, statistics.median(times)",
+         statistics.harmonic_mean(timed)),
+        ("times[len(times) // 2] is the middle entry in the order the calls ran, not the median: sort the times "
+         "first, or use statistics.median", timed[r // 2]),
+        ("you returned the median of the times since the start of the timed loop (time stamps): read the clock "
+         "right before each fn() and subtract that reading right after it",
+         statistics.median(itertools.accumulate(timed))),
+        ("each of your times covered two calls of fn: time one call per measurement",
+         statistics.median([(a + b) / 2 for a, b in zip(timed[::2], timed[1::2])]) if r > 1 else None),
+    ]
+    return [(hint, value) for hint, value in out if value is not None]
+
+
+def _close(got: float, target: float) -> bool:
+    """Equal up to float rounding: the check's clock makes every time exact (time.time() has ~0.2 µs steps)."""
+    return abs(got - target) <= 1e-6 + 1e-6 * abs(target)
+
+
+def _describe_case(schedule: list[float], w: int, r: int, defaults: bool) -> str:
+    n = w + r
+    times = [schedule[min(i, len(schedule) - 1)] for i in range(n)]
+    listed = ", ".join(f"{t:g}" for t in times[:-1]) + f" and {times[-1]:g}" if n > 1 else f"{times[0]:g}"
+    rare = " (one rare slow call)" if max(times[w:]) >= 10 * statistics.median(times[w:]) else ""
+    args = "the default n_warmup and n_runs" if defaults else f"n_warmup={w}, n_runs={r}"
+    return f"a function whose calls take {listed} ms in turn{rare}, with {args}"
+
+
+def _gpu_error_hint(message: str) -> str | None:
+    if re.search(r"CUDA|cuda|[Ss]tream|[Ee]vent", message):
+        return ("on this run the check pretends that a GPU is present: torch.cuda.is_available() returns True and "
+                "torch.cuda.synchronize() works, but nothing else of torch.cuda does; synchronise with "
+                "torch.cuda.synchronize() (no CUDA events or streams) and time with time.perf_counter()")
+    return _timing_error_hint(message)
+
+
+@recorded  # the clock reaches into the answer's globals and closures: it runs where the answer does
+def _timed(time_it, schedule: list[float], gpu: bool, desc: str, kwargs: dict) -> tuple[object, dict]:
+    """(what time_it returned, the clock's log as plain data) for one run of time_it on the check's clock."""
+    clock = CheckClock(schedule, time_it, gpu=gpu)
+    with clock:
+        got = call(time_it, clock.fn, what="time_it", on=desc, forbid=TIMING_FORBIDDEN, seed=None,
+                   explain=_gpu_error_hint if gpu else _timing_error_hint, **kwargs)
+    return got, clock.state()
+
+
+def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int | None, gpu: bool = False) -> CheckClock:
+    """Run time_it on one case of the check's clock; Wrong unless it made the right calls and returned the median."""
+    defaults = n_warmup is None
+    w, r = (3, 10) if defaults else (n_warmup, n_runs)
+    desc = _describe_case(schedule, w, r, defaults)
+    if gpu:
+        desc += ", as if on a machine with a GPU (torch.cuda.is_available() returns True)"
+    on = f"on {desc}"
+    kwargs = {} if defaults else {"n_warmup": w, "n_runs": r}
+    got, state = _timed(time_it, schedule, gpu, desc, kwargs)
+    clock = CheckClock.from_state(state, schedule, time_it, gpu=gpu)
+    value, was_int = _timing_value(got, r, on)
+    if clock.calls != w + r:
+        raise Wrong(f"time_it called fn {clock.calls} times {on}; expected {w + r}: {w} warm-up calls, then "
+                    f"{r} timed calls", _count_hint(clock, w, r, defaults))
+    d = clock.seconds()
+    median = statistics.median(d[w:])
+    if _close(value, median):
+        return clock
+    after = f" after the {w} warm-up call{'s' if w != 1 else ''}" if w else ""
+    said = f"time_it returned {value:.6g} s {on}, but the median of the {r} timed calls{after} is {median:.6g} s"
+    if value == 0:
+        raise Wrong(said, "int() (or //) cut a time of a few milliseconds down to 0: return the float" if was_int
+                    else "a time of a few milliseconds rounds to 0.0 (round(t, 2)): return the full float")
+    if not math.isfinite(value) or value < 0:
+        raise Wrong(said, "a time is time.perf_counter() after the call minus time.perf_counter() before it "
+                          "(in that order), a positive number of seconds")
+    shape = clock.structure()
+    if shape is None:
+        raise Wrong(said, "time.process_time() counts only the CPU time of this process, not time spent "
+                          "waiting (for a GPU, a disk, a sleep): time with time.perf_counter()"
+                    if clock.cpu_reads else
+                    "time_it never read time.perf_counter() (nor time.time() or time.monotonic()), the clock "
+                    "that the check's function takes its time on: time each call with time.perf_counter()")
+    hints = {hint for hint, v in _timing_mistakes(d, w, r) if _close(value, v) and not _close(v, median)}
+    hint = hints.pop() if len(hints) == 1 else None
+    before, between, after_calls, groups = shape
+    if hint == _MEAN_HINT and groups == [r] and before == w:
+        hint = ("you timed the n_runs calls as one block and divided by n_runs: that is the mean, which a single "
+                "slow call pulls up; time each call on its own and return the median of those times")
+    raise Wrong(said, hint or "time each of the n_runs calls separately with time.perf_counter() and return "
+                              "the median of those times, in seconds")
+
+
+def _check_synchronisation(time_it) -> None:
+    """Wrong unless time_it, on a (pretended) GPU machine, synchronises before every clock reading of the timed
+    part that follows a call of fn: the start of each timed call and the stop after it."""
+    schedule, w, r = GPU_CASE
+    clock = _run_case(time_it, schedule, w, r, gpu=True)
+    on = f"on {_describe_case(schedule, w, r, False)}, as if on a machine with a GPU"
+    why = ("GPU work runs asynchronously: fn() returns as soon as its kernels are queued, so a clock read without "
+           "torch.cuda.synchronize() measures the launch, or includes work still running from before. ")
+    if not clock.synced():
+        raise Wrong(f"time_it never called torch.cuda.synchronize() {on} (torch.cuda.is_available() returned True)",
+                    why + "When torch.cuda.is_available() is True, synchronise right before you start the clock and "
+                    "right before you stop it; ask torch.cuda.is_available() inside time_it, when it runs"
+                    + ("" if clock.cuda_queries else " (time_it never asked it)"))
+    calls = clock.unsynchronised(w, r)
+    if calls is None:
+        return
+    if calls == w:
+        raise Wrong(f"time_it started the clock for the first timed call without torch.cuda.synchronize() after "
+                    f"the {w} warm-up calls {on}",
+                    why + "Synchronise right before you start the clock too, so that the warm-up's GPU work is not "
+                    "counted in the first timed call")
+    raise Wrong(f"time_it read the clock after timed call {calls - w} of {r} without torch.cuda.synchronize() "
+                f"between that call of fn and the reading {on}",
+                why + "Synchronise right before you stop the clock, after fn() returns")
+
+
+@exercise("9.3", "A timing function", section="How to time honestly",
+          references=("attnbook.timing.benchmark",))
+def check_time_it(time_it) -> str:
+    """time_it(fn, n_warmup=3, n_runs=10) -> median seconds of n_runs calls after n_warmup untimed calls, with
+    torch.cuda.synchronize() before each start and stop of the clock when torch.cuda.is_available()."""
+    for schedule, n_warmup, n_runs in TIMING_CASES:
+        _run_case(time_it, schedule, n_warmup, n_runs)
+    _check_synchronisation(time_it)
+    return (f"warm-up, call count and median right on {len(TIMING_CASES)} functions, including slow first calls "
+            "and a rare outlier")

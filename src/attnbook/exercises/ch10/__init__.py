@@ -1,0 +1,14 @@
+"""Checkers for chapter 10, GPU timing II: decoding, KV cache and grouped-query attention. One module per
+exercise; importing this package registers them all.
+
+    cache_bytes   10.1  the size of a KV cache (an exact int of bytes)
+    repeat        10.2  repeat_kv for grouped-query attention (without the package's or transformers' repeat_kv)
+    attend        10.3  append to a cache and attend over it (bottom-right causal mask, no library attention)
+    _shared       `_call`: the guard's `call` for learner code that imports a module for the first time
+"""
+# Importing registers the checkers, in the order of the exercises.
+from . import cache_bytes  # 10.1
+from . import repeat  # 10.2
+from . import attend  # 10.3
+
+__all__ = ["cache_bytes", "repeat", "attend"]

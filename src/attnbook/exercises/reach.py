@@ -1,0 +1,160 @@
+"""What an answer is and what it reaches by name, found without running it: the function behind wrappers
+(`unwrap`), objects at dotted paths (`resolve`), the identity of Python code wherever it is copied or
+re-imported (`code_keys`), and the functions an answer's bytecode names (`reachable`). `guard` uses them to
+refuse a copy or a second import of a forbidden function or of the package's own solution."""
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import sys
+
+
+def unwrap(fn):
+    """The function behind functools.partial / functools.wraps layers and bound methods."""
+    for _ in range(10):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        elif inspect.ismethod(fn):
+            fn = fn.__func__
+        else:
+            break
+    return fn
+
+
+def resolve(path: str):
+    """(owner, attribute name, object) for a dotted path such as "torch.Tensor.softmax"; ValueError if none."""
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:-1]:
+            owner = getattr(owner, name)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"cannot resolve forbidden name {path!r}")
+
+
+def resolve_or_none(path: str):
+    """The object at a dotted path, or None when it does not exist here."""
+    try:
+        return resolve(path)[2]
+    except (ValueError, AttributeError, RuntimeError):
+        return None
+
+
+def code_keys(obj) -> set[tuple[str, int, str]]:
+    """What identifies the Python code of a function or class wherever it is copied or re-imported:
+    (file, first line, name) of the function, or of every function defined in the class."""
+    obj = unwrap(obj)
+    functions = []
+    if isinstance(obj, type):
+        for value in vars(obj).values():
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, property):
+                value = value.fget
+            functions.append(value)
+    else:
+        functions.append(obj)
+    keys = set()
+    for f in functions:
+        code = getattr(unwrap(f), "__code__", None)
+        if code is not None:
+            keys.add((code.co_filename, code.co_firstlineno, code.co_name))
+    return keys
+
+
+def reachable(fn, limit: int = 400) -> list:
+    """The functions and classes the answer `fn` can reach by name, found without running it: what its code (and
+    the code of functions nested in it) names in its globals, closure, defaults and in modules it names (a
+    second import of a package module included), followed through the learner's own helper functions, not into
+    libraries. Used to see a copy or a second import of a forbidden function, which no attribute patch reaches."""
+    import types
+
+    seen: set[int] = set()
+    found: list = []
+    queue = [unwrap(fn)]
+    while queue and len(seen) < limit:
+        obj = queue.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            queue += [obj.func, *obj.args, *obj.keywords.values()]
+            continue
+        if isinstance(obj, types.MethodType):
+            obj = obj.__func__
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
+            found.append(obj)
+        if not isinstance(obj, types.FunctionType):
+            continue
+        module = getattr(obj, "__module__", None) or ""
+        if module.split(".")[0] in ("torch", "numpy", "attnbook", "transformers", "scipy") and found[-1] is not unwrap(fn):
+            continue  # a library function: its own insides are the library's business
+        values = _referenced(obj)
+        values += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
+        queue += [v for v in values if callable(v) and not isinstance(v, types.ModuleType)]
+    return found
+
+
+def _referenced(fn) -> list:
+    """The objects the code of function `fn` (and the code nested in it) names: each global, closure variable or
+    imported module followed through the attribute chain written after it (`np.linalg.norm`, `again.softmax`,
+    `from attnbook.masks import padding_mask`), read from the bytecode, so `x.softmax` on a local is never taken
+    for a global softmax. A module named by a string (`import_module("attnbook.masks")`) counts with every
+    attribute name the code uses."""
+    import dis
+    import types
+
+    scope = fn.__globals__
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    found, string_modules, attributes = [], [], set()
+    codes = [fn.__code__]
+    while codes:
+        code = codes.pop()
+        current, have, imported = None, False, None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "IMPORT_FROM":  # from <imported> import name: the module stays on the stack
+                attributes.add(ins.argval)
+                if imported is not None and (value := getattr(imported, ins.argval, None)) is not None:
+                    found.append(value)
+                current, have = None, False
+                continue
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                attributes.add(ins.argval)
+                if have:
+                    current = getattr(current, ins.argval, None)
+                    have = current is not None
+                    if have:
+                        found.append(current)
+                continue
+            current, have = None, False
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in scope:
+                current, have = scope[ins.argval], True
+            elif ins.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF") and ins.argval in cells and _has_contents(cells[ins.argval]):
+                current, have = cells[ins.argval].cell_contents, True
+            elif ins.opname == "IMPORT_NAME":
+                imported = current = sys.modules.get(ins.argval)
+                have = current is not None
+            if have:
+                found.append(current)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                codes.append(const)
+            elif isinstance(const, str) and sys.modules.get(const) is not None:
+                string_modules.append(sys.modules[const])
+    for module in string_modules:
+        found += [v for n in attributes if (v := getattr(module, n, None)) is not None]
+    return found
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
