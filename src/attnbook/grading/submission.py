@@ -262,6 +262,8 @@ def _run_once(data: bytes, request: protocol.Request, options: Options, deadline
         with open(os.path.join(folder, request.notebook), "wb") as f:
             f.write(data)  # the bytes read and checked, not the path again (it may have changed since)
         protocol.write_request(folder, request)
+        for report in (protocol.PROGRESS, protocol.TRANSCRIPT):  # bound into the sandbox: created here, empty
+            open(os.path.join(folder, report), "xb").close()
         limits = sandbox.Limits(cpu_s=int(options.notebook_timeout_s) + sandbox.CPU_MARGIN_S)
         with open(os.path.join(tmp, "stderr"), "w+b") as stderr:
             if box is not None:
