@@ -13,15 +13,15 @@ from ..registry import Wrong
 _ATOL64, _RTOL64 = 1e-8, 1e-7  # float64 inputs: tight enough to tell eps inside the sqrt from eps outside it
 
 
-_randn = functools.partial(randn, dtype=torch.float64)
+randn64 = functools.partial(randn, dtype=torch.float64)
 
 
-def _tolerance(x: Tensor) -> tuple[float, float]:
+def tolerance(x: Tensor) -> tuple[float, float]:
     """(atol, rtol) for a result in x's dtype."""
     return (_ATOL64, _RTOL64) if x.dtype == torch.float64 else (1e-5, 1e-4)
 
 
-def _expect_dtype(got, x: Tensor, what: str, on: str) -> None:
+def expect_dtype(got, x: Tensor, what: str, on: str) -> None:
     """Wrong if `got` is a floating-point tensor of the right shape but another dtype than the input `x`."""
     if (isinstance(got, Tensor) and got.is_floating_point() and tuple(got.shape) == tuple(x.shape)
             and got.dtype != x.dtype):

@@ -8,7 +8,7 @@ from ...layers import EncoderBlock, LayerNorm
 from ..guard import call
 from ..registry import exercise
 from ..runs import GRAD_HINT, Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import _expect_dtype, _randn, _tolerance
+from ._shared import expect_dtype, randn64, tolerance
 
 
 def _randomize_(module: nn.Module, seed: int) -> nn.Module:
@@ -110,16 +110,16 @@ def _block_cases():
     cases = []
     # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
     block = _randomize_(EncoderBlock(8, 2, 16, norm_first=True).double(), seed=31).eval()
-    x = _randn(2, 5, 8, seed=32)
+    x = randn64(2, 5, 8, seed=32)
     with torch.no_grad():
         ref = block(x)
     cases.append(("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
                   "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta",
                   x, *_block_from(block), ref))
     # 2. plain functions that mix positions, batch of one
-    A, B, C = _randn(4, 4, seed=33), _randn(4, 6, seed=34), _randn(6, 4, seed=35)
+    A, B, C = randn64(4, 4, seed=33), randn64(4, 6, seed=34), randn64(6, 4, seed=35)
     norm_a, norm_b = _randomize_(LayerNorm(4).double(), seed=36), _randomize_(LayerNorm(4).double(), seed=37)
-    x = _randn(1, 3, 4, seed=38)
+    x = randn64(1, 3, 4, seed=38)
 
     def mix(t):
         return torch.softmax(t @ t.transpose(-2, -1), dim=-1) @ t @ A  # (B, n, 4): every position sees the others
@@ -132,12 +132,12 @@ def _block_cases():
                   _named(norm_b, "norm2"), None))
     # 3. one token per sequence, odd width
     block3 = _randomize_(EncoderBlock(6, 3, 5, norm_first=True).double(), seed=39).eval()
-    x = _randn(3, 1, 6, seed=40)
+    x = randn64(3, 1, 6, seed=40)
     cases.append(("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
                   "6 -> 5 -> 6 and two LayerNorms", x, *_block_from(block3), None))
     # 4. float32: the result keeps the input's dtype
     block4 = _randomize_(EncoderBlock(6, 2, 12, norm_first=True), seed=41).eval()
-    x = _randn(2, 4, 6, seed=42, dtype=torch.float32)
+    x = randn64(2, 4, 6, seed=42, dtype=torch.float32)
     cases.append(("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
                   "and two LayerNorms, all in float32", x, *_block_from(block4), None))
     return cases
@@ -156,9 +156,9 @@ def check_pre_norm_block(pre_norm_block) -> str:
             mistakes = _block_mistakes(x, attn, ffn, norm1, norm2)
             got = call(pre_norm_block, x, attn, ffn, norm1, norm2, what="pre_norm_block", on=desc,
                        forbid=BLOCK_FORBIDDEN, explain=_block_error_hint)
-        _expect_dtype(got, x, "your result", desc)
+        expect_dtype(got, x, "your result", desc)
         got = expect_shape(got, ref, mistakes, runs, what="your result", on=desc)
-        return Run(desc, got, ref, mistakes, *_tolerance(x))
+        return Run(desc, got, ref, mistakes, *tolerance(x))
 
     verdict(collect(cases, one), what="your result",
             rule="the attention sublayer reads norm1 of the stream and adds its output to the stream; then the "

@@ -7,7 +7,7 @@ from torch import Tensor
 from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import _expect_dtype, _randn, _tolerance
+from ._shared import expect_dtype, randn64, tolerance
 
 
 FFN_FORBIDDEN = [(name, "write both layers yourself, with @ and the bias additions")
@@ -71,21 +71,21 @@ def check_feed_forward(feed_forward) -> str:
         i, (desc, shape, d_ff, scale) = case
         dtype = torch.float32 if "float32" in desc else torch.float64
         d = shape[-1]
-        x = _randn(*shape, seed=50 + i, dtype=dtype) * scale
-        W1, b1 = _randn(d, d_ff, seed=60 + i, dtype=dtype) / d ** 0.5, _randn(d_ff, seed=70 + i, dtype=dtype) * 0.5
-        W2, b2 = _randn(d_ff, d, seed=80 + i, dtype=dtype) / d_ff ** 0.5, _randn(d, seed=90 + i, dtype=dtype) * 0.5
+        x = randn64(*shape, seed=50 + i, dtype=dtype) * scale
+        W1, b1 = randn64(d, d_ff, seed=60 + i, dtype=dtype) / d ** 0.5, randn64(d_ff, seed=70 + i, dtype=dtype) * 0.5
+        W2, b2 = randn64(d_ff, d, seed=80 + i, dtype=dtype) / d_ff ** 0.5, randn64(d, seed=90 + i, dtype=dtype) * 0.5
         on = f"{desc} (W1 {tuple(W1.shape)}, b1 ({d_ff},), W2 {tuple(W2.shape)}, b2 ({d},))"
         got = call(feed_forward, x, W1, b1, W2, b2, what="feed_forward", on=on, forbid=FFN_FORBIDDEN,
                    explain=_ffn_error_hint)
         ref = _ffn_ref(x, W1, b1, W2, b2)  # (..., d)
-        _expect_dtype(got, x, "your result", on)
+        expect_dtype(got, x, "your result", on)
         mistakes = _ffn_mistakes(x, W1, b1, W2, b2)
         got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
-        return Run(on, got, ref, mistakes, *_tolerance(x))
+        return Run(on, got, ref, mistakes, *tolerance(x))
 
     verdict(collect(enumerate(cases), one), what="your result",
             rule="the result is ReLU(x W1 + b1) W2 + b2, the weights used as given, (in, out)")
-    x, W1, b1, W2, b2 = (_randn(*s, seed=k) for k, s in enumerate([(5, 4), (4, 8), (8,), (8, 4), (4,)]))
+    x, W1, b1, W2, b2 = (randn64(*s, seed=k) for k, s in enumerate([(5, 4), (4, 8), (8,), (8, 4), (4,)]))
     expect_gradients(feed_forward, (x, W1, b1, W2, b2), {0: "x", 1: "W1", 2: "b1", 3: "W2", 4: "b2"}, _ffn_ref,
                      what="feed_forward", on=cases[0][0], forbid=FFN_FORBIDDEN)
     return (f"matches relu(x @ W1 + b1) @ W2 + b2 on {len(cases)} inputs, including a single token, d_ff < d and "

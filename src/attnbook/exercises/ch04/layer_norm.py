@@ -7,7 +7,7 @@ from torch import Tensor, nn
 from ..guard import call
 from ..registry import exercise, NotAttempted, Wrong
 from ..runs import Run, collect, compare_gradients, expect_shape, grad_inputs, observe_gradients, verdict
-from ._shared import _expect_dtype, _randn, _tolerance
+from ._shared import expect_dtype, randn64, tolerance
 
 
 NORMALISATION_ROUTINES = (  # every built-in normalisation; torch.ops.aten and torch._C._nn routes come with them
@@ -96,13 +96,13 @@ def _eps_diagnosis(layer_norm, x: Tensor, gamma: Tensor, beta: Tensor, default_u
     def close(got: Tensor | None, t: Tensor, denominator: Tensor) -> bool:
         mean = t.mean(dim=-1, keepdim=True)
         want = ((t - mean) / torch.sqrt(denominator) * gamma + beta).to(torch.float64)
-        atol, rtol = _tolerance(t)
+        atol, rtol = tolerance(t)
         return got is not None and torch.allclose(got, want, atol=atol, rtol=rtol)
 
     if default_used and close(run(x, 1e-5), x, _norm_stats(x, -1)[1] + 1e-5):
         return ("with eps=1e-5 given by name your function is right, so its default is wrong: keep the signature "
                 "layer_norm(x, gamma, beta, eps=1e-5), PyTorch's default")
-    probe = _randn(*x.shape, seed=49, dtype=x.dtype) * 0.1 + 1  # variance about 0.01, well below eps = 0.1
+    probe = randn64(*x.shape, seed=49, dtype=x.dtype) * 0.1 + 1  # variance about 0.01, well below eps = 0.1
     eps = 0.1
     got, var = run(probe, eps), _norm_stats(probe, -1)[1]
     for hint, denominator in {
@@ -130,25 +130,25 @@ def _layer_norm_error_hint(message: str) -> str | None:
           references=("attnbook.layers.LayerNorm",))
 def check_layer_norm(layer_norm) -> str:
     """layer_norm(x, gamma, beta, eps=1e-5) must equal nn.LayerNorm over the last dimension."""
-    constant = _randn(3, 4, seed=46)
+    constant = randn64(3, 4, seed=46)
     constant[1] = 2.5  # token 1: every feature equal, so its variance is 0
     cases = [
-        ("x of shape (4, 6)", _randn(4, 6, seed=41) * 2 + 1, None),
-        ("x of shape (2, 3, 5), a batch of sequences", _randn(2, 3, 5, seed=42) * 3 - 2, None),
-        ("x of shape (8,), a single token", _randn(8, seed=43) + 4, None),
-        ("x of shape (1, 1, 7), a batch of one sequence of one token", _randn(1, 1, 7, seed=44), None),
+        ("x of shape (4, 6)", randn64(4, 6, seed=41) * 2 + 1, None),
+        ("x of shape (2, 3, 5), a batch of sequences", randn64(2, 3, 5, seed=42) * 3 - 2, None),
+        ("x of shape (8,), a single token", randn64(8, seed=43) + 4, None),
+        ("x of shape (1, 1, 7), a batch of one sequence of one token", randn64(1, 1, 7, seed=44), None),
         ("x of shape (3, 5) whose features vary by about 0.01 (variance about 1e-4, not far above eps)",
-         _randn(3, 5, seed=45) * 0.01 + 1, None),
+         randn64(3, 5, seed=45) * 0.01 + 1, None),
         ("x of shape (3, 4) in which token 1 has all its features equal (variance 0)", constant, None),
-        ("x of shape (2, 6) with eps=0.1", _randn(2, 6, seed=47), 0.1),
+        ("x of shape (2, 6) with eps=0.1", randn64(2, 6, seed=47), 0.1),
         ("x of shape (2, 3, 6) in float32 with a large mean (about 1000)",
-         _randn(2, 3, 6, seed=48, dtype=torch.float32) + 1000, None),
+         randn64(2, 3, 6, seed=48, dtype=torch.float32) + 1000, None),
     ]
 
     def one(case, runs):
         i, (desc, x, eps) = case
         d = x.size(-1)
-        gamma, beta = _randn(d, seed=100 + i, dtype=x.dtype) + 1, _randn(d, seed=200 + i, dtype=x.dtype)
+        gamma, beta = randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
         on = desc + f" (and random gamma, beta of shape ({d},))"
         by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
         args = (x, gamma, beta)
@@ -163,11 +163,11 @@ def check_layer_norm(layer_norm) -> str:
         outputs.append(got)
         eps_ = 1e-5 if eps is None else eps
         ref = nn.functional.layer_norm(x.double(), (d,), gamma.double(), beta.double(), eps_)  # PyTorch's own
-        _expect_dtype(got, x, "your result", on)
+        expect_dtype(got, x, "your result", on)
         mistakes = _layer_norm_mistakes(x, gamma, beta, eps_)
         got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
         # float32 keeps about 7 digits of x ~ 1000: the centred values keep about 4 (E[x^2] - E[x]^2 keeps none)
-        return Run(on, got, ref, mistakes, *(_tolerance(x) if x.dtype == torch.float64 else (1e-3, 1e-3)))
+        return Run(on, got, ref, mistakes, *(tolerance(x) if x.dtype == torch.float64 else (1e-3, 1e-3)))
 
     leaves, outputs, grads = [], [], []
     runs = collect(enumerate(cases), one, all_cases=False)  # every call costs: stop at the first wrong one
@@ -182,7 +182,7 @@ def check_layer_norm(layer_norm) -> str:
         _, x, eps = cases[i]
         if e.hint in (NO_EPS_HINT, LN_RULE):
             d = x.size(-1)
-            gamma, beta = _randn(d, seed=100 + i, dtype=x.dtype) + 1, _randn(d, seed=200 + i, dtype=x.dtype)
+            gamma, beta = randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
             hint = _eps_diagnosis(layer_norm, x, gamma, beta, default_used=eps is None) if (
                 e.hint == NO_EPS_HINT or eps is None) else None
             if hint is None and e.hint == NO_EPS_HINT:

@@ -15,3 +15,5 @@ the run over the cases that names a mistake only when it explains all of them). 
 the four modules, which registers the four checkers.
 """
 from . import table, equivariance, rope, shift  # noqa: F401  (in exercise order: importing registers 5.1 to 5.4)
+
+__all__ = ["table", "equivariance", "rope", "shift"]

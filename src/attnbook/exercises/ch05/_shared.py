@@ -18,7 +18,7 @@ from ..registry import Wrong
 F64 = torch.float64
 
 
-def _kind(x) -> str:
+def kind_of(x) -> str:
     """describe(x), with NumPy arrays named as such ("a NumPy array of shape (2, 2)")."""
     if type(x).__module__ == "numpy" and hasattr(x, "shape") and hasattr(x, "__array__") and \
             type(x).__name__ == "ndarray":
@@ -33,7 +33,7 @@ def _f64(out) -> Tensor | None:
     return out.detach().to(F64).cpu()
 
 
-def _quietly(run):
+def quietly(run):
     """run() or None when it raises: the learner's output on a later case, used only to choose a hint."""
     try:
         return run()
@@ -41,7 +41,7 @@ def _quietly(run):
         return None
 
 
-def _same(got: Tensor | None, wrong: Tensor, atol: float) -> bool:
+def same_values(got: Tensor | None, wrong: Tensor, atol: float) -> bool:
     return got is not None and tuple(got.shape) == tuple(wrong.shape) and \
         bool(torch.allclose(got, wrong, atol=atol, rtol=0, equal_nan=True))
 
@@ -56,12 +56,12 @@ def _first_wrong(got: Tensor, expected: Tensor, atol: float) -> str:
             f"(max abs error {err.max().item():.2g})")
 
 
-def _expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
+def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
                  dtype_hint: str, like: str = "") -> Tensor:
     """Wrong unless `got` is a real floating-point tensor of `shape` and `dtype` (the dtype is checked before the
     values, so a table in another precision gets the dtype message)."""
     if got is not None and not isinstance(got, Tensor):
-        raise Wrong(f"{what} is {_kind(got)} on {on}, expected a torch.Tensor",
+        raise Wrong(f"{what} is {kind_of(got)} on {on}, expected a torch.Tensor",
                     "the task asks for a torch tensor: build it with torch operations, or convert an array with "
                     "torch.from_numpy(...) and .to(the dtype the task asks for)")
     got = expect_tensor(got, what=what, on=on, finite=False)
@@ -81,7 +81,7 @@ def _expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tup
     return got
 
 
-def _check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, reference, mistakes, band,
+def check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, reference, mistakes, band,
                         half_hint: str) -> None:
     """Run the learner's code on every case in order; Wrong at the first case it gets wrong.
 
@@ -100,10 +100,10 @@ def _check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, r
         outputs.append(g)
         if torch.allclose(g, ref, atol=atol, rtol=0):
             continue
-        outputs += [_f64(_quietly(lambda c=later: run(c))) for later in cases[n + 1:]]
+        outputs += [_f64(quietly(lambda c=later: run(c))) for later in cases[n + 1:]]
         table = [mistakes(c) for c in cases]
         for h, (hint, _, _) in enumerate(table[n]):
-            if all(_same(outputs[j], table[j][h][1], table[j][h][2]) for j in range(len(cases))):
+            if all(same_values(outputs[j], table[j][h][1], table[j][h][2]) for j in range(len(cases))):
                 raise Wrong(f"{what} has the wrong values on {on}", hint)
         expect_tensor(got, what=what, on=on)  # NaN or inf that no known mistake explains
         detail = _first_wrong(g, ref, atol)
@@ -114,7 +114,7 @@ def _check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, r
         raise Wrong(f"{what} has the wrong values on {on}: {detail}")
 
 
-def _import_transformers_first(fn) -> None:
+def import_transformers_first(fn) -> None:
     """Import the `transformers` modules (and names) that `fn` imports in its own body, before it is called.
 
     Hugging Face's tables and RoPE are forbidden by name patterns, which `call` watches with a profile hook; the
@@ -144,7 +144,7 @@ def _import_transformers_first(fn) -> None:
 
 
 
-def _table_angles(max_len: int, d: int, *, exponent: str = "2i", start: int = 0, divide: bool = True,
+def table_angles(max_len: int, d: int, *, exponent: str = "2i", start: int = 0, divide: bool = True,
                   degrees: bool = False, base: float = 10000.0, half_positions: bool = False) -> Tensor:
     """(max_len, d) float64 angle of every column (column j belongs to pair i = j // 2), or a mistaken one."""
     pos = torch.arange(start, start + max_len, dtype=F64)[:, None]  # (max_len, 1)
@@ -160,13 +160,13 @@ def _table_angles(max_len: int, d: int, *, exponent: str = "2i", start: int = 0,
     return angle
 
 
-def _table(max_len: int, d: int, *, layout: str = "interleaved", swap: bool = False, only: str | None = None,
+def reference_table(max_len: int, d: int, *, layout: str = "interleaved", swap: bool = False, only: str | None = None,
            **angle_options) -> Tensor:
     """The sinusoidal table in float64, or one of its usual mistakes (the defaults give the right table).
 
     The right angle is pos / base^(2i/d), with sin in even columns and cos in odd ones.
     """
-    angle = _table_angles(max_len, d, **angle_options)  # (max_len, d)
+    angle = table_angles(max_len, d, **angle_options)  # (max_len, d)
     even = (torch.arange(d) % 2 == 0) != swap  # (d,): the columns that hold sines
     table = torch.where(even, angle.sin(), angle.cos())  # (max_len, d)
     if only is not None:
@@ -176,7 +176,7 @@ def _table(max_len: int, d: int, *, layout: str = "interleaved", swap: bool = Fa
     return table
 
 
-def _half_band(angle: Tensor) -> Tensor:
+def half_band(angle: Tensor) -> Tensor:
     """How far float16 rounding (of the positions, the exponents, the angle, sin and cos) can move an entry whose
     angle is `angle`: a relative error of about 2^-8 on the angle (10000^e magnifies the exponent's 2^-11 by
     ln 10000), plus sin/cos's own rounding. Generous on purpose: it only decides between two hints."""

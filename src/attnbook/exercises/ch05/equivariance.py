@@ -13,7 +13,7 @@ from ..compare import randn as _varying_randn
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
-from ._shared import F64, _kind, _quietly, _table
+from ._shared import F64, kind_of, quietly, reference_table
 
 randn = functools.partial(_varying_randn, vary=False)  # cases tuned to their seeds: the same in every run
 
@@ -26,7 +26,7 @@ def _attention_f(d_model: int, n_heads: int, seed: int, positions: bool):
 
     def f(x: Tensor) -> Tensor:
         with torch.no_grad():
-            h = x + _table(x.size(1), d_model).to(x.dtype) if positions else x  # (B, n, d)
+            h = x + reference_table(x.size(1), d_model).to(x.dtype) if positions else x  # (B, n, d)
             return mha(h, h, h)[0]  # (B, n, d)
 
     return f
@@ -180,7 +180,7 @@ def _as_float(got, on: str) -> float:
                         "least single precision", _HALF_NUMBER)
         value = float(got)  # np.float32, np.longdouble
     elif hasattr(got, "__array__") or isinstance(got, numbers.Number):  # a NumPy array or another kind of number
-        raise Wrong(f"{fn} returned {_kind(got)} on {on}, expected {_RETURN_KINDS}",
+        raise Wrong(f"{fn} returned {kind_of(got)} on {on}, expected {_RETURN_KINDS}",
                     "return one number: compute with torch on the tensors f returns, or convert with float(...)")
     else:
         raise Wrong(f"{fn} returned {describe(got)} on {on}, expected {_RETURN_KINDS}",
@@ -235,7 +235,7 @@ def check_max_equivariance_error(max_equivariance_error) -> str:
             assert _close(ref, exact), (ref, exact)  # the checker's own sanity check
         if _close(value, ref):
             continue
-        values += [_quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
+        values += [quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
         table = [_equivariance_mistakes(c[1], c[2], c[3]) for c in cases]
         hint = next((h for i, (h, _) in enumerate(table[n]) if _explains(values, [t[i][1] for t in table])), None)
         if hint is None and ref > 1e-3 and abs(value) < 1e-6:

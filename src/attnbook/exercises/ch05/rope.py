@@ -9,7 +9,7 @@ from torch import Tensor
 from ..compare import randn
 from ..guard import call
 from ..registry import exercise
-from ._shared import F64, _check_tensor_cases, _expect_type, _half_band, _import_transformers_first
+from ._shared import F64, check_tensor_cases, expect_type, half_band, import_transformers_first
 
 
 def _rope_angles(d: int, positions: Tensor, *, exponent: str = "2i", divide: bool = True, shift: int = 0,
@@ -65,7 +65,7 @@ def _rope_band(x: Tensor, positions: Tensor) -> Tensor:
     a = torch.cat((a, a), dim=-1)  # (seq, d): the angle of each feature's pair
     xa = x.detach().to(F64).abs()  # (..., seq, d)
     partner = torch.cat((xa[..., x.size(-1) // 2:], xa[..., :x.size(-1) // 2]), dim=-1)  # the pair's other feature
-    return _half_band(a) * (xa + partner)
+    return half_band(a) * (xa + partner)
 
 
 _ROPE_INTERLEAVED = ("you rotated adjacent pairs (x_0, x_1), (x_2, x_3), ... (the GPT-J / original RoFormer "
@@ -163,7 +163,7 @@ def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, floa
 def check_apply_rope(apply_rope) -> str:
     """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""
     cases = _rope_cases()
-    _import_transformers_first(apply_rope)
+    import_transformers_first(apply_rope)
 
     def run(case):
         desc, x, positions = case  # copies: code that changes them in place is told so, and the case stays intact
@@ -174,12 +174,12 @@ def check_apply_rope(apply_rope) -> str:
         desc, x, positions = case
         shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): "return all d features: the rotated first halves "
                        "of the pairs and the rotated second halves, side by side"}
-        return _expect_type(got, tuple(x.shape), what="your result", on=desc, shape_hints=shape_hints,
+        return expect_type(got, tuple(x.shape), what="your result", on=desc, shape_hints=shape_hints,
                             dtype=x.dtype, like=" like x",
                             dtype_hint="return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
                                        "them from x")
 
-    _check_tensor_cases(cases, run, validate, what="your result", atol=1e-4,
+    check_tensor_cases(cases, run, validate, what="your result", atol=1e-4,
                         reference=lambda c: _rope(c[1], c[2]), mistakes=lambda c: _rope_mistakes(c[1], c[2]),
                         band=lambda c: _rope_band(c[1], c[2]), half_hint=_ROPE_HALF)
     return (f"right on {len(cases)} inputs: 2-D to 4-D, positions that do not start at 0 or are not consecutive, "

@@ -9,7 +9,7 @@ from torch import Tensor
 from ..compare import as_value, expect_value
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import F64, _kind, _quietly, _same
+from ._shared import F64, kind_of, quietly, same_values
 
 
 def _pair(angle: Tensor) -> Tensor:
@@ -82,7 +82,7 @@ def _shift_matrix_of(got, k, omega, on: str) -> Tensor:
     if got is None:
         raise Wrong(f"pe_shift_matrix returned None for {on}", "did you forget the `return` statement?")
     if not isinstance(got, Tensor):
-        raise Wrong(f"pe_shift_matrix returned {_kind(got)} for {on}, expected a torch.Tensor of shape (2, 2)",
+        raise Wrong(f"pe_shift_matrix returned {kind_of(got)} for {on}, expected a torch.Tensor of shape (2, 2)",
                     "the task asks for a tensor: wrap the four entries as torch.tensor([[a, b], [c, d]])")
     if got.dtype in (torch.float16, torch.bfloat16):
         raise Wrong(f"pe_shift_matrix returned a tensor of dtype {got.dtype} for {on}, expected float32 or "
@@ -121,10 +121,10 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
             moved = R @ _pair(omega * ps)  # (2, 71): R applied to (sin, cos) at every position
             if torch.allclose(moved, _pair(omega * (ps + k)), atol=3e-5, rtol=0):
                 continue
-        matrices += [_quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
+        matrices += [quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
         table = [_shift_mistakes(*c) for c in cases]
         explained = {hint: wrong for i, (hint, wrong) in enumerate(table[n])
-                     if all(_same(matrices[j], table[j][i][1], 1e-5) for j in range(len(cases)))}
+                     if all(same_values(matrices[j], table[j][i][1], 1e-5) for j in range(len(cases)))}
         expect_value(
             R, _shift_reference(k, omega), what=f"pe_shift_matrix({k}, {omega:g})", atol=1e-5,
             mistakes=explained,

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from ..guard import call
 from ..registry import exercise
-from ._shared import _check_tensor_cases, _expect_type, _half_band, _import_transformers_first, _table, _table_angles
+from ._shared import check_tensor_cases, expect_type, half_band, import_transformers_first, reference_table, table_angles
 
 
 _HALVES = ("you put all the sines first and all the cosines after them (the concatenated-halves layout); this "
@@ -60,21 +60,21 @@ def _table_mistakes(max_len: int, d: int) -> list[tuple[str, Tensor, float]]:
     """(hint, wrong table, tolerance) for the usual mistakes on this size."""
     tol = 1e-4
     return [
-        (_HALVES, _table(max_len, d, layout="halves"), tol),
-        (_SWAPPED, _table(max_len, d, swap=True), tol),
-        (_EXP_I, _table(max_len, d, exponent="i"), tol),
-        (_EXP_J, _table(max_len, d, exponent="j"), tol),
-        (_EXP_2J, _table(max_len, d, exponent="2j"), tol),
-        (_T2T, _table(max_len, d, exponent="t2t"), tol),
-        (_BASE, _table(max_len, d, base=1000.0), tol),
-        (_START_1, _table(max_len, d, start=1), tol),
-        (_DEGREES, _table(max_len, d, degrees=True), tol),
-        (_ONLY_SIN, _table(max_len, d, only="sin"), tol),
-        (_ONLY_COS, _table(max_len, d, only="cos"), tol),
-        (_HALF_POSITIONS, _table(max_len, d, half_positions=True), tol),
+        (_HALVES, reference_table(max_len, d, layout="halves"), tol),
+        (_SWAPPED, reference_table(max_len, d, swap=True), tol),
+        (_EXP_I, reference_table(max_len, d, exponent="i"), tol),
+        (_EXP_J, reference_table(max_len, d, exponent="j"), tol),
+        (_EXP_2J, reference_table(max_len, d, exponent="2j"), tol),
+        (_T2T, reference_table(max_len, d, exponent="t2t"), tol),
+        (_BASE, reference_table(max_len, d, base=1000.0), tol),
+        (_START_1, reference_table(max_len, d, start=1), tol),
+        (_DEGREES, reference_table(max_len, d, degrees=True), tol),
+        (_ONLY_SIN, reference_table(max_len, d, only="sin"), tol),
+        (_ONLY_COS, reference_table(max_len, d, only="cos"), tol),
+        (_HALF_POSITIONS, reference_table(max_len, d, half_positions=True), tol),
         # Angles up to max_len * 10000 lose about 1e-2 in float32, so this one is matched more loosely.
-        (_MULTIPLY, _table(max_len, d, divide=False), 5e-2),
-        (_HALVES + "; also, " + _SWAPPED, _table(max_len, d, layout="halves", swap=True), tol),
+        (_MULTIPLY, reference_table(max_len, d, divide=False), 5e-2),
+        (_HALVES + "; also, " + _SWAPPED, reference_table(max_len, d, layout="halves", swap=True), tol),
     ]
 
 
@@ -94,7 +94,7 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
     2100 rows: float16 holds positions exactly only up to 2048, and a float32 table is still right to 1e-4 there.
     """
     cases = [(f"max_len={n}, d_model={d}", n, d) for n, d in [(10, 8), (6, 4), (2100, 8), (7, 6), (1, 2), (3, 64)]]
-    _import_transformers_first(sinusoidal_table)
+    import_transformers_first(sinusoidal_table)
 
     def run(case):
         on, max_len, d = case
@@ -108,13 +108,13 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
             (max_len, d // 2): "return all d_model columns: sin in the even ones and cos in the odd ones",
             (1, max_len, d): "return a 2-D table (max_len, d_model), without a batch dimension",
         }
-        return _expect_type(got, (max_len, d), what="your table", on=on, shape_hints=shape_hints,
+        return expect_type(got, (max_len, d), what="your table", on=on, shape_hints=shape_hints,
                             dtype=torch.float32,
                             dtype_hint="make the table in float32, the dtype of model weights: build it from float32 "
                                        "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end")
 
-    _check_tensor_cases(cases, run, validate, what="your table", atol=1e-4,
-                        reference=lambda c: _table(c[1], c[2]), mistakes=lambda c: _table_mistakes(c[1], c[2]),
-                        band=lambda c: _half_band(_table_angles(c[1], c[2])), half_hint=_TABLE_HALF)
+    check_tensor_cases(cases, run, validate, what="your table", atol=1e-4,
+                        reference=lambda c: reference_table(c[1], c[2]), mistakes=lambda c: _table_mistakes(c[1], c[2]),
+                        band=lambda c: half_band(table_angles(c[1], c[2])), half_hint=_TABLE_HALF)
     return f"right on {len(cases)} sizes, from one position and d_model=2 to d_model=64"
 

@@ -1,5 +1,5 @@
 """Helpers that several of chapter 6's checkers use: a case with the learner's result and the known mistakes
-(`_Case`), the type and shape check of a mask, the run over the cases and the judge that names a mistake only
+(`Case`), the type and shape check of a mask, the run over the cases and the judge that names a mistake only
 when it explains every case of its kind (6.1, 6.2 and 6.4), the comparison of two results (6.3 too), and the
 hints shared by 6.1 and 6.2."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ UPPER = ("you kept the upper triangle: row i is query i, and it may attend to th
          "below the diagonal; use tril, not triu")
 
 
-class _Case:
+class Case:
     """One case a checker ran: its description, the learner's result, the right one, and {key: (hint, wrong
     result)} for the known mistakes; `kind` groups the cases a mistake is about (6.4: boolean or additive)."""
 
@@ -28,24 +28,24 @@ class _Case:
         self.on, self.got, self.ref, self.mistakes, self.kind = on, got, ref, mistakes, kind
 
     def right(self) -> bool:
-        return _same(self.got, self.ref)
+        return same_mask(self.got, self.ref)
 
 
-def _same(got, want: Tensor) -> bool:
+def same_mask(got, want: Tensor) -> bool:
     return (isinstance(got, Tensor) and tuple(got.shape) == tuple(want.shape)
             and torch.equal(got.detach().cpu().to(want.dtype), want))
 
 
-def _explained(cases: list[_Case], first: _Case) -> str | None:
+def _explained(cases: list[Case], first: Case) -> str | None:
     """The hint of the first known mistake (in `first`'s order) that gives the learner's result on EVERY case of
     `first`'s kind, or None: a mistake that explains only some of them is not named."""
     for key, (hint, _) in first.mistakes.items():
-        if all(key in c.mistakes and _same(c.got, c.mistakes[key][1]) for c in cases if c.kind == first.kind):
+        if all(key in c.mistakes and same_mask(c.got, c.mistakes[key][1]) for c in cases if c.kind == first.kind):
             return hint
     return None
 
 
-def _mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tuple, str] | None = None,
+def mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tuple, str] | None = None,
                shape_mistakes: dict[str, tuple[str, Tensor]] | None = None) -> None:
     """Wrong unless `got` is a boolean tensor of expected's shape (a shape that only a known mistake gives gets
     its hint)."""
@@ -72,7 +72,7 @@ def _mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[t
         raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected torch.bool (True = may attend)", hint)
 
 
-def _judge(cases: list[_Case], *, what: str, detail) -> None:
+def _judge(cases: list[Case], *, what: str, detail) -> None:
     """Wrong for the first case whose result is not right: a known mistake's hint when that mistake explains
     every case of its kind, else the first wrong entry and the rule it breaks (`detail(case, index)`)."""
     for case in cases:
@@ -86,11 +86,11 @@ def _judge(cases: list[_Case], *, what: str, detail) -> None:
         raise Wrong(f"{what} has the wrong values on {case.on}: {detail(case, index)}")
 
 
-def _run_masks(inputs, run, *, what: str, detail) -> None:
-    """Run `run(input) -> _Case` for every input; a result of the wrong type or shape is reported at once,
+def run_masks(inputs, run, *, what: str, detail) -> None:
+    """Run `run(input) -> Case` for every input; a result of the wrong type or shape is reported at once,
     unless an earlier case already had wrong values (then that one is reported, with what the cases so far
     show). Then `_judge` the values."""
-    cases: list[_Case] = []
+    cases: list[Case] = []
     for item in inputs:
         try:
             case = run(item)
@@ -102,5 +102,5 @@ def _run_masks(inputs, run, *, what: str, detail) -> None:
     _judge(cases, what=what, detail=detail)
 
 
-def _tf(v: bool) -> str:
+def tf(v: bool) -> str:
     return "True" if v else "False"

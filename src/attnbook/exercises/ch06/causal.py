@@ -5,7 +5,7 @@ import torch
 
 from ..guard import call
 from ..registry import exercise
-from ._shared import STRICT, UPPER, _Case, _mask_type, _run_masks, _tf
+from ._shared import STRICT, UPPER, Case, mask_type, run_masks, tf
 
 
 CAUSAL_FORBIDDEN = [
@@ -16,12 +16,12 @@ CAUSAL_FORBIDDEN = [
 ]
 
 
-def _causal_detail(case: _Case, index: tuple[int, ...]) -> str:
+def _causal_detail(case: Case, index: tuple[int, ...]) -> str:
     i, j = index
     want = bool(case.ref[i, j])
     rule = (f"key j={j} is not after query i={i} (j <= i), so query i may attend to it" if want else
             f"key j={j} comes after query i={i} (j > i), and a query may attend only to the keys j <= i")
-    return (f"entry [{i}, {j}] (row = query {i}, column = key {j}) is {_tf(not want)}, expected {_tf(want)}: "
+    return (f"entry [{i}, {j}] (row = query {i}, column = key {j}) is {tf(not want)}, expected {tf(want)}: "
             f"{rule}")
 
 
@@ -31,7 +31,7 @@ def check_causal_mask(causal_mask) -> str:
     """causal_mask(n) -> bool (n, n), True on and below the diagonal."""
     sizes = [4, 5, 2, 7, 1]
 
-    def run(n: int) -> _Case:
+    def run(n: int) -> Case:
         on = f"n={n}" + (" (a single position)" if n == 1 else "")
         got = call(causal_mask, n, what="causal_mask", on=on, forbid=CAUSAL_FORBIDDEN)
         i = torch.arange(n)[:, None]  # (n, 1): query positions (rows)
@@ -47,10 +47,10 @@ def check_causal_mask(causal_mask) -> str:
             "one ahead": ("off by one: query i may see the keys j <= i, not also key i + 1 (tril's diagonal is 0, "
                           "not 1)", j <= i + 1),
         }
-        _mask_type(got, ref, what="your mask", on=on,
+        mask_type(got, ref, what="your mask", on=on,
                    shape_hints={(1, 1, n, n): "return a plain 2-D (n, n) mask; broadcasting adds the batch "
                                               "and head axes later"})
-        return _Case(on, got, ref, mistakes)
+        return Case(on, got, ref, mistakes)
 
-    _run_masks(sizes, run, what="your mask", detail=_causal_detail)
+    run_masks(sizes, run, what="your mask", detail=_causal_detail)
     return f"right for n = {', '.join(map(str, sizes))}"

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import _Case, _mask_type, _run_masks, _tf
+from ._shared import Case, mask_type, run_masks, tf
 
 
 def _convert_cases() -> list[tuple[str, Tensor, Tensor]]:
@@ -76,7 +76,7 @@ def _convert_mistakes(mask: Tensor, ref: Tensor) -> dict[str, tuple[str, Tensor]
 
 
 def _convert_detail(mask: Tensor):
-    def detail(case: _Case, index: tuple[int, ...]) -> str:
+    def detail(case: Case, index: tuple[int, ...]) -> str:
         want = bool(case.ref[index])
         entry = mask[index].item()
         if mask.dtype == torch.bool:
@@ -85,7 +85,7 @@ def _convert_detail(mask: Tensor):
         else:
             meaning = f"the input there is {entry:g}, which in an additive mask means " + \
                       ("'allowed'" if entry == 0 else "'blocked'")
-        return f"entry {list(index)} is {_tf(not want)}, expected {_tf(want)}: {meaning}"
+        return f"entry {list(index)} is {tf(not want)}, expected {tf(want)}: {meaning}"
     return detail
 
 
@@ -96,7 +96,7 @@ def check_to_allow_mask(to_allow_mask) -> str:
     inputs = _convert_cases()
     details = {}
 
-    def run(item) -> _Case:
+    def run(item) -> Case:
         desc, mask, ref = item
         got = call(to_allow_mask, mask, what="to_allow_mask", on=desc, forbid=CONVERT_FORBIDDEN,
                    explain=_convert_error_hint)
@@ -110,14 +110,14 @@ def check_to_allow_mask(to_allow_mask) -> str:
                 raise Wrong(f"to_allow_mask returned dtype {got.dtype} on {desc}, expected torch.bool",
                             "return booleans: a comparison already gives a bool tensor (no .float() or .int() "
                             "after it)")
-        _mask_type(got, ref, what="your mask", on=desc,
+        mask_type(got, ref, what="your mask", on=desc,
                    shape_hints={tuple(ref.shape[:1]) + (1, 1) + tuple(ref.shape[1:]):
                                 "keep the shape of the input: only the meaning of the entries changes"}
                    if ref.dim() == 2 else None)
         details[desc] = _convert_detail(mask)
-        return _Case(desc, got, ref, _convert_mistakes(mask, ref),
+        return Case(desc, got, ref, _convert_mistakes(mask, ref),
                      kind="boolean" if mask.dtype == torch.bool else "additive")
 
-    _run_masks(inputs, run, what="your mask", detail=lambda case, index: details[case.on](case, index))
+    run_masks(inputs, run, what="your mask", detail=lambda case, index: details[case.on](case, index))
     return (f"right on {len(inputs)} masks: boolean attn_mask and key_padding_mask, additive with -inf, -1e9 "
             "and -10000")

@@ -5,7 +5,7 @@ import torch
 
 from ..guard import call
 from ..registry import exercise
-from ._shared import STRICT, UPPER, _Case, _mask_type, _run_masks, _tf
+from ._shared import STRICT, UPPER, Case, mask_type, run_masks, tf
 
 INVERTED = "your mask is inverted: True must mean 'may attend'"
 NO_CAUSAL = "the causal part is missing: query i must not see the keys j > i"
@@ -20,7 +20,7 @@ MASK_FORBIDDEN = [
 ]
 
 
-def _self_mask_detail(case: _Case, index: tuple[int, ...]) -> str:
+def _self_mask_detail(case: Case, index: tuple[int, ...]) -> str:
     b, _, i, j = index
     length = case.lengths[b]
     want = bool(case.ref[index])
@@ -32,7 +32,7 @@ def _self_mask_detail(case: _Case, index: tuple[int, ...]) -> str:
     else:
         rule = f"key j={j} is padding (j >= lengths[b] = {length}), so it is blocked"
     return (f"for sequence {b} (length {length}), entry [{b}, 0, {i}, {j}] (query {i}, key {j}) is "
-            f"{_tf(not want)}, expected {_tf(want)}: {rule}")
+            f"{tf(not want)}, expected {tf(want)}: {rule}")
 
 
 @exercise("6.2", "Padding and causal masks combined", section="Padding and causal together",
@@ -49,7 +49,7 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
         ([2, 6, 4], 6, torch.int32, "int32 lengths [2, 6, 4] and n=6"),
     ]
 
-    def run(item) -> _Case:
+    def run(item) -> Case:
         values, n, dtype, on = item
         lengths = torch.tensor(values, dtype=dtype)
         got = call(decoder_self_mask, lengths, n, what="decoder_self_mask", on=on, forbid=MASK_FORBIDDEN)
@@ -88,10 +88,10 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
             (B, 1, n): "the padding mask needs two size-1 axes, for heads and queries: (batch, 1, 1, n)",
         }
         shape_hints.setdefault((1, B, n, n), "the batch axis comes first: (batch, 1, n, n)")
-        _mask_type(got, ref, what="your mask", on=on, shape_hints=shape_hints)
-        case = _Case(on, got, ref, mistakes)
+        mask_type(got, ref, what="your mask", on=on, shape_hints=shape_hints)
+        case = Case(on, got, ref, mistakes)
         case.lengths = values
         return case
 
-    _run_masks(inputs, run, what="your mask", detail=_self_mask_detail)
+    run_masks(inputs, run, what="your mask", detail=_self_mask_detail)
     return f"right on {len(inputs)} batches, including an empty sequence, no padding and a batch of one"

@@ -9,7 +9,7 @@ from torch import Tensor
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
-from ._shared import _same
+from ._shared import same_mask
 
 
 PAD, VOCAB = 0, 13  # the padding id and vocabulary size of the chapter's reversal task (its <bos> is 1, <eos> 2)
@@ -201,7 +201,7 @@ def _decode_hint(results: list[tuple[int, Tensor]], first: int) -> str | None:
     order = [first] + [i for i in got if i != first]
     _, _, _, bos, eos = _decode_cases()[first]
     for key, (hint, _) in _decode_mistake_specs(bos, eos).items():
-        if all(_same(got[i], _case_output(i, key)) for i in order):
+        if all(same_mask(got[i], _case_output(i, key)) for i in order):
             return hint
     return None
 
@@ -316,7 +316,7 @@ def check_greedy_decode(greedy_decode) -> str:
                 break  # a wrong result came first: report it, with the evidence of the cases before
             raise
         got = got.detach().cpu()
-        if not _same(got, _case_output(index, None)):
+        if not same_mask(got, _case_output(index, None)):
             if not wrong:
                 _explain_randomness(greedy_decode, src, max_len, bos, eos, desc, got, left_training)
             wrong.append(index)

@@ -3,7 +3,7 @@
     masking    8.1  BERT's masking: 15% of the positions chosen, of those 80% [MASK], 10% a random id, 10% unchanged
     lm_loss    8.2  the causal language-modelling loss (cross-entropy of each output against the next token)
     sampling   8.3  temperature and top-k sampling (greedy at temperature 0)
-    _shared    what 8.1 and 8.3 both use: the statistical window `_within` (its bounds are explained in that
+    _shared    what 8.1 and 8.3 both use: the statistical window `within_window` (its bounds are explained in that
                module's docstring) and the integer-dtype test
 
 8.1 (BERT's masking) and 8.3 (sampling) are random. A learner may draw the random numbers in any order, so the

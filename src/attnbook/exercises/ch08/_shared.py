@@ -1,5 +1,5 @@
 """Helpers that several of chapter 8's checkers use (8.1 and 8.3, which are random): the statistical window
-`_within` and the integer-dtype test.
+`within_window` and the integer-dtype test.
 
 Statistical bounds. A count of successes in n independent trials of probability p is accepted when it lies within
 t = L/3 + sqrt(L^2/9 + 2 L n p (1 - p)) of n p, with L = ln(2 / 2e-9). By Bernstein's inequality a right answer
@@ -19,7 +19,7 @@ FALSE_FAILURE = 2e-9  # the probability that a right count falls outside its win
 _L = math.log(2 / FALSE_FAILURE)
 
 
-def _within(count: float, n: int, p: float) -> bool:
+def within_window(count: float, n: int, p: float) -> bool:
     """Whether `count` successes in `n` trials fit a binomial(n, p), by Bernstein's inequality."""
     if p <= 0 or p >= 1:  # an impossible (or certain) outcome: exactly
         return count == (n if p >= 1 else 0)
@@ -27,7 +27,7 @@ def _within(count: float, n: int, p: float) -> bool:
     return abs(count - n * p) <= _L / 3 + math.sqrt(_L * _L / 9 + 2 * _L * variance) + 1e-9
 
 
-def _is_integer_tensor(t: Tensor) -> bool:
+def is_integer_tensor(t: Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 

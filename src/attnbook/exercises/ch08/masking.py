@@ -7,7 +7,7 @@ from torch import Tensor
 from ..compare import expect_tensor, expect_tuple
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import _is_integer_tensor, _within, drawn_from
+from ._shared import is_integer_tensor, within_window, drawn_from
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
 _P_CHOOSE, _P_MASK, _P_RANDOM = 0.15, 0.8, 0.1
@@ -66,7 +66,7 @@ def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: in
             raise Wrong(f"{name} has dtype {t.dtype} on {on}, expected {ids.dtype}, the dtype of ids",
                         "token ids are integers, and F.cross_entropy takes int64 (torch.long) targets: build the "
                         "result from ids (torch.where, masked_fill) and keep the random ids of torch.randint, int64"
-                        if _is_integer_tensor(t) else "token ids are integers: build the result from ids (torch.where, "
+                        if is_integer_tensor(t) else "token ids are integers: build the result from ids (torch.where, "
                         "masked_fill) and keep the random ids of torch.randint")
     return masked, labels
 
@@ -139,7 +139,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
                       (f"every row has exactly {int(per_row[0])} chosen positions", (per_row == per_row[0]).all())):
         if bool(bad):
             raise Wrong(f"{what} on {on}", INDEPENDENT_HINT)
-    if not _within(k, n, _P_CHOOSE):
+    if not within_window(k, n, _P_CHOOSE):
         all_masked = bool((masked[chosen] == _MASK).all())
         all_changed = bool((masked[chosen] != ids[chosen]).all())
         known = [(_P_CHOOSE * _P_MASK, all_masked, "you labelled only the positions that became [MASK]: label every "
@@ -149,7 +149,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
                  (1 - _P_CHOOSE, True, "your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
                   "labelled -100")]
         for p, confirmed, hint in known:
-            if confirmed and _within(k, n, p):
+            if confirmed and within_window(k, n, p):
                 raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%", hint)
         raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
                     "choose each position independently with probability 0.15")
@@ -161,7 +161,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
         """Expected shares of [MASK], unchanged, another id: a random id is [MASK] or the original w.p. 1/V each."""
         return p_mask + p_random / _V, p_keep + p_random / _V, p_random * (_V - 2) / _V
 
-    if not all(_within(c, k, p) for c, p in zip(got, observed(_P_MASK, _P_RANDOM, 1 - _P_MASK - _P_RANDOM))):
+    if not all(within_window(c, k, p) for c, p in zip(got, observed(_P_MASK, _P_RANDOM, 1 - _P_MASK - _P_RANDOM))):
         shares = f"{got[0] / k:.1%} [MASK], {got[2] / k:.1%} another id, {got[1] / k:.1%} unchanged"
         known = [((1.0, 0.0, 0.0), "every chosen position became [MASK]: replace 80% of them by [MASK], 10% by a "
                   "random id, and leave 10% unchanged"),
@@ -174,7 +174,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
                   "10% stay unchanged"),
                  ((0.72, 0.1, 0.18), OVERLAP_HINT), ((0.8, 0.02, 0.18), OVERLAP_HINT)]
         for actions, hint in known:
-            if all(_within(c, k, p) for c, p in zip(got, observed(*actions))):
+            if all(within_window(c, k, p) for c, p in zip(got, observed(*actions))):
                 raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", hint)
         raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%",
                     "split the chosen positions into three disjoint groups with probabilities 0.8 ([MASK]), 0.1 "
@@ -182,7 +182,7 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
     replaced = masked[chosen & (masked != ids) & (masked != _MASK)].double()  # (other,) the random ids
     m = replaced.numel()
     low, high = int((replaced < _V / 2).sum()), int((replaced >= 0.9 * _V).sum())  # uniform: half, a tenth
-    if m and not (_within(low, m, 0.5) and _within(high, m, 0.1)):
+    if m and not (within_window(low, m, 0.5) and within_window(high, m, 0.1)):
         raise Wrong(f"the random ids on {on} lie in [{int(replaced.min())}, {int(replaced.max())}], {low / m:.0%} of "
                     f"them below {_V // 2}; ids drawn uniformly from [0, vocab_size={_V}) spread over the whole "
                     "range, half of them below the middle", RANDOM_IDS)
@@ -203,12 +203,12 @@ def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int,
         others = chosen & (ids != j)  # a chosen position not holding j shows j only through a random id
         n, count = int(others.sum()), int((masked[others] == j).sum())
         shares[j] = count / max(n, 1)
-        if not _within(count, n, p_each):
+        if not within_window(count, n, p_each):
             failed.append(j)
     same = int((masked[chosen] == ids[chosen]).sum())
     to_mask = int((masked[chosen] == mask_id).sum())
-    same_ok = _within(same, k, 1 - _P_MASK - _P_RANDOM + p_each)
-    mask_ok = _within(to_mask, k, _P_MASK + p_each)
+    same_ok = within_window(same, k, 1 - _P_MASK - _P_RANDOM + p_each)
+    mask_ok = within_window(to_mask, k, _P_MASK + p_each)
     rare = [j for j in failed if shares[j] < p_each]
     if rare in ([0], [vocab_size - 1]):
         j = rare[0]

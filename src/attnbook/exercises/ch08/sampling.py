@@ -7,7 +7,7 @@ from torch import Tensor
 from ..compare import expect_tensor
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import _is_integer_tensor, _within, drawn_from
+from ._shared import is_integer_tensor, within_window, drawn_from
 
 SAMPLE_FORBIDDEN = [(name, "write the sampling yourself, step by step as the task describes it")
                     for name in ("attnbook.models.gpt.sample_next", "attnbook.models.gpt.GPT.generate")]
@@ -83,7 +83,7 @@ def _counts(ids: Tensor, rows: int, vocab: int) -> Tensor:
 
 def _fits(counts: Tensor, probs: Tensor) -> bool:
     """Whether every count fits its binomial(_N, p) window (and ids with probability 0 never occur)."""
-    return all(_within(float(c), _N, float(p)) for c, p in zip(counts.flatten(), probs.flatten()))
+    return all(within_window(float(c), _N, float(p)) for c, p in zip(counts.flatten(), probs.flatten()))
 
 
 def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int, on: str, seed: int = 0):
@@ -99,7 +99,7 @@ def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int,
                 "squeeze the last dimension (.squeeze(-1))" if tuple(got.shape) == (B, 1) else
                 "return one token id per row of logits, a tensor of shape (batch,)")
         raise Wrong(f"your result has shape {tuple(got.shape)} on {on}, expected ({B},)", hint)
-    if not _is_integer_tensor(got):
+    if not is_integer_tensor(got):
         raise Wrong(f"your result has dtype {got.dtype} on {on}, expected integer token ids (torch.long)",
                     "return the indices (argmax, torch.multinomial, topk indices), not probabilities or logits")
     V = logits.size(-1)

@@ -1,4 +1,4 @@
-"""What chapter 10's checkers share: `_call`, the guard's `call` for learner code that imports a module for the
+"""What chapter 10's checkers share: `call_reloading`, the guard's `call` for learner code that imports a module for the
 first time while it is checked."""
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _interrupted_import(error: Wrong) -> str | None:
 
 
 @recorded  # a retry loop around `call` that reads the learner's function: one recorded outcome
-def _call(fn, *args, forbid=(), **kwargs):
+def call_reloading(fn, *args, forbid=(), **kwargs):
     """`call`, but a module that the learner's code imports for the first time is imported before the check.
 
     `forbid` may be a function of the learner's function (`repeat_kv_forbidden`), giving the forbidden names.

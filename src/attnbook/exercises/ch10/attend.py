@@ -12,7 +12,7 @@ from ...attention import scaled_dot_product_attention
 from ..compare import expect_close, expect_tensor, expect_tuple
 from ..guard import ATTENTION_SHORTCUTS
 from ..registry import exercise, Wrong
-from ._shared import _call
+from ._shared import call_reloading
 
 
 _ATTEND_INSTEAD = ("grow the caches with torch.cat and write the attention from the tensor operations the task "
@@ -230,7 +230,7 @@ def check_attend_with_cache(attend_with_cache) -> str:
                                                 attn_mask=_bottom_right(L, S))[0]  # (B, h, L, d_v)
         tol = (1e-2, 1e-2) if q.dtype == torch.float16 else (1e-5, 1e-4)
         try:
-            got = _call(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
+            got = call_reloading(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
                         forbid=ATTEND_FORBIDDEN, explain=_attend_explain)
             items = expect_tuple(got, _RESULT_NAMES, "attend_with_cache", desc)
             _check_order(items, k, v, expected.shape, desc)
