@@ -306,9 +306,9 @@ class _Forbidding:
                 return path, instead, False
         return None
 
-    def reached_by_name(self):
-        """(path, instead, is_reference) for the first forbidden function or reference that the answer reaches by
-        name (see `reachable`), however it was copied or imported; else None."""
+    def _targets(self) -> dict[tuple[str, int, str], tuple[str, str | None, bool]]:
+        """{code key: (path, instead, is_reference)} of every forbidden Python function and reference, the
+        package's own solution first."""
         targets = {}
         for path, instead, reference in ([(r, None, True) for r in self.references]
                                          + [(p, i, False) for p, i in self.items]):
@@ -317,6 +317,12 @@ class _Forbidding:
                 continue
             for key in code_keys(obj):
                 targets.setdefault(key, (path, instead, reference))
+        return targets
+
+    def reached_by_name(self):
+        """(path, instead, is_reference) for the first forbidden function or reference that the answer reaches by
+        name (see `reachable`), however it was copied or imported; else None."""
+        targets = self._targets()
         if not targets:
             return None
         hits = [targets[key] for obj in reachable(self.fn) for key in code_keys(obj) if key in targets]
@@ -440,7 +446,7 @@ class _Forbidding:
         (torch ops, read-only routes included) by identity, tensor methods by name. It never raises."""
         import fnmatch
 
-        by_code: dict[tuple[str, int, str], tuple[str, str | None, bool]] = {}
+        by_code = self._targets()
         builtins: dict[int, tuple[str, str | None, bool]] = {}
         methods: dict[str, tuple[str, str | None, bool]] = {}
         for path, instead, reference in ([(r, None, True) for r in self.references]
@@ -448,8 +454,6 @@ class _Forbidding:
             obj = resolve_or_none(path)
             if obj is None or isinstance(obj, _Raiser):
                 continue
-            for key in code_keys(obj):
-                by_code.setdefault(key, (path, instead, reference))
             if inspect.isbuiltin(obj) or type(obj).__name__ in ("OpOverloadPacket", "OpOverload"):
                 builtins.setdefault(id(obj), (path, instead, reference))
                 self.alive.append(obj)  # its id stays its own while the hook runs
