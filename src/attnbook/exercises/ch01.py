@@ -13,8 +13,8 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from .compare import (close_to, expect_like, expect_tensor, expect_tuple, explaining_mistake, keyed_hint, try_mistake,
-                      wrong_values)
+from .compare import (close_to, expect_items, expect_like, expect_tensor, expect_tuple, explaining_mistake, keyed_hint,
+                      record_items, try_mistake, wrong_values)
 from .guard import ATTENTION_SHORTCUTS, call
 from .registry import exercise, Wrong
 
@@ -245,23 +245,14 @@ def check_soft_lookup(soft_lookup) -> str:
             if _same(got[0], weights) and _same(got[1], output) and not _same(got[0], output):
                 raise Wrong(f"soft_lookup returned (weights, output) on {desc}, expected (output, weights)",
                             "return them in the order output, weights: `return output, weights`")
-            for i in (1, 0):  # the weights first: a wrong output usually comes from wrong weights
-                item = expect_tensor(got[i], what=what[i], on=desc, finite=False)
-                if tuple(item.shape) != tuple(refs[i].shape):
-                    earlier = runs[i] + [(item, mistakes[i])]
-                    raise Wrong(f"{what[i]} has shape {tuple(item.shape)} on {desc}, expected {tuple(refs[i].shape)}",
-                                explaining_mistake(earlier, len(earlier) - 1))
-                expect_like(item, refs[i], what=what[i], on=desc, dtype=q.dtype, input_name="q")
+            expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q")
         except Wrong:
             if first is None:
                 raise
             break
-        for i in range(2):
-            runs[i].append((got[i], mistakes[i]))
-        if first is None:
-            bad = [i for i in (1, 0) if not close_to(got[i], refs[i])]
-            if bad:
-                first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
+        found = record_items(runs, got, refs, mistakes)
+        if first is None and found is not None:
+            first = (*found, desc, refs[found[1]])
     if first is None:
         return f"output and weights are right on {len(cases)} inputs, including d_v != d_k and a single key"
     run, i, desc, ref = first

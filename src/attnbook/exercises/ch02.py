@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
-from .compare import (as_value, close_to, expect_like, expect_tensor, expect_tuple, expect_value, keyed_hint, randn,
-                      try_mistake, wrong_values)
+from .compare import (as_value, expect_items, expect_tensor, expect_tuple, expect_value,
+                      keyed_hint, randn, record_items, try_mistake, wrong_values)
 from .guard import ATTENTION_SHORTCUTS, call
 from .hints import describe
 from .registry import exercise, Wrong
@@ -224,23 +224,14 @@ def check_attention(attention) -> str:
                 raise Wrong(f"attention returned tensors of shapes {tuple(out.shape)} and {tuple(weights.shape)} on "
                             f"{desc}, expected output {out_shape} then weights {w_shape}",
                             "you swapped them: return the output first, then the weights (`return output, weights`)")
-            for i in (1, 0):  # the weights first: a wrong output usually comes from wrong weights
-                item = expect_tensor(got[i], what=what[i], on=desc, finite=False)
-                if tuple(item.shape) != tuple(refs[i].shape):
-                    earlier = runs[i] + [(item, mistakes[i])]
-                    raise Wrong(f"{what[i]} has shape {tuple(item.shape)} on {desc}, expected {tuple(refs[i].shape)}",
-                                keyed_hint(earlier, len(earlier) - 1, _SCALE_TEXTS))
-                expect_like(item, refs[i], what=what[i], on=desc, dtype=q.dtype, input_name="q")
+            expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q", shape_hint=lambda runs_, k: keyed_hint(runs_, k, _SCALE_TEXTS))
         except Wrong:
             if first is None:
                 raise
             break
-        for i in range(2):
-            runs[i].append((got[i], mistakes[i]))
-        if first is None:
-            bad = [i for i in (1, 0) if not close_to(got[i], refs[i])]
-            if bad:
-                first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
+        found = record_items(runs, got, refs, mistakes)
+        if first is None and found is not None:
+            first = (*found, desc, refs[found[1]])
     if first is None:
         return f"output and weights match scaled_dot_product_attention on {len(cases)} inputs, with and without masks"
     run, i, desc, ref = first

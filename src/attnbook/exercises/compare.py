@@ -338,3 +338,28 @@ def keyed_hint(runs, first, texts: dict[str, str], atol: float = ATOL, rtol: flo
     """explaining_mistake's mistake, as the text to show (`texts` words the mistakes keyed by a label, not a hint)."""
     key = explaining_mistake(runs, first, atol, rtol)
     return None if key is None else texts.get(key, key)
+
+
+def expect_items(got: tuple, refs: tuple, mistakes: tuple, runs: list[list], *, what: dict, on: str,
+                 dtype: torch.dtype, input_name: str, shape_hint=None) -> None:
+    """For an answer that returns several tensors (output, weights): check each item, the last first (a wrong
+    output usually comes from wrong weights), for being a tensor, its shape and its dtype. A wrong shape names
+    the mistake that gives it on this case and every earlier one (`shape_hint(runs, index)`, by default
+    `explaining_mistake`); `runs[i]` holds item i's (result, {hint: mistake's result}) of the earlier cases."""
+    shape_hint = shape_hint or explaining_mistake
+    for i in reversed(range(len(refs))):
+        item = expect_tensor(got[i], what=what[i], on=on, finite=False)
+        if tuple(item.shape) != tuple(refs[i].shape):
+            earlier = runs[i] + [(item, mistakes[i])]
+            raise Wrong(f"{what[i]} has shape {tuple(item.shape)} on {on}, expected {tuple(refs[i].shape)}",
+                        shape_hint(earlier, len(earlier) - 1))
+        expect_like(item, refs[i], what=what[i], on=on, dtype=dtype, input_name=input_name)
+
+
+def record_items(runs: list[list], got: tuple, refs: tuple, mistakes: tuple) -> tuple[int, int] | None:
+    """Add one case's items to `runs` (see `expect_items`); return (case index, item index) of this case's first
+    wrong item, the last item first, or None when every item is right."""
+    for i in range(len(refs)):
+        runs[i].append((got[i], mistakes[i]))
+    bad = [i for i in reversed(range(len(refs))) if not close_to(got[i], refs[i])]
+    return (len(runs[0]) - 1, bad[0]) if bad else None
