@@ -152,12 +152,14 @@ class Sandbox:
             cmd += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         cmd += ["--ro-bind", os.path.join(etc_dir, "passwd"), "/etc/passwd",
                 "--ro-bind", os.path.join(etc_dir, "group"), "/etc/group"]
+        # The private /tmp and home first: Python, the venv or the package may live below /tmp or /home (a CI
+        # checkout in /tmp), and a mount made after them would hide them.
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+                "--size", str(HOME_BYTES), "--tmpfs", SANDBOX_HOME]
         for path in [*self.prefixes, *([self.package_root] if self.package_root else [])]:
             if not _inside(path, ["/usr"]):
                 cmd += ["--ro-bind", path, path]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-                "--size", str(HOME_BYTES), "--tmpfs", SANDBOX_HOME, "--size", str(FOLDER_BYTES), "--tmpfs",
-                SANDBOX_FOLDER]
+        cmd += ["--size", str(FOLDER_BYTES), "--tmpfs", SANDBOX_FOLDER]
         for name in sorted(os.listdir(folder)):  # the report files writable, the rest (request, notebook) read-only
             source = os.path.join(folder, name)
             if os.path.isfile(source) and not os.path.islink(source):
