@@ -224,7 +224,8 @@ def check_attention(attention) -> str:
                 raise Wrong(f"attention returned tensors of shapes {tuple(out.shape)} and {tuple(weights.shape)} on "
                             f"{desc}, expected output {out_shape} then weights {w_shape}",
                             "you swapped them: return the output first, then the weights (`return output, weights`)")
-            expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q", shape_hint=lambda runs_, k: keyed_hint(runs_, k, _SCALE_TEXTS))
+            expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q",
+                         shape_hint=lambda runs_, k: keyed_hint(runs_, k, _SCALE_TEXTS))
         except Wrong:
             if first is None:
                 raise
