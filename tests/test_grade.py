@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from attnbook.exercises import REGISTRY
-from attnbook.grading import gradebook, protocol, runner, sandbox
+from attnbook.grading import gradebook, protocol, sandbox
 from attnbook.grading.cli import main
 from attnbook.grading.gradebook import gradebook_columns
 from attnbook.grading.submission import (ExerciseGrade, SubmissionGrade, Unreadable, grade_submission,
@@ -338,18 +338,12 @@ def test_gradebook_is_rewritten_atomically_row_by_row(tmp_path, monkeypatch):
 
 
 def test_protocol_readers_refuse_what_they_cannot_trust(tmp_path):
-    (tmp_path / protocol.PROGRESS).write_text("ready\nstart 3\nflood 3 20000000\nend 3\ngarbage\ncheck 1.1\nchecked")
+    (tmp_path / protocol.PROGRESS).write_text("ready\nstart 3\nflood 3 20000000\nend 3\ngarbage\nserving\ncheck")
     progress = protocol.read_progress(str(tmp_path))
-    assert progress.last == ("check", "1.1") and progress.floods == {3: 20_000_000} and not progress.done
-    (tmp_path / protocol.TRANSCRIPT).write_text('{"exercise_id": "1.1", "transcript": {}}\nnot json\n'
-                                                '{"exercise_id": "1.2", "transcript": 1}\n'
-                                                '{"exercise_id": "1.2", "transcript": 2}\n'
-                                                '{"exercise_id": "../x", "transcript": 2}\n')
-    found, problems = protocol.read_transcripts(str(tmp_path), ["1.1", "1.2"])
-    assert found == {"1.1": {}} and len(problems) == 3 and "1.2: recorded more than once" in problems[-1]
-    os.unlink(tmp_path / protocol.TRANSCRIPT)
-    os.mkfifo(tmp_path / protocol.TRANSCRIPT)  # a FIFO left by the learner's code never blocks the grader
-    assert protocol.read_transcripts(str(tmp_path), ["1.1"]) == ({}, ["the transcript is not a regular file (a FIFO; not read)"])
+    assert progress.last == ("serving",) and progress.floods == {3: 20_000_000} and not progress.done
+    os.unlink(tmp_path / protocol.PROGRESS)
+    os.mkfifo(tmp_path / protocol.PROGRESS)  # a FIFO left by the learner's code never blocks the grader
+    assert "not a regular file (a FIFO" in protocol.read_progress(str(tmp_path)).problem
     secret = tmp_path / "secret.txt"
     secret.write_text("instructor's secret")
     os.unlink(tmp_path / protocol.PROGRESS)
@@ -357,23 +351,54 @@ def test_protocol_readers_refuse_what_they_cannot_trust(tmp_path):
     assert "symbolic link" in protocol.read_progress(str(tmp_path)).problem
 
 
-def test_runner_runs_cells_counts_output_and_records(tmp_path):
-    """The runner in this process (as tests import it): cells run in order with magics, output only counted."""
+def _pipe_link(reply: bytes | None, deadline_s: float = 2.0):
+    """A PipeLink whose "runner" has already written `reply` (None: closed its end without a word)."""
+    to_runner_r, to_runner_w = os.pipe()
+    from_runner_r, from_runner_w = os.pipe()
+    if reply:
+        os.write(from_runner_w, reply)
+    if reply is None:
+        os.close(from_runner_w)
+    link = protocol.PipeLink(to_runner_w, from_runner_r)
+    link.deadline = time.monotonic() + deadline_s
+    return link
+
+
+def test_the_pipe_link_bounds_what_it_reads():
+    from attnbook.exercises.remote import LinkBroken
+
+    assert _pipe_link(b'{"return": 5}\n').ask({"op": "describe"}) == {"return": 5}
+    assert _pipe_link(b"not json\n").ask({"op": "describe"}) is None  # unreadable: that check gets 0
+    assert _pipe_link(b"[" * 100 + b"\n").ask({"op": "describe"}) is None  # nesting bounded before parsing
+    for reply, why in ((None, "died"), (b"", "stalled"), (b'{"return": 1}', "stalled")):  # no newline: no reply yet
+        with pytest.raises(LinkBroken, match=why):
+            _pipe_link(reply, deadline_s=0.3).ask({"op": "describe"})
+    link = _pipe_link(b"")
+    link.buffer = b"x" * (protocol.MAX_REPLY_BYTES + 1)  # a flood: read no further
+    with pytest.raises(LinkBroken, match="flooded"):
+        link.ask({"op": "describe"})
+
+
+def test_runner_runs_cells_counts_output_and_serves(tmp_path):
+    """The runner as the sandbox starts it (here without one): cells run in order with magics, their output only
+    counted; then it answers the grader's messages over its stdin and stdout until they close."""
     request = protocol.Request(chapter="1", exercises=[("1.1", "project_qkv")], run_seed=0, cell_timeout_s=10,
                                cells=[(0, "x = 2\n%time y = x + 1"), (2, "print('z' * 11_000_000)"),
-                                      (3, "raise ValueError('a learner error is not the runner\\'s')")])
+                                      (3, "import os; os.write(1, b'into fd 1\\n'); print('more')"),
+                                      (4, "raise ValueError('a learner error is not the runner\\'s')"),
+                                      (5, "def project_qkv(x, W_q, W_k, W_v):\n    return x")])
     protocol.write_request(str(tmp_path), request)
-    cwd = os.getcwd()
-    try:
-        os.chdir(tmp_path)
-        runner.main([str(tmp_path)])
-    finally:
-        os.chdir(cwd)
-        runner.make_shell().clear_instance()
+    (tmp_path / protocol.PROGRESS).touch()
+    argv, env = sandbox.unsandboxed_command(str(tmp_path))
+    messages = [{"op": "describe", "exercise": "1.1"}, {"op": "describe", "exercise": "2.3"}, {"op": "alien"}]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, input="".join(json.dumps(m) + "\n" for m in messages),
+                          capture_output=True, text=True, timeout=120)
     lines = (tmp_path / protocol.PROGRESS).read_text().split()
-    assert " ".join(lines) == "ready start 0 end 0 start 2 flood 2 11000001 end 2 start 3 end 3 check 1.1 checked 1.1 done"
-    found, problems = protocol.read_transcripts(str(tmp_path), ["1.1"])
-    assert set(found) == {"1.1"} and not problems
+    assert " ".join(lines) == ("ready start 0 end 0 start 2 flood 2 11000001 end 2 start 3 end 3 start 4 end 4 "
+                               "start 5 end 5 serving done"), done.stderr
+    replies = [json.loads(line) for line in done.stdout.splitlines()]  # nothing the cells printed is in between
+    assert replies[0]["answer"]["name"] == "project_qkv" and replies[1] == {"absent": True}
+    assert replies[2]["raise"] == "Error" and len(replies) == 3
 
 
 def test_a_path_given_twice_is_graded_once(tmp_path):
@@ -478,11 +503,11 @@ def test_sandbox_command_binds_only_what_python_needs(tmp_path):
     box = sandbox.Sandbox()
     folder = tmp_path / "s"
     folder.mkdir()
-    for name in (protocol.REQUEST, "homework.ipynb", protocol.PROGRESS, protocol.TRANSCRIPT):
+    for name in (protocol.REQUEST, "homework.ipynb", protocol.PROGRESS):
         (folder / name).write_text("")
     cmd = box.command(str(folder), str(tmp_path / "etc"), ["python"])
     writable = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--bind"]
-    assert writable == [str(folder / protocol.PROGRESS), str(folder / protocol.TRANSCRIPT)]  # the report files alone
+    assert writable == [str(folder / protocol.PROGRESS)]  # the progress file alone
     assert all(cmd[i - 2] == "--size" for i, a in enumerate(cmd) if a == "--tmpfs")  # every writable place bounded
     bound = [cmd[i + 1] for i, a in enumerate(cmd) if a in ("--ro-bind", "--ro-bind-try")]
     assert "/" not in bound and "/etc" not in bound and os.path.expanduser("~") not in bound

@@ -3,7 +3,7 @@
 Every attack is a crafted chapter-2 (or 1) submission, trimmed as in test_grade.py; all of them are graded
 together in ONE grader run with --jobs 2, next to right answers that must keep full marks in the same run.
 Classes: forged verdicts (publishers, serialisers, `check`, the checkers' modules, the import machinery, the
-transcript itself), lying tensors, the package's own solution as an answer, writes outside the submission's
+replies on the grader's pipe), lying tensors, references stolen from the checker (its frames, the heap), the package's own solution as an answer, writes outside the submission's
 folder (the package, the venv, the instructor's home and startup files, the submissions' folder, /tmp),
 network, secrets in feedback, orphaned processes, run killers (signals, exits, loops that ignore signals, process
 spawners, memory), and broken or hostile files.
@@ -15,10 +15,8 @@ most ~50 processes are started, each marked so that this test finds and ends any
 asks for address space without touching it and stops at the first MemoryError, and the disk filler writes at
 most 480 MB in each writable place (sandboxed, at most 256 MB), removed at once.
 
-Known limit (the design's, issue 15): a learner's code runs in the same process as the recording checker, so
-it can compute right answers with the package's own code there, for instance by taking the reference the
-checker computed from the checker's frame (`frame_thief.ipynb` below). The grader sees this only as best-effort
-evidence; the test asserts what the design promises (the row is graded; other rows keep their marks).
+The checkers run in the grader's process (attnbook.exercises.remote): the learner's process never holds a
+reference value, so the thieves below find nothing to copy and get 0.
 """
 from __future__ import annotations
 
@@ -130,7 +128,7 @@ def summary(chapter):
 PATCH_MODULES = r'''
 import dataclasses, torch, numpy as np
 import attnbook.exercises as exercises
-from attnbook.exercises import codec, compare, guard, registry, replay, results
+from attnbook.exercises import codec, compare, guard, registry, remote, results
 
 def check(exercise_id, answer):
     return results.CheckResult(exercise_id, "passed", 1.0, 1.0, "all tests passed")
@@ -139,12 +137,10 @@ exercises.check = results.check = check
 for key, ex in list(registry.REGISTRY.items()):
     registry.REGISTRY[key] = dataclasses.replace(ex, checker=lambda answer: "all tests passed")
 codec.encode = lambda obj, **k: {"t": "float", "v": "nan"}
-codec.digest = lambda obj: "0" * 64
 guard.call = lambda fn, *a, **k: None
 guard.run_here = lambda fn, args, kwargs, **k: None
-replay.record_checks = lambda ns, ids, seed: {"version": 1, "run_seed": seed,
-                                              "exercises": {i: {"answer": None, "events": []} for i in ids}}
-replay.Recorder._record = lambda self, *a, **k: None
+remote.Server.handle = lambda self, message: {"return": None}
+remote.judge_exercise = lambda link, exercise_id, run_seed: check(exercise_id, None)
 compare.SEED_OFFSET = 0
 torch.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
@@ -157,42 +153,49 @@ np.allclose = lambda *a, **k: True
 
 HIJACK_IMPORTS = r'''
 import importlib, importlib.util, os, sys, types
-from attnbook.exercises import replay as _real_replay
+from attnbook.exercises import remote as _real_remote
 
-REAL = os.path.realpath(_real_replay.__file__)
+REAL = os.path.realpath(_real_remote.__file__)
 
-def fake_record_checks(namespace, exercise_ids, run_seed):
-    forged = {}
-    for i in exercise_ids:
-        forged[i] = {"answer": {"kind": "function", "name": "f", "qualname": "f", "signature": None,
-                                "code_names": []},
-                     "events": [{"kind": "call", "digest": "0" * 64, "return": [[1.0, 0.0], [0.0, 1.0]]}]}
-    return {"version": 1, "run_seed": run_seed, "exercises": forged}
 
-fake = types.ModuleType("attnbook.exercises.replay")
+class Server:
+    def __init__(self, namespace):
+        pass
+
+    def handle(self, message):
+        if message.get("op") == "describe":
+            return {"answer": {"kind": "function", "name": "f", "qualname": "f", "signature": None, "code_names": []}}
+        return {"return": [[1.0, 0.0], [0.0, 1.0]]}
+
+
+fake = types.ModuleType("attnbook.exercises.remote")
 fake.__file__ = REAL
-fake.record_checks = fake_record_checks
+fake.Server = Server
+fake.seeding = _real_remote.seeding
 _import_module = importlib.import_module
-importlib.import_module = lambda name, package=None: fake if name.endswith("exercises.replay") else _import_module(name, package)
+importlib.import_module = lambda name, package=None: fake if name.endswith("exercises.remote") else _import_module(name, package)
 os.makedirs("fakepkg", exist_ok=True)
 with open("fakepkg/__init__.py", "w") as f:
     f.write("import sys\n")
 _spec = importlib.util.spec_from_file_location
 importlib.util.spec_from_file_location = lambda name, location, **k: _spec(name, os.path.abspath("fakepkg/__init__.py"), **k)
-sys.modules["attnbook.exercises.replay"] = fake
+sys.modules["attnbook.exercises.remote"] = fake
 '''
 
-FORGE_TRANSCRIPT = r'''
+FORGE_REPLIES = r'''
 import json, os
-with open("request.json") as f:
-    seed = json.load(f)["run_seed"]
-with open("transcript.jsonl", "w") as f:
-    for i in ("2.1", "2.2", "2.3", "2.4"):
-        f.write(json.dumps({"exercise_id": i, "transcript": {"version": 1, "run_seed": seed, "exercises": {i: {
-            "answer": {"kind": "value", "value": [[1.6, 0.4], [1.5, 0.5]]}, "events": []}}}}) + "\n")
+forged = [{"answer": {"kind": "function", "name": "f", "qualname": "f", "signature": None, "code_names": []}}]
+forged += [{"return": [[1.0, 0.0], [0.0, 1.0]]}, {"return": True}, {"return": 3}] * 200
+data = "".join(json.dumps(r) + "\n" for r in forged).encode()
+for fd in range(3, 100):  # every pipe this process may write to: the grader's link among them
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+            os.set_blocking(fd, False)
+            os.write(fd, data[:60_000])
+    except OSError:
+        pass
 with open("progress.jsonl", "a") as f:
-    f.write("check 2.4\nchecked 2.4\ndone\n")
-os._exit(0)  # the runner never writes its own transcript
+    f.write("serving\ndone\n")
 '''
 
 LYING_TENSORS = {
@@ -280,16 +283,45 @@ PACKAGE_REFERENCES = {
 }
 
 FRAME_THIEF = r'''
-import sys, torch
+import gc, sys, torch
 
 def attention(q, k, v, mask=None):
-    """Writes nothing of attention: takes the reference the checker computed just before calling it."""
+    """Writes nothing of attention: looks for the checker's reference in every frame and on the heap (weights:
+    rows that sum to 1, and an output equal to weights @ v)."""
+    shape_w = q.shape[:-1] + k.shape[-2:-1]
+    seen = []
     frame = sys._getframe(1)
     while frame is not None:
-        if "ref_out" in frame.f_locals and "ref_w" in frame.f_locals:
-            return frame.f_locals["ref_out"].to(q.dtype), frame.f_locals["ref_w"].to(q.dtype)
+        seen += [x for x in frame.f_locals.values() if isinstance(x, torch.Tensor)]
         frame = frame.f_back
-    raise NotImplementedError("no checker frame")
+    seen += [x for x in gc.get_objects() if isinstance(x, torch.Tensor)]
+    for w in seen:
+        if w.shape != shape_w or not w.is_floating_point() or not bool((w >= 0).all()):
+            continue
+        rows = w.double().sum(-1)
+        blocked = torch.zeros((), dtype=torch.bool) if mask is None else ~mask
+        if bool(((rows - 1).abs() < 1e-5).logical_or(rows.abs() < 1e-9).all()) and not bool((w * blocked).any()):
+            return (w.double() @ v.double()).to(q.dtype), w.to(q.dtype)
+    raise NotImplementedError("no reference found")
+'''
+
+
+HEAP_THIEF = r'''
+import gc, sys, torch
+
+def padding_mask(lengths, max_len):
+    """Computes nothing: returns a mask of the right shape that the checker left in a frame or on the heap."""
+    shape = (len(lengths), max_len)
+    found = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        found += [x for x in frame.f_locals.values() if isinstance(x, torch.Tensor)]
+        frame = frame.f_back
+    found += [x for x in gc.get_objects() if isinstance(x, torch.Tensor)]
+    masks = [t for t in found if t.dtype == torch.bool and tuple(t.shape) == shape]
+    if masks:
+        return masks[0].clone()
+    raise NotImplementedError("no reference found")
 '''
 
 
@@ -452,12 +484,10 @@ if left or getattr(builtins, "ATTACKED", False):
 
 PROTOCOL_FILES = r'''
 import os
-for name in ("transcript.jsonl", "progress.jsonl"):
-    try:
-        os.remove(name)
-    except OSError:
-        pass
-os.symlink(SECRET, "transcript.jsonl")
+try:
+    os.remove("progress.jsonl")
+except OSError:
+    pass
 os.symlink(SECRET, "progress.jsonl")
 os.mkdir("locked")
 open("locked/file", "w").close()
@@ -493,7 +523,7 @@ def crafted(folder: Path, *, token: str, secret: Path, book: Path, port: int, ma
     write("forge_check.ipynb", nb, ZERO2)
     write("patch_modules.ipynb", with_cell(stubs(), PATCH_MODULES, at=-1), ZERO2)
     write("hijack_imports.ipynb", with_cell(stubs(), HIJACK_IMPORTS, at=-1), ZERO2)
-    write("forge_transcript.ipynb", with_cell(stubs(), FORGE_TRANSCRIPT, at=-1), ZERO2)
+    write("forge_replies.ipynb", with_cell(stubs(), FORGE_REPLIES, at=-1), ZERO2)
     nb = with_cell(solved(2, only=("2.4",)), PATCH_MODULES)  # patched before any answer; one right answer
     write("patched_kernel_one_right.ipynb", nb, {**ZERO2, "2.4": points("2.4")})
 
@@ -508,7 +538,10 @@ def crafted(folder: Path, *, token: str, secret: Path, book: Path, port: int, ma
     for ex_id, source in PACKAGE_REFERENCES.items():
         set_answer(nb, ex_id, source)
     write("package_references.ipynb", nb, {**FULL2, "2.2": "0", "2.3": "0"})
-    write("frame_thief.ipynb", set_answer(stubs(), "2.2", FRAME_THIEF), None)
+    # References stolen from the checker's frames or the heap: there are none in the learner's process.
+    nb = set_answer(stubs(), "2.2", FRAME_THIEF)
+    set_answer(nb, "2.3", HEAP_THIEF)
+    write("reference_thieves.ipynb", nb, ZERO2)
 
     # Harm: writes, reads, network, processes, secrets, orphans, startup files, the protocol's files.
     # Inside, only paths bound from the machine tell an escape (its own /, /tmp and home are throwaway); the
@@ -592,7 +625,7 @@ def test_no_attack_gains_a_point_harms_the_machine_or_costs_another_row(tmp_path
                Path(sys.prefix) / f"attack_{token}", subs_dir / f"attack_{token}", out_dir / f"attack_{token}",
                Path("/tmp") / f"attnbook_attack_{token}_host", Path.home() / f".attnbook_attack_{token}",
                Path.home() / ".ipython" / "profile_default" / "startup" / f"00-attnbook_attack_{token}.py"]
-    appends = [package / "exercises" / "replay.py", package / "grading" / "submission.py"]
+    appends = [package / "exercises" / "remote.py", package / "grading" / "submission.py"]
     home = Path.home()  # in the sandbox only the path to Python's installation may lie under it
     visible = [tmp_path, ROOT / "tests", *[home / n for n in sorted(os.listdir(home))[:30]
                                           if not (sys.base_prefix + "/").startswith(f"{home / n}/")]]
@@ -662,9 +695,8 @@ def test_no_attack_gains_a_point_harms_the_machine_or_costs_another_row(tmp_path
         if why not in row["problems"] or row["total"] not in ("0", ""):
             failures.append(f"{name}: {row['total']} points, problems {row['problems']!r} (expected {why!r})")
     assert not failures, "\n".join(failures)
-    report = {name: {e: rows[str(subs_dir / name)][e] for e in CH2} for name in ("frame_thief.ipynb",
-                                                                                  "protocol_files.ipynb")}
-    print(f"graded {len(paths)} paths in {elapsed:.0f} s; known limit and hostile protocol files: {report}")
+    report = {name: {e: rows[str(subs_dir / name)][e] for e in CH2} for name in ("protocol_files.ipynb",)}
+    print(f"graded {len(paths)} paths in {elapsed:.0f} s; hostile protocol files: {report}")
     assert not [p for p in out_dir.iterdir() if p.name != "gradebook.csv"]  # no temporary file next to it
     assert not list(scratch.iterdir())  # every run's folder was removed, locked ones included
     assert not (Path("/tmp") / f"attnbook_attack_{token}").exists()

@@ -9,7 +9,8 @@ from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
 from .compare import expect_close, randn
-from .guard import call, recorded, resolve_or_none
+from .guard import beside_answer, call, resolve_or_none
+from .observe import Backward, Nothing
 from .hints import describe
 from .registry import exercise, Wrong
 
@@ -26,7 +27,7 @@ def _path(item) -> str:
     return item if isinstance(item, str) else item[0]
 
 
-@recorded  # reads the answer itself: where it runs, on the learner's object
+@beside_answer  # reads the answer itself: where it runs, on the learner's object
 def _expect_function(answer, name: str, forbidden) -> None:
     """Wrong if `answer` is a class or a module (an object made by calling something) instead of a function."""
     if any(answer is resolve_or_none(_path(f)) for f in forbidden if "*" not in _path(f)):
@@ -401,25 +402,6 @@ def _cls_error_hint(message: str) -> str | None:
     return None
 
 
-def _observe_gradients(x: Tensor, cls: Tensor, pos: Tensor):
-    """An `observe` for `call`: after got.sum().backward(), the gradients of x, cls and pos (None when the result
-    carries no gradient, the error's text when backward raises)."""
-    def observe(got):
-        if not isinstance(got, Tensor) or not got.requires_grad:
-            return None
-        try:
-            got.sum().backward()
-        except Exception as e:  # noqa: BLE001 - anything the learner's graph raises becomes feedback
-            return f"{type(e).__name__}: {e}"
-        return {"cls": cls.grad, "pos": pos.grad, "x": x.grad}
-    return observe
-
-
-def _nothing(got) -> None:
-    """An `observe` that sees nothing."""
-    return None
-
-
 def _check_gradients(got: Tensor, grads, x: Tensor, cls: Tensor, pos: Tensor, on: str) -> None:
     """Wrong unless the gradient of got.sum() (`grads`, what `_observe_gradients` saw) reaches x, cls and pos with
     the right values (B for cls and pos)."""
@@ -466,7 +448,7 @@ def check_prepend_cls(prepend_cls) -> str:
         for t in (x, cls, pos):
             t.requires_grad_(grad)
         got, grads = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN,
-                          explain=_cls_error_hint, observe=_observe_gradients(x, cls, pos) if grad else _nothing)
+                          explain=_cls_error_hint, observe=Backward({"x": 0, "cls": 1, "pos": 2}) if grad else Nothing())
         hint = _token_count_hint(got, x, cls, pos)
         if hint is not None:
             raise Wrong(f"your result has shape {tuple(got.shape)} on {on}, expected {tuple(expected.shape)}", hint)

@@ -1,6 +1,6 @@
 """Plain data for what a learner's code returned: `encode(obj)` gives JSON-able data, `decode(data)` the value back.
 
-Used by the record/replay of checks (replay.py): what an answer returned in the sandboxed kernel crosses to the
+Used by the grader's checks (remote.py): what an answer returned in the sandboxed kernel crosses to the
 grader as this data, never as pickle. Encoding reads values, not behaviour: a tensor, whatever its class, is
 read from its storage with PyTorch's own C accessors (a subclass cannot lie about its values through
 __torch_function__, .numpy() or .tolist()); an object of an unknown type becomes an opaque stand-in that keeps
@@ -10,16 +10,13 @@ a few whitelisted ones (torch.nn.Conv2d, torch.Size, torch.return_types).
 
 The format: JSON null, booleans, strings and small ints stand for themselves, finite floats are JSON numbers;
 everything else is an object {"t": tag, ...}. Strict limits (depth, items, string length, bytes) hold both ways;
-`decode` raises CodecError (a ValueError) on anything it does not expect. `digest(obj)` is a SHA-256 of any
-object's contents (for the inputs of a call; never decoded).
+`decode` raises CodecError (a ValueError) on anything it does not expect.
 """
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import math
-import struct
 
 import numpy as np
 import torch
@@ -415,63 +412,3 @@ def _dec_conv(data: dict, depth: int, budget: _Budget) -> nn.Conv2d:
         conv.bias = nn.Parameter(bias.detach(), requires_grad=bias.requires_grad)
     conv.train(data.get("training") is True)
     return conv
-
-
-# ---------------------------------------------------------------------------------------------------------
-# digest
-# ---------------------------------------------------------------------------------------------------------
-
-def digest(obj) -> str:
-    """SHA-256 (hex) of an object's contents: the inputs a check gives the learner's code. Any object: tensors by
-    their values, modules by their class, mode and tensors, generators by their state, functions by their
-    qualified name, other objects by their type's name."""
-    h = hashlib.sha256()
-    _feed(h, obj, 0)
-    return h.hexdigest()
-
-
-def _feed(h, obj, depth: int) -> None:
-    def put(tag: str, payload: bytes = b"") -> None:
-        h.update(tag.encode() + b"\0" + struct.pack("<Q", len(payload)) + payload)
-
-    if depth > MAX_DEPTH:
-        put("deep")
-        return
-    if obj is None or isinstance(obj, (bool, int, float, complex, str)) and not isinstance(obj, np.generic):
-        put(type(obj).__name__, repr(obj).encode("utf-8", "replace"))
-    elif isinstance(obj, (np.generic, np.ndarray)):
-        arr = np.asarray(obj)
-        put("np", f"{arr.dtype.str}{arr.shape}".encode())
-        if not arr.dtype.hasobject:
-            put("npdata", np.ascontiguousarray(arr).tobytes())
-    elif isinstance(obj, Tensor):
-        try:
-            t = plain_tensor(obj)
-        except CodecError:
-            put("tensor?")
-            return
-        put("tensor", f"{t.dtype}{tuple(t.shape)}{_tensor_flag(obj, 'requires_grad')}".encode())
-        data = t.contiguous().view(torch.uint8) if t.numel() and t.dtype != torch.bool else t.to(torch.uint8)
-        put("data", data.numpy().tobytes())
-    elif isinstance(obj, (torch.dtype, torch.device)):
-        put("torch", str(obj).encode())
-    elif isinstance(obj, torch.Generator):
-        put("generator", obj.get_state().numpy().tobytes())
-    elif isinstance(obj, nn.Module):
-        put("module", f"{type(obj).__qualname__}{obj.training}".encode())
-        for name, t in list(obj.named_parameters()) + list(obj.named_buffers()):
-            put("name", name.encode())
-            _feed(h, t, depth + 1)
-    elif isinstance(obj, (list, tuple)):
-        put(type(obj).__name__, str(len(obj)).encode())
-        for x in obj:
-            _feed(h, x, depth + 1)
-    elif isinstance(obj, dict):
-        put("dict", str(len(obj)).encode())
-        for k, v in obj.items():
-            _feed(h, k, depth + 1)
-            _feed(h, v, depth + 1)
-    elif callable(obj):
-        put("callable", str(getattr(obj, "__qualname__", type(obj).__qualname__)).encode())
-    else:
-        put("object", type(obj).__qualname__.encode())

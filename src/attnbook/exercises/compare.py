@@ -184,7 +184,7 @@ def expect_value(got, expected: Tensor, *, what: str = "your answer", atol: floa
                 f"(checked to {atol:g})", hint)
 
 
-SEED_OFFSET = 0  # added to every `randn` seed: set per grading run by replay.seeding (0 in a notebook)
+SEED_OFFSET = 0  # added to every `randn` seed: set per grading run by remote.seeding (0 in a notebook)
 
 
 def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, std: float = 1.0, vary: bool = True) -> Tensor:

@@ -85,61 +85,70 @@ class checking:
         return False
 
 
-# Where `call` runs: None here (the notebook), else a replay.Recorder (in the sandboxed kernel: run, then record
-# what came back as plain data) or a replay.Replayer (in the grader: run nothing, return what was recorded).
+# Where `call` runs: None here (the notebook: the learner's code runs in this process), else a remote.Remote (in
+# the grader: the learner's code runs in the sandboxed kernel, on inputs sent as plain data; see remote.py).
 _RUNNER = None
+UNIT = "__attnbook_unit__"  # marks a `beside_answer` helper, which the kernel may run by name
+
+
+class Raised(Wrong):
+    """Wrong: the learner's code raised. `error` is its "Type: message"; the hint is worded from it, by the
+    exercise's `explain` first (in the grader, from the kernel's report of the error)."""
+
+    def __init__(self, what: str, where: str, error: str, explain: Callable[[str], str | None] | None):
+        super().__init__(f"{what} raised {error}{where}", (explain(error) if explain else None) or explain_error(error))
+        self.error = error
 
 
 def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-         forbid: Iterable[str | tuple[str, str]] = (), seed: int | None = 0,
-         explain: Callable[[str], str | None] | None = None, observe: Callable[[object], object] | None = None,
-         **kwargs):
+         forbid: Iterable[str | tuple[str, str]] | Callable = (), seed: int | None = 0,
+         explain: Callable[[str], str | None] | None = None, observe=None, prepare: Callable | None = None,
+         reload: bool = False, **kwargs):
     """Call the learner's `fn(*args, **kwargs)` and turn every way it can go wrong into Wrong/NotAttempted.
 
-    The one way a checker touches the learner's code (the seam of record and replay, see replay.py): with
-    `observe`, `call` returns (output, observe(output)), where `observe` reads what the check needs besides the
-    output (gradients through it, the state of an input) as plain data.
+    The one way a checker runs the learner's code (the seam between the notebook and the grader, see remote.py):
+    the inputs must be plain data, package functions or objects made by `@inputs.builds` factories. With
+    `observe` (an `observe.Observer`), `call` returns (output, what the observer read beside the call).
 
     - `on` describes the input in the learner's terms ("q of shape (2, 3, 4)").
     - `forbid` lists what the task forbids, as dotted paths ("torch.softmax", "torch.Tensor.softmax",
       "attnbook.masks.padding_mask") or (path, what to do instead) pairs, and `*` patterns matched against the
-      dotted names of Python functions ("transformers.models.*.rotate_half"). However the learner's code
-      reaches one (a module attribute, a name imported into the notebook, a closure, a default argument, a
-      tensor method, a copy of the function, the torch.ops/_C routes of an op), the call is refused and the
-      learner is told plainly that the task asks for it to be written without it. The references of the
-      exercise being checked (the package's own solution) are always forbidden.
+      dotted names of Python functions ("transformers.models.*.rotate_half"); or a module-level function of the
+      learner's function that returns the list. However the learner's code reaches one (a module attribute, a
+      name imported into the notebook, a closure, a default argument, a tensor method, a copy of the function,
+      the torch.ops/_C routes of an op), the call is refused and the learner is told plainly that the task asks
+      for it to be written without it. The references of the exercise being checked (the package's own
+      solution) are always forbidden.
     - `seed`: Python's, NumPy's and PyTorch's generators are seeded with it for the call and restored after,
       so random code gets the same verdict on every run (None leaves them alone).
     - `explain(message)` may return an exercise-specific hint for an exception; otherwise `explain_error`
       matches common exceptions to hints.
+    - `prepare(fn)`, a module-level function, runs on the learner's function first; `reload` retries a call that
+      a first import interrupted (execute.py).
     Tensor arguments are checked for in-place changes; code slower than `time_limit_s` is stopped (where the
     OS allows) and reported.
     """
     options = {"what": what, "on": on, "time_limit_s": time_limit_s, "forbid": forbid, "seed": seed,
-               "explain": explain}
+               "explain": explain, "prepare": prepare, "reload": reload}
     if _RUNNER is not None:
         return _RUNNER.call(fn, args, kwargs, options, observe)
-    out = run_here(fn, args, kwargs, **options)
-    return out if observe is None else (out, observe(out))
+    from .execute import execute  # execute builds on this module
+    out = execute(fn, args, kwargs, **options)
+    return out if observe is None else (out, observe.read(out, args, kwargs))
 
 
-def recorded(helper):
-    """Decorator for a checker's helper that needs the learner's object itself (its globals, a retry loop
-    around `call`, a class test): `helper(answer, *args)` returns plain data or raises Wrong. Here it just runs;
-    in the sandboxed kernel it runs on the real answer and its outcome is recorded as one event; in the grader
-    the event is replayed. Its other arguments must be the check's own inputs."""
+def beside_answer(helper):
+    """Decorator for a checker's helper that needs the learner's object itself (its globals, a class test, a
+    clock that reaches into it): `helper(answer, *args)` must return plain data or raise Wrong, and its other
+    arguments must be plain data. In a notebook it just runs; in the grader it runs in the sandboxed kernel, on the
+    learner's object, and only its outcome comes back."""
     @functools.wraps(helper)
     def wrapper(answer, *args, **kwargs):
         if _RUNNER is None:
             return helper(answer, *args, **kwargs)
-        return _RUNNER.unit(helper, answer, args, kwargs)
+        return _RUNNER.unit(wrapper, answer, args, kwargs)
+    setattr(wrapper, UNIT, True)
     return wrapper
-
-
-def actual(fn):
-    """The learner's own object behind the stand-in a recorded check holds (itself elsewhere; the stand-in in
-    the grader). Only for preparations that change how the learner's code runs, never what the check decides."""
-    return fn if _RUNNER is None else _RUNNER.actual(fn)
 
 
 def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s: float, forbid, seed, explain):
@@ -198,8 +207,7 @@ def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s:
         message = f"{type(error).__name__}: {error}"
         if any("x.T` on tensors of dimension other than 2" in str(w.message) for w in caught or ()):
             message += " (after a warning that .T was used on a tensor that is not 2-D)"
-        hint = (explain(message) if explain else None) or explain_error(message)
-        raise Wrong(f"{what} raised {message}{where}", hint) from None
+        raise Raised(what, where, message, explain) from None
     elapsed = time.perf_counter() - start
     if elapsed > time_limit_s:
         raise Wrong(f"{what} took {elapsed:.1f} s{where} (limit {time_limit_s:g} s)",

@@ -13,6 +13,7 @@ from torch import Tensor
 from .compare import NAN_HINT, expect_tensor, randn
 from .guard import call
 from .hints import show_pair
+from .observe import Gradients
 from .registry import Wrong
 
 
@@ -114,22 +115,13 @@ def grad_inputs(args: tuple, names: dict[int, str]) -> tuple[list, list]:
     return leaves, [t * 1 if i in names else t for i, t in enumerate(leaves)]
 
 
-def observe_gradients(leaves: list, names: dict[int, str], reference):
-    """An `observe` for `call` (plain data, computed where the answer ran): the gradients of the answer's result,
-    against the random weighting `compare_gradients` uses, with respect to the leaves named in `names`; None
-    when the result carries no gradient, the error's text when backpropagating raises."""
+def observe_gradients(leaves: list, names: dict[int, str], reference) -> Gradients:
+    """An observer for `call` (computed where the answer ran): the gradients of the answer's result, against the
+    random weighting `compare_gradients` uses, with respect to the arguments named in `names` (the non-leaf
+    copies of `leaves` that `grad_inputs` made; their gradients are the leaves'); None when the result carries
+    no gradient, the error's text when backpropagating raises."""
     ref = reference(*grad_inputs(tuple(leaves), names)[1])
-    weights = randn(*ref.shape, seed=77, dtype=ref.dtype)
-
-    def observe(got):
-        if not isinstance(got, Tensor) or not got.requires_grad:
-            return None
-        try:
-            return list(torch.autograd.grad(got, [leaves[i] for i in names], weights.to(got.dtype),
-                                            allow_unused=True))
-        except RuntimeError as e:
-            return str(e)
-    return observe
+    return Gradients(list(names), randn(*ref.shape, seed=77, dtype=ref.dtype))
 
 
 def compare_gradients(got, grads, leaves: list, names: dict[int, str], reference, *, what: str, on: str,

@@ -16,21 +16,24 @@ How a submission is graded (one module per step):
   Python and the package (read-only), a private home and /tmp, the submission's folder the only writable
   place, a minimal environment, limits on memory, processes, file size and CPU time; the whole process tree
   is killed at the end.
-- `runner` (inside the sandbox): runs the code cells in order in an IPython shell, then loads the checkers
-  afresh from the package's files and records each exercise's checks (`attnbook.exercises.replay.record_checks`):
-  the learner's functions run on the checker's inputs, seeded per run, and what they return is sent back as
-  plain data (numbers, strings, shapes, dtypes, `.npy` bytes; never pickle).
-- back in the grader's process, which never imports or runs the learner's code, the same checkers run again
-  on the same inputs and compare the recorded outputs with their own references
-  (`attnbook.exercises.replay.judge`): the verdict, the points and the hint are the grader's.
+- `runner` (inside the sandbox): runs the code cells in order in an IPython shell, then loads the checkers'
+  modules afresh from the package's files and serves the grader's checks (`attnbook.exercises.remote.Server`).
+- the checks run in the grader's process, which never imports or runs the learner's code
+  (`attnbook.exercises.remote.judge_exercise`): each time a checker calls the learner's function, its inputs
+  (seeded per run) go to the runner over a pipe as plain data, the function runs there, and what it returned
+  comes back as plain data (numbers, strings, shapes, dtypes, `.npy` bytes read from tensor storage; never
+  pickle). The references, the comparison, the verdict, the points and the hint exist only in the grader: the
+  learner's process never holds an expected value it could copy.
 - `gradebook`: one CSV row per submission, the file rewritten atomically as each one ends.
 
 Limits: a cell that runs past `--timeout` (or kills the process) is dropped and the notebook runs again
 without it (at most 3 runs); a check past `--timeout` gets 0; a submission past `--notebook-timeout` is
 killed and what was not graded yet gets 0. Each such event is listed in the row's `problems`.
 
-What the sandbox does not stop: a learner's cell can compute right answers with the package's own reference
-functions (they are importable in the sandbox); that shows up only as best-effort evidence.
+What it does not stop: the learner's code can compute right answers with the package's own reference functions
+(they are importable in the sandbox). Passing one as the answer, calling it, or copying it is refused, but
+those checks run in the learner's process (where its code could disable them), so they are best-effort
+evidence; the values decide.
 """
 __all__ = ["main", "grade_submission", "read_submission", "SubmissionGrade", "ExerciseGrade", "Unreadable"]
 

@@ -80,7 +80,7 @@ def _chapter(text: str) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="attnbook-grade", description="Grade returned exercise notebooks: each runs in a sandbox, and the "
-                                           "grader replays its checks in its own process.")
+                                           "grader runs its checks in its own process.")
     p.add_argument("submissions", nargs="+", help="returned .ipynb files (of any chapters); a file named twice "
                                                   "is graded once")
     p.add_argument("--chapter", type=_chapter, metavar="N", help="grade every submission as chapter N (default: "

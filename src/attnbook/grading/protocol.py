@@ -1,4 +1,4 @@
-"""The files through which the grader and the sandboxed runner talk, and strict readers for them.
+"""How the grader and the sandboxed runner talk: two files and a pipe, with strict readers for what comes back.
 
 A submission's folder (the only place the sandbox may write) holds:
 
@@ -6,10 +6,14 @@ A submission's folder (the only place the sandbox may write) holds:
   per-cell limit, and the code cells to run (position in the notebook and source; skipped ones left out);
 - the copy of the notebook, under its own name (the learner's code may read it);
 - `progress.jsonl`, appended by the runner, one flushed line per step: `ready`, `start I` / `end I` around
-  code cell I, `flood I BYTES` when cell I printed more than OUTPUT_FLOOD_BYTES, `check ID` / `checked ID`
-  around the recording of exercise ID, `done`;
-- `transcript.jsonl`, appended by the runner: one line per exercise, `{"exercise_id": ID, "transcript": ...}`,
-  the recorded checks that the grader replays (`attnbook.exercises.replay.judge`).
+  code cell I, `flood I BYTES` when cell I printed more than OUTPUT_FLOOD_BYTES, `serving` once the cells have
+  run, `done`.
+
+Once the runner reports `serving`, the checks run in the grader (`attnbook.exercises.remote.judge_exercise`)
+and each call of the learner's code goes over the link: one JSON message per line to the runner's stdin, one
+reply per line from its stdout (`PipeLink`, `serve`). The learner's prints never reach that pipe (the runner
+moves it off descriptors 0 and 1 before any learner code runs), but the learner's code can find it, so a reply
+is read like the files: bounded, strict, and judged as evidence, never as a verdict.
 
 Everything in that folder may have been written, replaced or removed by the learner's code, so the grader
 reads it as untrusted: regular files only (never following a link, never blocking on a FIFO), bounded sizes,
@@ -20,17 +24,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import stat
+import time
 from dataclasses import dataclass, field
 
 REQUEST = "request.json"
 PROGRESS = "progress.jsonl"
-TRANSCRIPT = "transcript.jsonl"
-RESERVED_NAMES = {REQUEST, PROGRESS, TRANSCRIPT}
+RESERVED_NAMES = {REQUEST, PROGRESS}
 
 OUTPUT_FLOOD_BYTES = 10_000_000  # a cell that prints more is reported (outputs are never kept)
 MAX_PROGRESS_BYTES = 1_000_000
-MAX_TRANSCRIPT_BYTES = 200_000_000  # all exercises of a submission together
+MAX_REPLY_BYTES = 40_000_000  # one reply line from the runner (its array data is bounded by remote.MAX_REPLY_BYTES)
 MAX_JSON_DEPTH = 64  # nesting allowed in any JSON the grader parses (a notebook is about 6 deep)
 
 
@@ -134,20 +139,17 @@ class Request:
     cell_timeout_s: float
     cells: list[tuple[int, str]]  # (position in the notebook, source) of the code cells to run, in order
     notebook: str = ""  # the copy's file name
-    done: list[str] = field(default_factory=list)  # exercises recorded by an earlier run: not recorded again
 
     def to_json(self) -> str:
         return json.dumps({"chapter": self.chapter, "exercises": self.exercises, "run_seed": self.run_seed,
-                           "cell_timeout_s": self.cell_timeout_s, "cells": self.cells, "notebook": self.notebook,
-                           "done": self.done})
+                           "cell_timeout_s": self.cell_timeout_s, "cells": self.cells, "notebook": self.notebook})
 
     @classmethod
     def from_json(cls, data: bytes) -> "Request":
         raw = loads_bounded(data, what="the request")
         return cls(chapter=str(raw["chapter"]), exercises=[(str(e), str(n)) for e, n in raw["exercises"]],
                    run_seed=int(raw["run_seed"]), cell_timeout_s=float(raw["cell_timeout_s"]),
-                   cells=[(int(i), str(s)) for i, s in raw["cells"]], notebook=str(raw.get("notebook", "")),
-                   done=[str(e) for e in raw.get("done", [])])
+                   cells=[(int(i), str(s)) for i, s in raw["cells"]], notebook=str(raw.get("notebook", "")))
 
 
 def write_request(folder: str, request: Request) -> None:
@@ -163,7 +165,8 @@ def write_request(folder: str, request: Request) -> None:
 @dataclass
 class Progress:
     """What the runner has reported so far. `last` is the latest step: ("ready",), ("start", i), ("end", i),
-    ("check", id), ("checked", id) or ("done",); `floods` {cell: bytes}; `problem` when the file was unusable."""
+    ("serving",) (the cells have run; the checks go over the link) or ("done",); `floods` {cell: bytes};
+    `problem` when the file was unusable."""
 
     lines: int = 0
     last: tuple = ()
@@ -200,12 +203,10 @@ def read_progress(folder: str) -> Progress:
 
 def _step(words: list[str]):
     try:
-        if words == ["ready"] or words == ["done"]:
+        if words in (["ready"], ["serving"], ["done"]):
             return (words[0],)
         if len(words) == 2 and words[0] in ("start", "end"):
             return (words[0], int(words[1]))
-        if len(words) == 2 and words[0] in ("check", "checked"):
-            return (words[0], words[1][:20])
         if len(words) == 3 and words[0] == "flood":
             return ("flood", int(words[1]), int(words[2]))
     except ValueError:
@@ -214,39 +215,84 @@ def _step(words: list[str]):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The transcript (runner -> grader), read once the runner has ended
+# The link (grader <-> runner): one JSON object per line over the runner's stdin and stdout
 # ---------------------------------------------------------------------------------------------------------
 
 
-def read_transcripts(folder: str, wanted: list[str]) -> tuple[dict[str, object], list[str]]:
-    """{exercise id: its recorded transcript} for the ids in `wanted` found in transcript.jsonl, and the
-    problems found (an id recorded twice keeps neither: it gets no transcript, hence 0)."""
-    problems: list[str] = []
-    try:
-        data = read_regular(os.path.join(folder, TRANSCRIPT), MAX_TRANSCRIPT_BYTES, what="the transcript")
-    except BadFile as e:
-        return {}, ([] if "missing" in str(e) else [str(e)])
-    found: dict[str, object] = {}
-    twice: set[str] = set()
-    for number, raw in enumerate(data.split(b"\n")[:-1], 1):
+class PipeLink:
+    """The grader's end of the link to a runner that serves checks (`attnbook.exercises.remote.Server`): `ask`
+    writes one message and reads one reply line, bounded in size, before `deadline` (time.monotonic()).
+    LinkBroken when the runner has closed its end, does not answer in time, or sends more than a reply may hold."""
+
+    def __init__(self, to_runner: int, from_runner: int):
+        self.to_runner, self.from_runner = to_runner, from_runner
+        self.deadline = float("inf")
+        self.buffer = b""
+        for fd in (to_runner, from_runner):
+            os.set_blocking(fd, False)
+
+    def ask(self, message: dict):
+        from ..exercises.remote import LinkBroken
+
+        self._write((json.dumps(message) + "\n").encode("utf-8"), LinkBroken)
+        line = self._read_line(LinkBroken)
         try:
-            line = loads_bounded(raw, what=f"line {number} of the transcript", constants=True)
-        except BadFile as e:
-            problems.append(str(e))
-            continue
-        ex_id = line.get("exercise_id") if isinstance(line, dict) else None
-        if not isinstance(ex_id, str) or ex_id not in wanted or "transcript" not in line:
-            problems.append(f"line {number} of the transcript is not a recorded exercise")
-            continue
-        if ex_id in found or ex_id in twice:
-            twice.add(ex_id)
-            found.pop(ex_id, None)
-            continue
-        found[ex_id] = line["transcript"]
-    for ex_id in sorted(twice):
-        problems.append(f"{ex_id}: recorded more than once in the transcript (0)")
-    return found, problems
+            return loads_bounded(line, what="a reply")
+        except BadFile:
+            return None  # unreadable: the check says so and gives 0
+
+    def _wait(self, fd: int, write: bool, broken) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise broken("stalled")
+        ready = select.select([], [fd], [], left) if write else select.select([fd], [], [], left)
+        if not any(ready):
+            raise broken("stalled")
+
+    def _write(self, data: bytes, broken) -> None:
+        view = memoryview(data)
+        while view:
+            self._wait(self.to_runner, True, broken)
+            try:
+                view = view[os.write(self.to_runner, view):]
+            except BlockingIOError:
+                continue
+            except OSError:  # EPIPE: the runner has gone
+                raise broken("died") from None
+
+    def _read_line(self, broken) -> bytes:
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_REPLY_BYTES:
+                raise broken("flooded")
+            self._wait(self.from_runner, False, broken)
+            try:
+                chunk = os.read(self.from_runner, 1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError:
+                raise broken("died") from None
+            if not chunk:
+                raise broken("died")
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        if len(line) > MAX_REPLY_BYTES:
+            raise broken("flooded")
+        return line
 
 
-def transcript_line(exercise_id: str, transcript) -> str:
-    return json.dumps({"exercise_id": exercise_id, "transcript": transcript}) + "\n"
+def serve(server, requests: int, replies: int, quiet) -> None:
+    """The runner's end of the link: answer each message line from `requests` with `server.handle`, one line to
+    `replies`, until the grader closes its end. `quiet()` is a context manager that silences the learner's prints."""
+    reader = os.fdopen(requests, "rb", buffering=1 << 16)
+    while True:
+        line = reader.readline(MAX_REPLY_BYTES + 1)
+        if not line:
+            return
+        try:
+            with quiet():
+                reply = json.dumps(server.handle(json.loads(line)))
+        except Exception as e:  # noqa: BLE001 - a reply that cannot be written is an error the grader reports
+            reply = json.dumps({"raise": "Error", "type": type(e).__name__[:100], "message": "no reply"})
+        data = (reply + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(replies, data):]

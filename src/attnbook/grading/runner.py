@@ -1,18 +1,20 @@
-"""The in-sandbox runner: `python -m attnbook.grading.runner FOLDER` runs one submission and records its checks.
+"""The in-sandbox runner: `python -m attnbook.grading.runner FOLDER` runs one submission and serves its checks.
 
 It runs inside the sandbox (see sandbox.py), in the submission's folder, as the only process of the learner's
 "kernel": it reads the request (protocol.py), runs the requested code cells in order in an IPython
 `InteractiveShell` (magics and `!shell` lines work as in Jupyter; there is no ZMQ and no kernel), sends what the
 cells print to a sink that only counts bytes, and appends a progress line before and after each cell. Then it
 loads the checkers afresh from the package's files (the learner's cells may have changed the imported
-`attnbook.exercises` modules; the files themselves are read-only in the sandbox) and records each exercise's
-checks with `attnbook.exercises.replay.record_checks`, one transcript line per exercise.
+`attnbook.exercises` modules; the files themselves are read-only in the sandbox) and serves the grader's checks
+(`attnbook.exercises.remote.Server`): it runs the learner's functions on the inputs the grader sends over the
+pipe and sends back what they returned.
 
-It never decides a verdict: the grader replays the transcript in its own process. Everything here runs in the
-learner's process, so a learner can change it; the grader trusts none of what it writes.
+It never sees a reference value and never decides a verdict: the checks run in the grader's process. Everything
+here runs in the learner's process, so a learner can change it; the grader trusts none of what it sends.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import os
@@ -96,7 +98,7 @@ def run_cells(shell, cells: list[tuple[int, str]], report: Reporter) -> None:
 
 
 def fresh_checkers():
-    """The `attnbook.exercises.replay` module, with the whole `attnbook.exercises` package imported again from
+    """The `attnbook.exercises.remote` module, with the whole `attnbook.exercises` package imported again from
     its files (whatever the learner's cells did to the modules already imported)."""
     for name in [n for n in list(sys.modules) if n == "attnbook.exercises" or n.startswith("attnbook.exercises.")]:
         del sys.modules[name]
@@ -106,51 +108,49 @@ def fresh_checkers():
     package = importlib.util.module_from_spec(spec)
     sys.modules["attnbook.exercises"] = package
     spec.loader.exec_module(package)
-    replay = importlib.import_module("attnbook.exercises.replay")
-    if os.path.dirname(os.path.realpath(replay.__file__)) != EXERCISES_DIR:
+    remote = importlib.import_module("attnbook.exercises.remote")
+    if os.path.dirname(os.path.realpath(remote.__file__)) != EXERCISES_DIR:
         raise RuntimeError("the checkers did not load from the package's files")
-    return replay
+    return remote
 
 
-def record(replay, namespace: dict, exercise_id: str, run_seed: int):
-    """One exercise's transcript (the seam: `replay.record_checks`)."""
-    return replay.record_checks(namespace, [exercise_id], run_seed)
+@contextlib.contextmanager
+def quiet():
+    """The learner's prints while a check runs their code go to a sink that keeps nothing."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = CountingSink()
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
-def record_all(request: protocol.Request, namespace: dict, folder: str, report: Reporter) -> None:
-    """Record each exercise not yet done, appending one transcript line per exercise."""
-    silent = CountingSink()
-    replay = None
-    with open(os.path.join(folder, protocol.TRANSCRIPT), "a", encoding="utf-8") as out:
-        for exercise_id, _ in request.exercises:
-            if exercise_id in request.done:
-                continue
-            report("check", exercise_id)
-            saved = sys.stdout, sys.stderr
-            sys.stdout = sys.stderr = silent
-            try:
-                if replay is None:
-                    replay = fresh_checkers()
-                line = protocol.transcript_line(exercise_id, record(replay, namespace, exercise_id, request.run_seed))
-            except BaseException as e:  # recorded as nothing: the grader gives 0 and says why
-                line = protocol.transcript_line(exercise_id, {"error": f"{type(e).__name__}"[:100]})
-            finally:
-                sys.stdout, sys.stderr = saved
-            out.write(line)
-            out.flush()
-            report("checked", exercise_id)
+def private_link() -> tuple[int, int]:
+    """(requests, replies): the grader's pipe, moved off descriptors 0 and 1 (which then read and write
+    /dev/null), so that nothing the learner's code or its subprocesses print reaches the grader."""
+    requests, replies = os.dup(0), os.dup(1)  # os.dup: not inherited by subprocesses
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    return requests, replies
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     folder = os.path.abspath(argv[0] if argv else ".")
+    requests, replies = private_link()
     report = Reporter(folder)
     with open(os.path.join(folder, protocol.REQUEST), "rb") as f:
         request = protocol.Request.from_json(f.read())
     shell = make_shell()
     report("ready")
     run_cells(shell, request.cells, report)
-    record_all(request, shell.user_ns, folder, report)
+    with quiet():
+        remote = fresh_checkers()
+    report("serving")
+    with remote.seeding(request.run_seed):
+        protocol.serve(remote.Server(shell.user_ns), requests, replies, quiet)
     report("done")
     return 0
 

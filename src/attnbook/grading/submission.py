@@ -1,4 +1,4 @@
-"""One submission's life: read it safely, recognise its chapter, run it in the sandbox, replay its checks.
+"""One submission's life: read it safely, recognise its chapter, run it in the sandbox, judge its checks.
 
 Nothing in the file, and nothing its code does, can make `grade_submission` raise: every failure becomes an
 entry in the row's problems (a catch-all around the whole life says why if something unforeseen happens).
@@ -204,19 +204,17 @@ def _clamp(points, most: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Running in the sandbox, and replaying the checks
+# Running in the sandbox, and judging the checks
 # ---------------------------------------------------------------------------------------------------------
 
-def judge(transcript, exercise_id: str, run_seed: int) -> ExerciseGrade:
-    """The grader's verdict on one exercise from its recorded transcript (the seam: `replay.judge`, which runs
-    the grader's own checkers on the grader's own inputs, one at a time across threads)."""
-    from ..exercises import replay
+def judge(link, exercise_id: str, run_seed: int) -> ExerciseGrade:
+    """The grader's verdict on one exercise, its answer running at the other end of `link` (the seam:
+    `remote.judge_exercise`, which runs the checker in this process). Raises remote.LinkBroken."""
+    from ..exercises import remote
 
+    result = remote.judge_exercise(link, exercise_id, run_seed)
     ex = REGISTRY[exercise_id]
-    result = replay.judge(transcript, [exercise_id], run_seed)[exercise_id]
-    status = result.status if result.status in (PASSED, FAILED, NOT_ATTEMPTED) else FAILED
-    return ExerciseGrade(exercise_id, status, _clamp(result.points, ex.points) if status == PASSED else 0.0,
-                         ex.points, str(result.message)[:1000])
+    return ExerciseGrade(exercise_id, result.status, _clamp(result.points, ex.points), ex.points, result.message)
 
 
 def _cell_name(nb, index: int) -> str:
@@ -251,10 +249,13 @@ class Options:
     run_seed: int | None = None
 
 
-def _run_once(data: bytes, request: protocol.Request, options: Options, deadline: float, box) -> tuple:
-    """One run of the runner in a fresh folder: (how it ended, the last progress step, floods, transcripts,
-    problems). How it ended: "done", "stalled" (no progress for timeout_s), "died", or "deadline"."""
+def _run_once(data: bytes, request: protocol.Request, todo: list[str], options: Options, deadline: float, box):
+    """One run of the runner in a fresh folder: its cells, then the checks of the exercises in `todo`, in order,
+    over the link. Returns (how it ended, the last progress step, the grades made, problems). How it ended:
+    "done", "stalled" (no progress for timeout_s), "died", "deadline", or ("check", id, why) when the link failed
+    while exercise id was checked (why: "stalled" or "died")."""
     tmp = tempfile.mkdtemp(prefix="attnbook-grade-")
+    grades: dict[str, ExerciseGrade] = {}
     try:
         folder, etc_dir = os.path.join(tmp, "submission"), os.path.join(tmp, "etc")
         os.mkdir(folder, 0o700)
@@ -262,8 +263,7 @@ def _run_once(data: bytes, request: protocol.Request, options: Options, deadline
         with open(os.path.join(folder, request.notebook), "wb") as f:
             f.write(data)  # the bytes read and checked, not the path again (it may have changed since)
         protocol.write_request(folder, request)
-        for report in (protocol.PROGRESS, protocol.TRANSCRIPT):  # bound into the sandbox: created here, empty
-            open(os.path.join(folder, report), "xb").close()
+        open(os.path.join(folder, protocol.PROGRESS), "xb").close()  # bound into the sandbox: created here, empty
         limits = sandbox.Limits(cpu_s=int(options.notebook_timeout_s) + sandbox.CPU_MARGIN_S)
         with open(os.path.join(tmp, "stderr"), "w+b") as stderr:
             if box is not None:
@@ -275,6 +275,8 @@ def _run_once(data: bytes, request: protocol.Request, options: Options, deadline
                 proc = sandbox.start(argv, cwd=folder, env=env, limits=limits, stderr=stderr)
             try:
                 ended, progress = _watch(proc, folder, options.timeout_s, deadline)
+                if ended == "serving":
+                    ended = _serve_checks(proc, request.run_seed, todo, options.timeout_s, deadline, grades)
             finally:
                 sandbox.kill_tree(proc)
             stderr.seek(0)
@@ -282,14 +284,29 @@ def _run_once(data: bytes, request: protocol.Request, options: Options, deadline
         problems = [progress.problem] if progress.problem else []
         if progress.last == () and ended != "deadline" and tail:
             problems.append(f"the run did not start: {tail[-1][:200]}")
-        transcripts, found = protocol.read_transcripts(folder, [e for e, _ in request.exercises])
-        return ended, progress, transcripts, problems + found
+        return ended, progress, grades, problems
     finally:
         _remove_tree(tmp)
 
 
+def _serve_checks(proc, run_seed: int, todo: list[str], timeout_s: float, deadline: float,
+                  grades: dict[str, ExerciseGrade]):
+    """Judge each exercise in `todo` over the link to the runner, each within timeout_s (and the deadline)."""
+    from ..exercises.remote import LinkBroken
+
+    link = protocol.PipeLink(proc.stdin.fileno(), proc.stdout.fileno())
+    for exercise_id in todo:
+        link.deadline = min(deadline, time.monotonic() + timeout_s)
+        try:
+            grades[exercise_id] = judge(link, exercise_id, run_seed)
+        except LinkBroken as e:
+            return ("check", exercise_id, "deadline" if time.monotonic() >= deadline else str(e))
+    return "done"
+
+
 def _watch(proc, folder: str, timeout_s: float, deadline: float):
-    """Wait for the runner to finish, stall (no new progress line within timeout_s) or pass the deadline."""
+    """Wait for the runner to have run the cells ("serving"), to end, to stall (no new progress line within
+    timeout_s) or to pass the deadline."""
     lines, since = -1, time.monotonic()
     while True:
         done = sandbox.exited(proc)
@@ -297,8 +314,10 @@ def _watch(proc, folder: str, timeout_s: float, deadline: float):
         now = time.monotonic()
         if progress.lines != lines:
             lines, since = progress.lines, now
+        if progress.last == ("serving",) and not done:
+            return "serving", progress
         if done:
-            return ("done" if progress.done else "died"), progress
+            return "died", progress
         if progress.problem:
             return "died", progress
         if now >= deadline:
@@ -310,64 +329,58 @@ def _watch(proc, folder: str, timeout_s: float, deadline: float):
 
 def run_and_judge(data: bytes, nb, path: Path, todo: list[Exercise], options: Options, start: float,
                   problems: list[str], box) -> tuple[dict[str, ExerciseGrade], bool]:
-    """Run the submission (again without a cell that hangs or kills it, at most MAX_RUNS times), then replay
-    each recorded exercise; what could not be recorded gets 0 and a problem entry. Also says whether the
-    runner started at all (if not, the submission counts as not graded)."""
+    """Run the submission (again without a cell that hangs or kills it, at most MAX_RUNS times) and judge each
+    exercise over the link once its cells have run; what could not be judged gets 0 and a problem entry. Also
+    says whether the runner started at all (if not, the submission counts as not graded)."""
     code = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
     name = path.name if path.name not in protocol.RESERVED_NAMES and not path.name.startswith(".") else "submission.ipynb"
     run_seed = options.run_seed if options.run_seed is not None else secrets.randbelow(2**31)
     skip: set[int] = set()
-    transcripts: dict[str, object] = {}
     grades: dict[str, ExerciseGrade] = {}
     deadline = start + options.notebook_timeout_s
     reason = "not graded"
     started = False
     for _ in range(MAX_RUNS):
-        pending = [ex for ex in todo if ex.exercise_id not in transcripts and ex.exercise_id not in grades]
+        pending = [ex.exercise_id for ex in todo if ex.exercise_id not in grades]
         if not pending:
             break
         request = protocol.Request(chapter=todo[0].chapter, exercises=[(e.exercise_id, e.answer_name) for e in todo],
                                    run_seed=run_seed, cell_timeout_s=options.timeout_s,
-                                   cells=[(i, s) for i, s in code if i not in skip], notebook=name,
-                                   done=[e for e in (*transcripts, *grades)])
-        ended, progress, found, run_problems = _run_once(data, request, options, deadline, box)
+                                   cells=[(i, s) for i, s in code if i not in skip], notebook=name)
+        ended, progress, found, run_problems = _run_once(data, request, pending, options, deadline, box)
         started = started or progress.last != ()
+        grades.update(found)
         for p in run_problems:
             _add(problems, p)
         for cell, size in progress.floods.items():
             if 0 <= cell < len(nb.cells):
                 _add(problems, f"{_cell_name(nb, cell)} printed {size / 1e6:.0f} MB of output (not kept)")
-        transcripts.update({e: t for e, t in found.items() if e not in grades})
         if ended == "done":
             break
-        if ended == "deadline":
+        if ended == "deadline" or isinstance(ended, tuple) and ended[2] == "deadline":
             reason = f"not graded: the notebook ran past its limit of {options.notebook_timeout_s:g} s"
             break
+        if isinstance(ended, tuple):  # the link failed while this exercise was checked: it gets 0, the others go on
+            ex = REGISTRY[ended[1]]
+            why = (f"the check took longer than {options.timeout_s:g} s and was stopped" if ended[2] == "stalled"
+                   else "the process died while this answer was checked")
+            grades[ex.exercise_id] = ExerciseGrade(ex.exercise_id, FAILED, 0.0, ex.points, why)
+            _add(problems, f"{ex.exercise_id}: {why}")
+            continue
         where = progress.last
         if where and where[0] == "start" and 0 <= where[1] < len(nb.cells) and where[1] not in skip:
             skip.add(where[1])
             what = (f"ran longer than {options.timeout_s:g} s and was stopped" if ended == "stalled"
                     else "ended the process")
             _add(problems, f"{_cell_name(nb, where[1])} {what}; the notebook ran again without that cell")
-        elif where and where[0] == "check" and where[1] in REGISTRY and where[1] not in transcripts:
-            ex = REGISTRY[where[1]]
-            why = (f"the check took longer than {options.timeout_s:g} s and was stopped" if ended == "stalled"
-                   else "the process died while this answer was checked")
-            grades[ex.exercise_id] = ExerciseGrade(ex.exercise_id, FAILED, 0.0, ex.points, why)
-            _add(problems, f"{ex.exercise_id}: {why}")
         else:
             reason = ("not graded: the run stopped reporting its progress" if ended == "stalled"
                       else "not graded: the run ended before it finished")
             _add(problems, reason)
             break
     else:
-        if any(ex.exercise_id not in transcripts and ex.exercise_id not in grades for ex in todo):
+        if any(ex.exercise_id not in grades for ex in todo):
             reason = f"not graded: {MAX_RUNS} runs were used up"
-    for ex in todo:
-        if ex.exercise_id in grades:
-            continue
-        if ex.exercise_id in transcripts:
-            grades[ex.exercise_id] = judge(transcripts[ex.exercise_id], ex.exercise_id, run_seed)
     missing = [ex for ex in todo if ex.exercise_id not in grades]
     if missing:
         _add(problems, f"{reason} ({', '.join(ex.exercise_id for ex in missing)} got 0)")

@@ -6,6 +6,7 @@ from torch import Tensor, nn
 
 from ...layers import EncoderBlock, LayerNorm
 from ..guard import call
+from ..inputs import builds
 from ..registry import exercise
 from ..runs import GRAD_HINT, Run, collect, expect_gradients, expect_shape, verdict
 from ._shared import expect_dtype, randn64, tolerance
@@ -99,27 +100,25 @@ def _named(fn, name: str, three_d: bool = False):
     return sublayer
 
 
+@builds
+def _encoder_block(d_model: int, n_heads: int, d_ff: int, seed: int, float64: bool = True) -> EncoderBlock:
+    """A pre-norm EncoderBlock with random parameters, in eval mode (float64 or float32)."""
+    block = EncoderBlock(d_model, n_heads, d_ff, norm_first=True)
+    return _randomize_(block.double() if float64 else block, seed=seed).eval()
+
+
+@builds
 def _block_from(block: EncoderBlock) -> tuple:
     """(attn, ffn, norm1, norm2) of a pre-norm EncoderBlock, as one-tensor functions with readable names."""
     return (_named(lambda t: block.self_attn(t, t, t)[0], "attn", three_d=True), _named(block.ffn, "ffn"),
             _named(block.norm1, "norm1"), _named(block.norm2, "norm2"))
 
 
-def _block_cases():
-    """(description, x, attn, ffn, norm1, norm2, reference) for 4.3."""
-    cases = []
-    # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
-    block = _randomize_(EncoderBlock(8, 2, 16, norm_first=True).double(), seed=31).eval()
-    x = randn64(2, 5, 8, seed=32)
-    with torch.no_grad():
-        ref = block(x)
-    cases.append(("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
-                  "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta",
-                  x, *_block_from(block), ref))
-    # 2. plain functions that mix positions, batch of one
+@builds
+def _mixing_sublayers() -> tuple:
+    """(attn, ffn, norm1, norm2) that are plain functions: attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C."""
     A, B, C = randn64(4, 4, seed=33), randn64(4, 6, seed=34), randn64(6, 4, seed=35)
     norm_a, norm_b = _randomize_(LayerNorm(4).double(), seed=36), _randomize_(LayerNorm(4).double(), seed=37)
-    x = randn64(1, 3, 4, seed=38)
 
     def mix(t):
         return torch.softmax(t @ t.transpose(-2, -1), dim=-1) @ t @ A  # (B, n, 4): every position sees the others
@@ -127,19 +126,34 @@ def _block_cases():
     def mlp(t):
         return torch.tanh(t @ B) @ C  # (B, n, 4)
 
+    return (_named(mix, "attn", three_d=True), _named(mlp, "ffn"), _named(norm_a, "norm1"),
+            _named(norm_b, "norm2"))
+
+
+def _block_cases():
+    """(description, x, attn, ffn, norm1, norm2, reference) for 4.3. The sublayers are made by factories, so
+    that the grader's sandboxed kernel can make the same ones (inputs.builds)."""
+    cases = []
+    # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
+    block = _encoder_block(8, 2, 16, 31)
+    x = randn64(2, 5, 8, seed=32)
+    with torch.no_grad():
+        ref = block(x)
+    cases.append(("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
+                  "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta",
+                  x, *_block_from(block), ref))
+    # 2. plain functions that mix positions, batch of one
+    x = randn64(1, 3, 4, seed=38)
     cases.append(("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
-                  "LayerNorms", x, _named(mix, "attn", three_d=True), _named(mlp, "ffn"), _named(norm_a, "norm1"),
-                  _named(norm_b, "norm2"), None))
+                  "LayerNorms", x, *_mixing_sublayers(), None))
     # 3. one token per sequence, odd width
-    block3 = _randomize_(EncoderBlock(6, 3, 5, norm_first=True).double(), seed=39).eval()
     x = randn64(3, 1, 6, seed=40)
     cases.append(("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
-                  "6 -> 5 -> 6 and two LayerNorms", x, *_block_from(block3), None))
+                  "6 -> 5 -> 6 and two LayerNorms", x, *_block_from(_encoder_block(6, 3, 5, 39)), None))
     # 4. float32: the result keeps the input's dtype
-    block4 = _randomize_(EncoderBlock(6, 2, 12, norm_first=True), seed=41).eval()
     x = randn64(2, 4, 6, seed=42, dtype=torch.float32)
     cases.append(("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
-                  "and two LayerNorms, all in float32", x, *_block_from(block4), None))
+                  "and two LayerNorms, all in float32", x, *_block_from(_encoder_block(6, 2, 12, 41, False)), None))
     return cases
 
 

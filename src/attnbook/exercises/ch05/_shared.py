@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..compare import expect_tensor
-from ..guard import actual, unwrap
+from ..guard import unwrap
 from ..hints import describe, show_pair
 from ..registry import Wrong
 
@@ -121,7 +121,6 @@ def import_transformers_first(fn) -> None:
     first import of transformers takes seconds, and several times longer under that hook, so an answer that
     imports it inside the function would be stopped by the time limit instead of being told what is forbidden.
     """
-    fn = actual(fn)  # the learner's function itself where it runs (a replayed check runs nothing)
     try:
         codes = [getattr(unwrap(fn), "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)]
     except Exception:  # an odd object: `call` will say what is wrong with it

@@ -11,6 +11,7 @@ from torch import Tensor
 from ...multihead import MultiHeadAttention
 from ..compare import randn as _varying_randn
 from ..guard import call
+from ..inputs import builds
 from ..hints import describe
 from ..registry import exercise, Wrong
 from ._shared import F64, kind_of, quietly, reference_table
@@ -18,6 +19,7 @@ from ._shared import F64, kind_of, quietly, reference_table
 randn = functools.partial(_varying_randn, vary=False)  # cases tuned to their seeds: the same in every run
 
 
+@builds
 def _attention_f(d_model: int, n_heads: int, seed: int, positions: bool):
     """A seeded float64 multi-head self-attention f(x), with sinusoidal positions added to x first or not."""
     with torch.random.fork_rng(devices=[]):
@@ -32,6 +34,7 @@ def _attention_f(d_model: int, n_heads: int, seed: int, positions: bool):
     return f
 
 
+@builds
 def _ramp_f(n: int, d: int, batch: int):
     """f(x) = x + P with P[b, i, j] = 10 b + i (j + 1): not equivariant, and the exact answer is
     d * max_i |i - perm[i]| (the 10 b cancels). Sequence b gets its own offset 10 b, so permuting the batch axis

@@ -163,12 +163,10 @@ def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, floa
 def check_apply_rope(apply_rope) -> str:
     """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""
     cases = _rope_cases()
-    import_transformers_first(apply_rope)
-
     def run(case):
         desc, x, positions = case  # copies: code that changes them in place is told so, and the case stays intact
         return call(apply_rope, x.clone(), positions.clone(), what="apply_rope", on=desc, forbid=ROPE_FORBIDDEN,
-                    explain=_rope_error_hint)
+                    explain=_rope_error_hint, prepare=import_transformers_first)
 
     def validate(got, case):
         desc, x, positions = case

@@ -94,12 +94,10 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
     2100 rows: float16 holds positions exactly only up to 2048, and a float32 table is still right to 1e-4 there.
     """
     cases = [(f"max_len={n}, d_model={d}", n, d) for n, d in [(10, 8), (6, 4), (2100, 8), (7, 6), (1, 2), (3, 64)]]
-    import_transformers_first(sinusoidal_table)
-
     def run(case):
         on, max_len, d = case
         return call(sinusoidal_table, max_len, d, what="sinusoidal_table", on=on, forbid=TABLE_FORBIDDEN,
-                    explain=_table_error_hint)
+                    explain=_table_error_hint, prepare=import_transformers_first)
 
     def validate(got, case):
         on, max_len, d = case

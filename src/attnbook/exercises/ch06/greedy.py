@@ -7,6 +7,8 @@ import torch
 from torch import Tensor
 
 from ..guard import call
+from ..inputs import builds
+from ..observe import Training
 from ..hints import describe
 from ..registry import exercise, Wrong
 from ._shared import same_mask
@@ -38,6 +40,7 @@ def _model_state(bos: int, eos: int):
     return config, {k: v.clone() for k, v in model.state_dict().items()}
 
 
+@builds
 def _fresh_model(bos: int, eos: int):
     """A new copy of the checker's model, in training mode (dropout on), as a learner might hand it over."""
     from ...models.transformer import Transformer
@@ -309,7 +312,7 @@ def check_greedy_decode(greedy_decode) -> str:
         try:
             got, left_training = call(greedy_decode, model, src, max_len, bos, eos, what="greedy_decode", on=desc,
                                       forbid=GREEDY_FORBIDDEN, explain=_decode_error_hint,
-                                      observe=lambda _: bool(model.training))
+                                      observe=Training(0))
             _decode_type(got, desc, src.size(0))
         except Wrong:
             if wrong:

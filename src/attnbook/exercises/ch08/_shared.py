@@ -15,6 +15,8 @@ import math
 import torch
 from torch import Tensor
 
+from ..observe import Drawn
+
 FALSE_FAILURE = 2e-9  # the probability that a right count falls outside its window (see the module docstring)
 _L = math.log(2 / FALSE_FAILURE)
 
@@ -31,6 +33,6 @@ def is_integer_tensor(t: Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 
-def drawn_from(generator: torch.Generator, gen_seed: int):
-    """An `observe` for `call`: whether `generator` (seeded with `gen_seed`) has been drawn from."""
-    return lambda got: not torch.equal(generator.get_state(), torch.Generator().manual_seed(gen_seed).get_state())
+def drawn_from(position: int, gen_seed: int) -> Drawn:
+    """An observer for `call`: whether the generator at `position` (seeded with `gen_seed`) has been drawn from."""
+    return Drawn(position, gen_seed)

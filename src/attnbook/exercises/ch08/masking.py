@@ -43,7 +43,7 @@ def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: in
     """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes."""
     generator = torch.Generator().manual_seed(gen_seed)
     got, used = call(mlm_mask, ids, mask_id, vocab_size, generator, what="mlm_mask", on=on, forbid=MLM_FORBIDDEN,
-                     seed=seed, explain=_mlm_error_hint, observe=drawn_from(generator, gen_seed))
+                     seed=seed, explain=_mlm_error_hint, observe=drawn_from(3, gen_seed))
     _expect_used(used, "mlm_mask", on, GENERATOR_HINT)
     if isinstance(got, (tuple, list)) and len(got) == 3:
         raise Wrong(f"mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)",

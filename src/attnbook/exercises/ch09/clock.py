@@ -60,7 +60,7 @@ class CheckClock:
         self.fn = fn
 
     def state(self) -> dict:
-        """What the clock saw, as plain data (to record and replay a check; see `from_state`)."""
+        """What the clock saw, as plain data (to send back to the grader; see `from_state`)."""
         return {"durations_ns": list(self.durations_ns), "wall_reads": sorted(self.wall_reads),
                 "cpu_reads": self.cpu_reads, "log": [[kind, calls] for kind, calls in self.log],
                 "cuda_queries": self.cuda_queries}

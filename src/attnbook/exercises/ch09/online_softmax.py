@@ -13,6 +13,7 @@ from ...attention import softmax
 from .. import guard
 from ..compare import expect_close, expect_dtype, expect_tensor
 from ..guard import call
+from ..observe import ChangedItem
 from ..hints import describe
 from ..registry import exercise, Wrong
 
@@ -321,15 +322,6 @@ def _online_error_hint(message: str) -> str | None:
     return None
 
 
-def _changed_block(given: list[Tensor], blocks: list[Tensor]):
-    """An `observe` for `call`: the index of the first block of `given` changed in place (None if none)."""
-    def observe(got):
-        for i, (b, original) in enumerate(zip(given, blocks)):
-            if b.shape != original.shape or not torch.equal(b, original):
-                return i
-        return None
-    return observe
-
 
 @exercise("9.1", "Online softmax over blocks", section="How online softmax works",
           references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
@@ -342,7 +334,7 @@ def check_online_softmax(online_softmax) -> str:
     for desc, blocks in cases:
         given = [b.clone() for b in blocks]
         got, changed = call(online_softmax, given, what="online_softmax", on=desc, forbid=forbid,
-                            explain=_online_error_hint, observe=_changed_block(given, blocks))
+                            explain=_online_error_hint, observe=ChangedItem(0, blocks))
         if changed is not None:
             raise Wrong(f"online_softmax changed block {changed} of its input in place on {desc}",
                         "use out-of-place operations (b - m, not b -= m or b.sub_(m))")

@@ -11,7 +11,7 @@ import statistics
 import torch
 from torch import Tensor
 
-from ..guard import call, recorded
+from ..guard import beside_answer, call
 from ..hints import describe
 from ..registry import exercise, Wrong
 from .clock import CheckClock
@@ -217,7 +217,7 @@ def _gpu_error_hint(message: str) -> str | None:
     return _timing_error_hint(message)
 
 
-@recorded  # the clock reaches into the answer's globals and closures: it runs where the answer does
+@beside_answer  # the clock reaches into the answer's globals and closures: it runs where the answer does
 def _timed(time_it, schedule: list[float], gpu: bool, desc: str, kwargs: dict) -> tuple[object, dict]:
     """(what time_it returned, the clock's log as plain data) for one run of time_it on the check's clock."""
     clock = CheckClock(schedule, time_it, gpu=gpu)

@@ -4,7 +4,7 @@ exercise; importing this package registers them all.
     cache_bytes   10.1  the size of a KV cache (an exact int of bytes)
     repeat        10.2  repeat_kv for grouped-query attention (without the package's or transformers' repeat_kv)
     attend        10.3  append to a cache and attend over it (bottom-right causal mask, no library attention)
-    _shared       `call_reloading`: the guard's `call` for learner code that imports a module for the first time
+(Each calls the answer with `call(..., reload=True)`: learner code may import a module for the first time.)
 """
 # Importing registers the checkers, in the order of the exercises.
 from . import cache_bytes  # 10.1

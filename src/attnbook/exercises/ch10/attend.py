@@ -10,9 +10,8 @@ from torch import Tensor
 
 from ...attention import scaled_dot_product_attention
 from ..compare import expect_close, expect_tensor, expect_tuple
-from ..guard import ATTENTION_SHORTCUTS
+from ..guard import ATTENTION_SHORTCUTS, call
 from ..registry import exercise, Wrong
-from ._shared import call_reloading
 
 
 _ATTEND_INSTEAD = ("grow the caches with torch.cat and write the attention from the tensor operations the task "
@@ -230,8 +229,8 @@ def check_attend_with_cache(attend_with_cache) -> str:
                                                 attn_mask=_bottom_right(L, S))[0]  # (B, h, L, d_v)
         tol = (1e-2, 1e-2) if q.dtype == torch.float16 else (1e-5, 1e-4)
         try:
-            got = call_reloading(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
-                        forbid=ATTEND_FORBIDDEN, explain=_attend_explain)
+            got = call(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
+                        forbid=ATTEND_FORBIDDEN, explain=_attend_explain, reload=True)
             items = expect_tuple(got, _RESULT_NAMES, "attend_with_cache", desc)
             _check_order(items, k, v, expected.shape, desc)
             out, k_got, v_got = items

@@ -9,9 +9,9 @@ import torch
 from torch import Tensor
 
 from ...timing import kv_cache_bytes as _kv_cache_bytes
+from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
-from ._shared import call_reloading
 
 
 _DTYPES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
@@ -152,8 +152,8 @@ def check_kv_cache_bytes(kv_cache_bytes) -> str:
         B, nbytes = B or 1, nbytes or 2
         right = _cache_bytes(L, kv, d, S, B, nbytes)
         try:
-            got = _as_int(call_reloading(kv_cache_bytes, L, kv, d, S, what="kv_cache_bytes", on=desc,
-                                forbid=CACHE_BYTES_FORBIDDEN, **kwargs), desc, right)
+            got = _as_int(call(kv_cache_bytes, L, kv, d, S, what="kv_cache_bytes", on=desc,
+                                forbid=CACHE_BYTES_FORBIDDEN, reload=True, **kwargs), desc, right)
         except Wrong:
             if first is None:
                 raise

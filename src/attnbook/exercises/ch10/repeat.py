@@ -11,8 +11,8 @@ from torch import Tensor
 
 from ...multihead import repeat_kv as _repeat_kv
 from ..compare import expect_close, expect_tensor
+from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import call_reloading
 
 
 _REPEAT_INSTEAD = ("build it yourself from the tensor operations the task lists (indexing, expand, reshape, "
@@ -133,7 +133,7 @@ def check_repeat_kv(repeat_kv) -> str:
         ("an empty cache: x of shape (1, 2, 0, 4) and n_rep=2", _kv_input(1, 2, 0, 4, seed=6), 2),
     ]
     for desc, x, n_rep in cases:
-        got = call_reloading(repeat_kv, x, n_rep, what="repeat_kv", on=desc, forbid=repeat_kv_forbidden,
+        got = call(repeat_kv, x, n_rep, what="repeat_kv", on=desc, forbid=repeat_kv_forbidden, reload=True,
                     explain=_repeat_explainer(x))
         expected = _repeat_kv(x, n_rep)  # (B, n_kv * n_rep, S, d)
         got = expect_tensor(got, what="your result", on=desc, finite=False)

@@ -1,6 +1,7 @@
-"""Record and replay of checks (attnbook.exercises.replay, codec): the grader's verdict from a transcript equals
-the direct check's for every entry of the mutant catalogue; the catalogue stays at 100% under other run seeds;
-the codec round-trips what answers return and refuses hostile data; a tampered transcript gets 0 points."""
+"""Checks run by the grader on code that runs elsewhere (attnbook.exercises.remote, inputs, codec): the grader's
+verdict, with the answer behind a link to a kernel, equals the direct check's for every entry of the mutant
+catalogue; the catalogue stays at 100% under other run seeds; inputs cross to the kernel as the same objects;
+results cross back as plain data; a reply that does not fit the check gets 0 points."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 import mutants
-from attnbook.exercises import REGISTRY, check, codec, replay, reset_session
+from attnbook.exercises import REGISTRY, check, codec, inputs, remote, reset_session
 from attnbook.exercises.codec import CodecError
 from attnbook.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 
@@ -22,7 +23,7 @@ CATALOGUE = mutants.load()
 @pytest.fixture(autouse=True)
 def _warn_always():
     """PyTorch warns once per process (e.g. .T on a 3-D tensor); a check's message may mention the warning, so
-    the direct and the recorded runs of one answer in one process must both see it."""
+    the direct and the remote runs of one answer in one process must both see it."""
     before = torch.is_warn_always_enabled()
     torch.set_warn_always(True)
     yield
@@ -31,19 +32,28 @@ def _warn_always():
 
 def _direct(exercise_id: str, answer, run_seed: int):
     reset_session()
-    with replay.seeding(run_seed):
+    with remote.seeding(run_seed):
         result = check(exercise_id, answer)
     reset_session()
     return result
 
 
-def _recorded(exercise_id: str, answer, run_seed: int, tamper=None):
-    """record_checks in "the kernel", through JSON text, then judge in "the grader" (one process here)."""
-    namespace = {REGISTRY[exercise_id].answer_name: answer}
-    transcript = json.loads(json.dumps(replay.record_checks(namespace, [exercise_id], run_seed)))
-    if tamper is not None:
-        tamper(transcript["exercises"][exercise_id])
-    return replay.judge(transcript, [exercise_id], run_seed)[exercise_id]
+class _CountingLink(remote.LocalLink):
+    def __init__(self, server, tamper=None):
+        super().__init__(server)
+        self.asked, self.tamper = [], tamper
+
+    def ask(self, message):
+        self.asked.append(message["op"])
+        reply = super().ask(message)
+        return reply if self.tamper is None else self.tamper(message, reply)
+
+
+def _remote(exercise_id: str, answer, run_seed: int, tamper=None, namespace=None):
+    """The grader's verdict with the answer behind a link (every message through JSON text, as over the pipe)."""
+    namespace = {REGISTRY[exercise_id].answer_name: answer} if namespace is None else namespace
+    link = _CountingLink(remote.Server(namespace), tamper)
+    return remote.judge_exercise(link, exercise_id, run_seed)
 
 
 def _same(a, b) -> bool:
@@ -53,24 +63,24 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("index", range(len(CATALOGUE)),
                          ids=[f"{m.exercise_id}-{'right' if m.right else 'wrong'}-{m.name}" for m in CATALOGUE])
-def test_replayed_verdict_equals_the_direct_check(index):
-    """Same status, points and message from judge(record_checks(...)) as from check(...), under run seed
-    0, 1 or 2 in turn; an answer whose own output varies from run to run (it times with the CPU clock) or whose
-    first run differs from later ones (a first import) needs only the same status and points."""
+def test_remote_verdict_equals_the_direct_check(index):
+    """Same status, points and message from judge_exercise(...) as from check(...), under run seed 0, 1 or 2 in
+    turn; an answer whose own output varies from run to run (it times with the CPU clock) or whose first run
+    differs from later ones (a first import) needs only the same status and points."""
     mutant = CATALOGUE[index]
     run_seed = index % 3
-    replayed = _recorded(mutant.exercise_id, mutant.answer, run_seed)
+    graded = _remote(mutant.exercise_id, mutant.answer, run_seed)
     direct = _direct(mutant.exercise_id, mutant.answer, run_seed)
-    if not _same(direct, replayed):
+    if not _same(direct, graded):
         again = _direct(mutant.exercise_id, mutant.answer, run_seed)
-        assert _same(again, replayed) or (not _same(again, direct) and (direct.status, direct.points) == (
-            replayed.status, replayed.points)), f"direct: {direct}\nreplayed: {replayed}"
+        assert _same(again, graded) or (not _same(again, direct) and (direct.status, direct.points) == (
+            graded.status, graded.points)), f"direct: {direct}\ngraded: {graded}"
     # and the grader's verdict is the catalogue's under this run seed: right answers pass, wrong ones fail as promised
     if mutant.right:
-        assert replayed.passed, f"a right answer failed when graded with run seed {run_seed}: {replayed}"
+        assert graded.passed, f"a right answer failed when graded with run seed {run_seed}: {graded}"
     else:
-        assert replayed.status == "failed" and (mutant.hint is None or mutant.hint.lower() in replayed.message.lower()), \
-            f"a wrong answer was not rejected as promised when graded with run seed {run_seed}: {replayed}"
+        assert graded.status == "failed" and (mutant.hint is None or mutant.hint.lower() in graded.message.lower()), \
+            f"a wrong answer was not rejected as promised when graded with run seed {run_seed}: {graded}"
 
 
 @pytest.mark.parametrize("run_seed", [1])  # seed 0 is tests/test_mutants.py; every entry is also graded above
@@ -80,7 +90,7 @@ def test_catalogue_stays_at_100_percent_under_other_run_seeds(chapter, run_seed)
     for m in CATALOGUE:
         if m.exercise_id.split(".")[0] != chapter:
             continue
-        with replay.seeding(run_seed):
+        with remote.seeding(run_seed):
             ok, result = mutants.run(m)
         if not ok:
             failures.append(f"{m.exercise_id} {m.name}: {result}")
@@ -118,7 +128,7 @@ def test_tensors_round_trip_with_their_dtype(dtype):
 
 
 def test_tensor_details_round_trip():
-    t = torch.randn(2, 3, requires_grad=True) * 2  # a non-leaf: decoded as a leaf that requires grad
+    t = torch.randn(2, 3, requires_grad=True) * 2  # a non-leaf result: decoded as a leaf that requires grad
     assert _round_trip(t).requires_grad and not _round_trip(t.detach()).requires_grad
     view = torch.arange(24.0).reshape(2, 3, 4).transpose(0, 2)[1:]  # strided, offset
     assert torch.equal(_round_trip(view), view)
@@ -218,7 +228,68 @@ def test_object_arrays_are_never_unpickled():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# A transcript that does not match the grader's run
+# Inputs sent to the kernel
+# ---------------------------------------------------------------------------------------------------------
+
+def _sent(x):
+    return inputs.decode(json.loads(json.dumps(inputs.encode(x), allow_nan=False)))
+
+
+def test_input_tensors_keep_values_gradients_and_strides():
+    leaf = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    copy = leaf * 1  # what grad_inputs hands over: a non-leaf, so that an in-place change is reported as one
+    assert _sent(leaf).is_leaf and _sent(leaf).requires_grad
+    assert not _sent(copy).is_leaf and _sent(copy).requires_grad and torch.equal(_sent(copy), copy)
+    base = torch.arange(24.0).reshape(2, 3, 4)
+    for view in (base.transpose(1, 2), base[:, 1:, ::2], torch.arange(3.0)[:, None].expand(3, 5), base.mT[1]):
+        out = _sent(view)
+        assert torch.equal(out, view) and out.stride() == view.stride() and not out.is_contiguous()
+    with pytest.raises(RuntimeError):
+        _sent(base.transpose(1, 2)).view(2, 12)  # the view refuses it as it refuses the checker's own
+
+
+def test_input_generators_functions_and_containers():
+    g = torch.Generator().manual_seed(5)
+    g.manual_seed(7)
+    out = _sent(g)
+    assert isinstance(out, torch.Generator) and torch.equal(out.get_state(), g.get_state())
+    from attnbook.exercises.ch10.repeat import repeat_kv_forbidden
+
+    assert _sent(repeat_kv_forbidden) is repeat_kv_forbidden
+    assert _sent({"a": (1, [2.5, None]), "b": "s"}) == {"a": (1, [2.5, None]), "b": "s"}
+    with pytest.raises(CodecError):
+        inputs.encode(lambda t: t)  # a closure cannot cross: checkers make such inputs with @builds factories
+    with pytest.raises(CodecError):
+        inputs.encode(nn.Linear(2, 2))
+
+
+def test_built_inputs_are_made_again_by_their_factory():
+    from attnbook.exercises.ch04.block import _block_cases
+
+    for desc, x, *pieces, _ in _block_cases():
+        again = _sent(pieces)
+        assert [p.__name__ for p in again] == [p.__name__ for p in pieces]
+        for mine, theirs in zip(pieces, again):
+            assert mine is not theirs and torch.equal(mine(x), theirs(x)), desc
+    from attnbook.exercises.ch06.greedy import _fresh_model
+
+    model = _fresh_model(1, 2)
+    rebuilt = _sent(model)
+    assert rebuilt is not model and rebuilt.training
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), rebuilt.state_dict().values()))
+
+
+def test_a_name_outside_the_package_is_never_resolved():
+    for name in ("os:system", "builtins:eval", "attnbook.exercises.guard:<locals>.x"):
+        with pytest.raises(ValueError):
+            inputs.resolve(name)
+    with pytest.raises(ValueError):  # a function of the package that is not a factory
+        inputs.decode({"t": "built", "factory": "attnbook.attention:softmax", "args": [], "kwargs": {},
+                       "index": None})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Replies that do not fit the check
 # ---------------------------------------------------------------------------------------------------------
 
 def _right(exercise_id: str):
@@ -229,78 +300,89 @@ def _wrong(exercise_id: str):
     return next(m.answer for m in CATALOGUE if m.exercise_id == exercise_id and not m.right)
 
 
-def test_an_untouched_transcript_passes():
-    assert _recorded("2.3", _right("2.3"), 5).status == PASSED
+def test_the_kernel_is_asked_and_the_grader_decides():
+    link = _CountingLink(remote.Server({"padding_mask": _right("2.3")}))
+    assert remote.judge_exercise(link, "2.3", 5).status == PASSED
+    assert link.asked[0] == "describe" and link.asked.count("call") >= 5
 
 
-@pytest.mark.parametrize("tamper", [
-    lambda e: e["events"][0].update(digest="0" * 64),  # recorded on another input
-    lambda e: e["events"].pop(),  # the record ends early
-    lambda e: e["events"].append(dict(e["events"][-1])),  # events left over
-    lambda e: e.update(events="nope"),
-    lambda e: e["events"][0].update(kind="unit"),
-    lambda e: e["events"][0].update({"return": {"t": "tensor", "dtype": "float32", "v": "AAAA"}}),
-    lambda e: e["events"][0].update({"raise": "Wrong", "message": 5}),
+def _first_call(replace):
+    def tamper(message, reply):
+        return replace(message, reply) if message["op"] == "call" else reply
+    return tamper
+
+
+@pytest.mark.parametrize("replace", [
+    lambda m, r: "nope",
+    lambda m, r: {"return": {"t": "tensor", "dtype": "float32", "v": "AAAA"}},
+    lambda m, r: {"raise": "Wrong", "message": 5},
+    lambda m, r: {"raise": "Alien"},
+    lambda m, r: {},
+    lambda m, r: {"return": {"t": "nope"}},
 ])
-def test_a_tampered_transcript_gets_no_points(tamper):
-    result = _recorded("2.3", _right("2.3"), 0, tamper)
+def test_an_unreadable_reply_gets_no_points(replace):
+    result = _remote("2.3", _right("2.3"), 0, _first_call(replace))
+    assert result.status == FAILED and result.points == 0 and remote.OUT_OF_STEP in result.message
+
+
+def test_a_forged_reply_is_judged_by_the_grader():
+    """Whatever the kernel sends back is judged as the answer's output: a forged 'passed' message is a Wrong,
+    and another input's output is wrong for this one."""
+    result = _remote("2.3", _right("2.3"), 0, _first_call(
+        lambda m, r: {"raise": "Wrong", "message": "all tests passed", "hint": None}))
     assert result.status == FAILED and result.points == 0
-    assert result.message.startswith(replay.DIVERGENCE)
+    first = []
 
-
-def test_another_inputs_output_forged_in_fails():
-    def forge(entry):
-        first, second = entry["events"][0], entry["events"][1]
-        assert first["return"] != second["return"]
-        second["return"] = first["return"]  # the output for input 1, under input 2's digest
-    result = _recorded("2.3", _right("2.3"), 0, forge)
-    assert result.status == FAILED and result.points == 0
-
-
-def test_a_forged_return_is_judged_by_the_grader():
-    """Forging the right output for a wrong answer is no easier than writing a right answer: the grader's
-    checker computes the verdict; a forged Wrong can only cost points."""
-    def forge_raise(entry):
-        entry["events"][0] = {"kind": "call", "digest": entry["events"][0]["digest"], "raise": "Wrong",
-                              "message": "all tests passed", "hint": None}
-    result = _recorded("2.3", _right("2.3"), 0, forge_raise)
+    def replay_first(message, reply):
+        first.append(reply)
+        return first[0]
+    result = _remote("2.3", _right("2.3"), 0, _first_call(replay_first))
     assert result.status == FAILED and result.points == 0
 
 
-def test_a_missing_or_absent_answer():
-    transcript = json.loads(json.dumps(replay.record_checks({}, ["2.3"], 0)))
-    assert replay.judge(transcript, ["2.3"], 0)["2.3"].status == NOT_ATTEMPTED
-    assert replay.judge({"exercises": {}}, ["2.3"], 0)["2.3"].status == FAILED
-    assert replay.judge("garbage", ["2.3"], 0)["2.3"].points == 0
-    assert replay.judge({"exercises": {"2.3": {"answer": {"kind": "alien"}}}}, ["2.3"], 0)["2.3"].points == 0
+def test_a_broken_link_is_left_to_the_grader():
+    class Dead:
+        def ask(self, message):
+            raise remote.LinkBroken("the kernel died")
+    with pytest.raises(remote.LinkBroken):
+        remote.judge_exercise(Dead(), "2.3", 0)
+
+
+def test_a_missing_answer_and_a_garbled_description():
+    assert _remote("2.3", None, 0, namespace={}).status == NOT_ATTEMPTED
+    garbled = _remote("2.3", _right("2.3"), 0, lambda m, r: {"answer": {"kind": "alien"}} if m["op"] == "describe" else r)
+    assert garbled.status == FAILED and garbled.points == 0
 
 
 def test_the_run_seed_changes_the_inputs():
-    """A transcript recorded under one run seed does not replay under another (the inputs differ)."""
-    namespace = {"attention": _right("2.2")}
-    transcript = json.loads(json.dumps(replay.record_checks(namespace, ["2.2"], 1)))
-    assert replay.judge(transcript, ["2.2"], 1)["2.2"].status == PASSED
-    assert replay.judge(transcript, ["2.2"], 2)["2.2"].message.startswith(replay.DIVERGENCE)
+    """The inputs sent to the kernel differ from one run seed to the next: no output can be prepared in advance."""
+    sent = {}
+    for run_seed in (1, 2):
+        def keep(message, reply, run_seed=run_seed):
+            sent.setdefault(run_seed, message["args"])
+            return reply
+        assert _remote("2.2", _right("2.2"), run_seed, _first_call(keep)).status == PASSED
+    assert sent[1] != sent[2]
 
 
-def test_record_checks_leaves_the_session_and_the_mode_alone():
+def test_judging_leaves_the_session_and_the_mode_alone():
     from attnbook.exercises import guard, results
 
     reset_session()
     check("2.3", _wrong("2.3"))
     before = dict(results._SESSION), dict(results._FAILED_ATTEMPTS)
-    replay.record_checks({"padding_mask": _right("2.3")}, ["2.3"], 0)
+    _remote("2.3", _right("2.3"), 0)
     assert (dict(results._SESSION), dict(results._FAILED_ATTEMPTS)) == before and guard._RUNNER is None
     reset_session()
 
 
-def test_the_replayed_function_carries_the_signature():
+def test_the_stand_in_carries_the_signature():
     def time_it(fn, n_warmup=5, n_runs=10, *, clock=None):
         return math.floor(1.0)
 
     import inspect
 
-    stand_in = replay.stand_in(json.loads(json.dumps(replay.describe_answer(time_it))))
+    stand_in = remote.stand_in(json.loads(json.dumps(remote.describe_answer(time_it))))
     assert stand_in.__name__ == "time_it" and "floor" in stand_in.code_names
     assert str(inspect.signature(stand_in)) == str(inspect.signature(time_it))
     with pytest.raises(TypeError):
