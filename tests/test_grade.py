@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -356,7 +357,9 @@ def _pipe_link(reply: bytes | None, deadline_s: float = 2.0):
     to_runner_r, to_runner_w = os.pipe()
     from_runner_r, from_runner_w = os.pipe()
     if reply:
-        os.write(from_runner_w, reply)
+        def write():  # from a thread: a reply larger than the pipe's buffer blocks until the link reads it
+            os.write(from_runner_w, reply)
+        threading.Thread(target=write, daemon=True).start()
     if reply is None:
         os.close(from_runner_w)
     link = protocol.PipeLink(to_runner_w, from_runner_r)
@@ -370,6 +373,7 @@ def test_the_pipe_link_bounds_what_it_reads():
     assert _pipe_link(b'{"return": 5}\n').ask({"op": "describe"}) == {"return": 5}
     assert _pipe_link(b"not json\n").ask({"op": "describe"}) is None  # unreadable: that check gets 0
     assert _pipe_link(b"[" * 100 + b"\n").ask({"op": "describe"}) is None  # nesting bounded before parsing
+    assert _pipe_link(b"[" + b"[]," * 200_000 + b"[]]\n").ask({"op": "describe"}) is None  # a memory filler
     for reply, why in ((None, "died"), (b"", "stalled"), (b'{"return": 1}', "stalled")):  # no newline: no reply yet
         with pytest.raises(LinkBroken, match=why):
             _pipe_link(reply, deadline_s=0.3).ask({"op": "describe"})

@@ -35,7 +35,8 @@ RESERVED_NAMES = {REQUEST, PROGRESS}
 
 OUTPUT_FLOOD_BYTES = 10_000_000  # a cell that prints more is reported (outputs are never kept)
 MAX_PROGRESS_BYTES = 1_000_000
-MAX_REPLY_BYTES = 40_000_000  # one reply line from the runner (its array data is bounded by remote.MAX_REPLY_BYTES)
+MAX_REPLY_BYTES = 16_000_000  # one reply line from the runner (the largest honest one, 8.1's, is about 6.4 MB)
+MAX_REPLY_CONTAINERS = 100_000  # lists and objects in one reply (an honest one has a few dozen)
 MAX_JSON_DEPTH = 64  # nesting allowed in any JSON the grader parses (a notebook is about 6 deep)
 
 
@@ -87,6 +88,8 @@ def _kind(mode: int) -> str:
 def json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the brackets of JSON `text` nest at most `limit` deep (brackets inside strings ignored), so
     json.loads cannot hit the recursion limit. A linear scan; it does not validate anything else."""
+    if text.count("[") + text.count("{") <= limit:  # cannot nest deeper than it has brackets (fast for array data)
+        return True
     depth, in_string, escaped = 0, False, False
     for ch in text:
         if in_string:
@@ -236,6 +239,8 @@ class PipeLink:
 
         self._write((json.dumps(message) + "\n").encode("utf-8"), LinkBroken)
         line = self._read_line(LinkBroken)
+        if line.count(b"[") + line.count(b"{") > MAX_REPLY_CONTAINERS:
+            return None  # a reply made to fill the grader's memory when parsed: unreadable
         try:
             return loads_bounded(line, what="a reply")
         except BadFile:
