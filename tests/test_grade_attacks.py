@@ -282,20 +282,25 @@ PACKAGE_REFERENCES = {
            "    return attnbook.masks.padding_mask(lengths, max_len)\n",
 }
 
-FRAME_THIEF = r'''
+IN_REACH = r'''
 import gc, sys, torch
 
-def attention(q, k, v, mask=None):
-    """Writes nothing of attention: looks for the checker's reference in every frame and on the heap (weights:
-    rows that sum to 1, and an output equal to weights @ v)."""
-    shape_w = q.shape[:-1] + k.shape[-2:-1]
-    seen = []
-    frame = sys._getframe(1)
+def tensors_in_reach():
+    """Every tensor in the caller's frames and on the heap: where a checker's reference would be."""
+    found = []
+    frame = sys._getframe(2)
     while frame is not None:
-        seen += [x for x in frame.f_locals.values() if isinstance(x, torch.Tensor)]
+        found += [x for x in frame.f_locals.values() if isinstance(x, torch.Tensor)]
         frame = frame.f_back
-    seen += [x for x in gc.get_objects() if isinstance(x, torch.Tensor)]
-    for w in seen:
+    return found + [x for x in gc.get_objects() if isinstance(x, torch.Tensor)]
+'''
+
+FRAME_THIEF = IN_REACH + r'''
+def attention(q, k, v, mask=None):
+    """Writes nothing of attention: looks for the checker's reference weights (rows that sum to 1, zero where
+    the mask blocks) and returns them with weights @ v."""
+    shape_w = q.shape[:-1] + k.shape[-2:-1]
+    for w in tensors_in_reach():
         if w.shape != shape_w or not w.is_floating_point() or not bool((w >= 0).all()):
             continue
         rows = w.double().sum(-1)
@@ -305,20 +310,10 @@ def attention(q, k, v, mask=None):
     raise NotImplementedError("no reference found")
 '''
 
-
-HEAP_THIEF = r'''
-import gc, sys, torch
-
+HEAP_THIEF = IN_REACH + r'''
 def padding_mask(lengths, max_len):
     """Computes nothing: returns a mask of the right shape that the checker left in a frame or on the heap."""
-    shape = (len(lengths), max_len)
-    found = []
-    frame = sys._getframe(1)
-    while frame is not None:
-        found += [x for x in frame.f_locals.values() if isinstance(x, torch.Tensor)]
-        frame = frame.f_back
-    found += [x for x in gc.get_objects() if isinstance(x, torch.Tensor)]
-    masks = [t for t in found if t.dtype == torch.bool and tuple(t.shape) == shape]
+    masks = [t for t in tensors_in_reach() if t.dtype == torch.bool and tuple(t.shape) == (len(lengths), max_len)]
     if masks:
         return masks[0].clone()
     raise NotImplementedError("no reference found")
@@ -717,3 +712,16 @@ def test_hostile_files_are_refused_without_running_or_blocking(tmp_path, capsys)
     for row, why in zip(rows, hostile.values()):
         assert why in row["problems"] and row["total"] == "0", row
     assert "the instructor's secret" not in capsys.readouterr().out + (tmp_path / "book.csv").read_text()
+
+
+@pytest.mark.parametrize("exercise_id, source", [("2.2", FRAME_THIEF), ("2.3", HEAP_THIEF)])
+def test_the_thieves_find_a_reference_where_one_is_in_reach(exercise_id, source):
+    """The reference thieves are real: where the checker runs in the learner's process (a notebook's own check),
+    they find its reference and pass. Graded, they get 0 (above): the learner's process holds none."""
+    from attnbook.exercises import check, reset_session
+
+    namespace: dict = {}
+    exec(compile(source, f"<thief {exercise_id}>", "exec"), namespace)
+    reset_session()
+    assert check(exercise_id, namespace[REGISTRY[exercise_id].answer_name]).passed
+    reset_session()
