@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {  # public name -> submodule that defines it
     "Transformer": "transformer",
     "EncoderDecoder": "transformer",
     "greedy_decode": "transformer",
+    **{name: "llama" for name in ("LlamaConfig", "Llama", "load_hf_weights", "block_costs")},  # ch. 11
 }
 
 
