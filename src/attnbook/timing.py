@@ -3,8 +3,12 @@
 Everything here runs unchanged on CPU and CUDA. Times come from `torch.utils.benchmark.Timer`, which warms
 up, synchronises the accelerator around each timed block and repeats until `min_run_time` has passed; we
 report the median and the interquartile range (IQR), which ignore the odd slow run. Throughput is compared
-with `matmul_peak`, a large matrix product timed the same way in the same run, so a result reads as
-"x % of what this machine does on its best kernel" rather than against a datasheet.
+with `matmul_throughput`: the best FLOP rate of several matrix products (square ones and the operation's own
+products) timed the same way, in the same dtype, with the same threads, in the same run. A result then reads as
+"x % of the measured matmul throughput", and `MatmulThroughput.percent` refuses a rate above it, so no
+percentage exceeds 100. (A datasheet peak is another reference: papers quote it; this module never measures it.)
+FLOP counts: `attention_flops` (the attention core, QK^T and PV) and `layer_flops` (a whole Transformer layer:
+the attention core, the Q, K, V and output projections, and the feed-forward network).
 """
 from __future__ import annotations
 
@@ -25,7 +29,14 @@ __all__ = [
     "benchmark",
     "peak_memory",
     "matmul_peak",
+    "MatmulThroughput",
+    "matmul_throughput",
+    "matmul_flops",
+    "format_rate",
+    "attention_matmul_shapes",
     "attention_flops",
+    "LayerFlops",
+    "layer_flops",
     "score_matrix_bytes",
     "kv_cache_bytes",
     "device_report",
@@ -167,7 +178,11 @@ def _quiet_stderr():
 
 
 def matmul_peak(device="cpu", dtype: torch.dtype = torch.float32, n: int | None = None) -> float:
-    """FLOP/s of an (n, n) @ (n, n) product measured now: 2 n^3 / median time. n defaults per device."""
+    """FLOP/s of one (n, n) @ (n, n) product measured now: 2 n^3 / median time. n defaults per device.
+
+    One shape, timed once: a quick figure, not a reference for percentages. `matmul_throughput` is that
+    reference (several shapes, several rounds, the best kept).
+    """
     device = torch.device(device)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
@@ -179,6 +194,180 @@ def matmul_peak(device="cpu", dtype: torch.dtype = torch.float32, n: int | None 
     b = torch.randn(n, n, generator=g, device=device, dtype=dtype)  # (n, n)
     t = benchmark(torch.matmul, a, b)
     return 2.0 * n**3 / t.median_s
+
+
+Shape = tuple  # (batch, m, k, n): a batch of (m, k) @ (k, n) matrix products
+
+# Square sizes that `matmul_throughput` times when given no shapes: large enough to run near the BLAS's best,
+# small enough to take a fraction of a second each (CPU, one thread: about 10 ms for 1024).
+DEFAULT_MATMUL_SIZES = {"cpu": (256, 512, 1024), "cuda": (2048, 4096, 8192)}
+
+
+def _check_shape(shape, name: str) -> tuple[int, int, int, int]:
+    """`shape` as a (batch, m, k, n) tuple of positive ints, else TypeError/ValueError naming `name`."""
+    if not isinstance(shape, (tuple, list)) or len(shape) != 4:
+        raise ValueError(f"{name} must be a (batch, m, k, n) tuple of 4 positive ints, got {shape!r}")
+    for part, value in zip(("batch", "m", "k", "n"), shape):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must hold ints, got {part}={value!r} in {shape!r}")
+        if value < 1:
+            raise ValueError(f"{name} must hold positive ints, got {part}={value} in {shape!r}")
+    return tuple(shape)
+
+
+def matmul_flops(shape) -> int:
+    """FLOPs of a batch of matrix products, `shape` = (batch, m, k, n): 2 * batch * m * k * n."""
+    b, m, k, n = _check_shape(shape, "shape")
+    return 2 * b * m * k * n
+
+
+def attention_matmul_shapes(batch: int, heads: int, q_len: int, k_len: int, d_head: int) -> list[tuple]:
+    """The two matrix products of attention, as (batch, m, k, n) shapes for `matmul_throughput`:
+    QK^T, (q_len, d_head) @ (d_head, k_len), and PV, (q_len, k_len) @ (k_len, d_head), in each of batch * heads.
+
+    Their FLOPs add up to `attention_flops(batch, heads, q_len, k_len, d_head)`. Attention does these products and
+    more (scaling, softmax), so a matmul throughput that includes them bounds what attention can reach.
+    """
+    for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len), ("d_head", d_head)):
+        require_int(value, name, minimum=1)
+    return [(batch * heads, q_len, d_head, k_len), (batch * heads, q_len, k_len, d_head)]
+
+
+def _format_shape(shape) -> str:
+    """(1, 512, 512, 512) -> "(512, 512) @ (512, 512)"; (4, 256, 64, 256) -> "4 × (256, 64) @ (64, 256)"."""
+    b, m, k, n = shape
+    product = f"({m}, {k}) @ ({k}, {n})"
+    return product if b == 1 else f"{b} × {product}"
+
+
+def format_rate(flops_per_s: float) -> str:
+    """A FLOP rate with its unit: "38.2 GFLOP/s", or "412.0 TFLOP/s" from 1e12 FLOP/s up."""
+    if isinstance(flops_per_s, bool) or not isinstance(flops_per_s, (int, float)) or not flops_per_s >= 0:
+        raise ValueError(f"flops_per_s must be a non-negative number, got {flops_per_s!r}")
+    if flops_per_s >= 1e12:
+        return f"{flops_per_s / 1e12:,.1f} TFLOP/s"
+    return f"{flops_per_s / 1e9:,.1f} GFLOP/s"
+
+
+@dataclass(frozen=True)
+class MatmulThroughput:
+    """The measured matmul throughput: the best FLOP rate among matrix products timed on one device, in one
+    dtype, with one thread count. `rates` maps each (batch, m, k, n) shape to its best rate; `flops_per_s` is
+    the largest of them (checked on construction), so the reference is at least as fast as every product in it.
+    """
+
+    flops_per_s: float
+    best_shape: tuple
+    rates: dict
+    device: str
+    dtype: torch.dtype
+    num_threads: int
+    rounds: int
+
+    def __post_init__(self):
+        if not isinstance(self.rates, dict) or not self.rates:
+            raise ValueError(f"rates must be a non-empty dict of shape -> FLOP/s, got {self.rates!r}")
+        for shape, rate in self.rates.items():
+            _check_shape(shape, "rates")
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < math.inf:
+                raise ValueError(f"rates must hold positive finite FLOP/s, got {rate!r} for {shape!r}")
+        if self.best_shape not in self.rates:
+            raise ValueError(f"best_shape {self.best_shape!r} is not one of the measured shapes")
+        best = max(self.rates.values())
+        if self.flops_per_s != best or self.rates[self.best_shape] != best:
+            raise ValueError(f"flops_per_s must be the best of rates ({best!r}) and best_shape its shape, "
+                             f"got {self.flops_per_s!r} for {self.best_shape!r}")
+        if not isinstance(self.dtype, torch.dtype):
+            raise TypeError(f"dtype must be a torch.dtype, got {self.dtype!r}")
+        require_int(self.num_threads, "num_threads", minimum=1)
+        require_int(self.rounds, "rounds", minimum=1)
+
+    def percent(self, flops_per_s: float) -> float:
+        """`flops_per_s` as a percentage of the measured matmul throughput, between 0 and 100.
+
+        A rate above the reference raises ValueError rather than printing more than 100%: it means the
+        reference missed the machine's best (time more shapes or more rounds, or pass the rate as `at_least`).
+        """
+        if isinstance(flops_per_s, bool) or not isinstance(flops_per_s, (int, float)):
+            raise TypeError(f"flops_per_s must be a number, got {type(flops_per_s).__name__}")
+        if not 0 <= flops_per_s < math.inf:
+            raise ValueError(f"flops_per_s must be a non-negative finite number, got {flops_per_s!r}")
+        if flops_per_s > self.flops_per_s:
+            raise ValueError(
+                f"flops_per_s={flops_per_s:.4g} is above the measured matmul throughput ({self.flops_per_s:.4g} "
+                "FLOP/s), so its percentage would exceed 100: measure the reference with more shapes or rounds, "
+                "e.g. matmul_throughput(..., at_least=flops_per_s)")
+        return 100.0 * flops_per_s / self.flops_per_s
+
+    def merged(self, other: "MatmulThroughput") -> "MatmulThroughput":
+        """Both measurements as one: every shape's best rate, and the best overall. Same device, dtype, threads."""
+        if not isinstance(other, MatmulThroughput):
+            raise TypeError(f"other must be a MatmulThroughput, got {type(other).__name__}")
+        for field in ("device", "dtype", "num_threads"):
+            if getattr(self, field) != getattr(other, field):
+                raise ValueError(f"other was measured with {field}={getattr(other, field)!r}, this one with "
+                                 f"{getattr(self, field)!r}: a reference holds one device, dtype and thread count")
+        rates = dict(self.rates)
+        for shape, rate in other.rates.items():
+            rates[shape] = max(rate, rates.get(shape, 0.0))
+        best_shape = max(rates, key=rates.get)
+        return MatmulThroughput(rates[best_shape], best_shape, rates, self.device, self.dtype, self.num_threads,
+                                self.rounds + other.rounds)
+
+    def __str__(self) -> str:
+        """E.g. "measured matmul throughput: 105.7 GFLOP/s, the best of 3 shapes ((512, 512) @ (512, 512)), ..."."""
+        shapes = f"{len(self.rates)} shape" + ("" if len(self.rates) == 1 else "s")
+        threads = f"{self.num_threads} thread" + ("" if self.num_threads == 1 else "s")
+        return (f"measured matmul throughput: {format_rate(self.flops_per_s)}, the best of {shapes} "
+                f"(fastest: {_format_shape(self.best_shape)}), {str(self.dtype).removeprefix('torch.')}, "
+                f"{self.device}, {threads}")
+
+
+def matmul_throughput(device="cpu", dtype: torch.dtype = torch.float32, shapes=None, rounds: int = 2,
+                      min_run_time: float = 0.05, at_least: float | None = None,
+                      max_rounds: int = 10) -> MatmulThroughput:
+    """Measure the matmul throughput: time every shape in `rounds` rounds, keep each shape's best rate.
+
+    `shapes` are (batch, m, k, n) tuples (`attention_matmul_shapes` gives attention's own); by default, the
+    squares of `DEFAULT_MATMUL_SIZES` for the device. The rounds go over all shapes in turn, so a busy moment
+    of a shared machine slows one measurement of each shape, not every measurement of one. Each rate is
+    FLOPs / median time of `benchmark`, with torch's current threads.
+
+    `at_least`: a rate that some operation built from these products reached (attention's FLOP/s, say). A
+    product cannot really be slower than an operation that does it and more, so while the best rate is below
+    `at_least`, the machine was busy during the products: more rounds run, up to `max_rounds`. The result
+    can still fall short, and then `percent(at_least)` raises ValueError instead of exceeding 100.
+    """
+    device = torch.device(device)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    if shapes is None:
+        shapes = [(1, n, n, n) for n in DEFAULT_MATMUL_SIZES.get(device.type, DEFAULT_MATMUL_SIZES["cuda"])]
+    if isinstance(shapes, (str, bytes)) or not hasattr(shapes, "__iter__"):
+        raise TypeError(f"shapes must be a list of (batch, m, k, n) tuples, got {type(shapes).__name__}")
+    shapes = list(dict.fromkeys(_check_shape(s, "shapes") for s in shapes))  # in order, without repeats
+    if not shapes:
+        raise ValueError("shapes must hold at least one (batch, m, k, n) shape")
+    require_int(rounds, "rounds", minimum=1)
+    require_int(max_rounds, "max_rounds", minimum=rounds)
+    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)) or not min_run_time > 0:
+        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
+    if at_least is not None and (isinstance(at_least, bool) or not isinstance(at_least, (int, float))
+                                 or not 0 <= at_least < math.inf):
+        raise ValueError(f"at_least must be None or a non-negative finite FLOP/s, got {at_least!r}")
+    g = torch.Generator(device=device).manual_seed(0)
+    operands = {s: (torch.rand(s[0], s[1], s[2], generator=g, device=device, dtype=dtype),  # (batch, m, k)
+                    torch.rand(s[0], s[2], s[3], generator=g, device=device, dtype=dtype))  # (batch, k, n)
+                for s in shapes}
+    rates: dict = {}
+    done = 0
+    while done < rounds or (at_least is not None and max(rates.values()) < at_least and done < max_rounds):
+        for shape, (a, b) in operands.items():
+            seconds = benchmark(torch.matmul, a, b, min_run_time=min_run_time).median_s
+            rates[shape] = max(rates.get(shape, 0.0), matmul_flops(shape) / seconds)
+        done += 1
+    best_shape = max(rates, key=rates.get)
+    return MatmulThroughput(rates[best_shape], best_shape, rates, str(device), dtype, torch.get_num_threads(), done)
 
 
 def attention_flops(batch: int, heads: int, q_len: int, k_len: int, d_head: int, causal: bool = False) -> int:
@@ -200,6 +389,57 @@ def attention_flops(batch: int, heads: int, q_len: int, k_len: int, d_head: int,
     else:
         pairs = k_len * (k_len + 1) // 2 + (q_len - k_len) * k_len  # rows k_len.. see every key
     return 4 * batch * heads * pairs * d_head
+
+
+@dataclass(frozen=True)
+class LayerFlops:
+    """FLOPs of one Transformer layer's forward pass, by part (2 FLOPs per multiply-add, matrix products only)."""
+
+    attention_core: int  # QK^T and PV: what `attention_flops` counts
+    projections: int  # the Q, K, V and output projections
+    ffn: int  # the feed-forward network
+
+    @property
+    def total(self) -> int:
+        return self.attention_core + self.projections + self.ffn
+
+    @property
+    def attention_share(self) -> float:
+        """The attention core's fraction of the layer's FLOPs, between 0 and 1."""
+        return self.attention_core / self.total
+
+
+def layer_flops(seq_len: int, d_model: int, n_heads: int, d_ff: int, batch: int = 1, causal: bool = False,
+                gated: bool = False, n_kv_heads: int | None = None) -> LayerFlops:
+    """FLOPs of one Transformer layer over `batch` sequences of `seq_len` tokens, split into its three parts.
+
+    - attention core: `attention_flops(batch, n_heads, seq_len, seq_len, d_model // n_heads, causal)`,
+      4 * N^2 * d_model per sequence without a mask;
+    - projections: Q and the output take 2 * N * d_model^2 each, K and V 2 * N * d_model * d_kv each, where
+      d_kv = n_kv_heads * d_head (d_model unless grouped-query attention has fewer key/value heads);
+    - FFN: 2 * N * d_model * d_ff per matrix, 2 matrices (up, down), or 3 with `gated=True` (SwiGLU's gate,
+      as in Llama).
+    Softmax, biases, activations and norms (O(N * d), not O(N * d^2)) are not counted, as is customary.
+    The projections and the FFN grow like N, the attention core like N^2 (like N^2 / 2 with `causal=True`).
+    """
+    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("n_heads", n_heads), ("d_ff", d_ff),
+                        ("batch", batch)):
+        require_int(value, name, minimum=1)
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+    n_kv_heads = n_heads if n_kv_heads is None else require_int(n_kv_heads, "n_kv_heads", minimum=1)
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}")
+    for name, value in (("causal", causal), ("gated", gated)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    d_head = d_model // n_heads
+    tokens = batch * seq_len
+    d_kv = n_kv_heads * d_head
+    projections = 2 * tokens * d_model * (2 * d_model + 2 * d_kv)  # Q and O: d_model -> d_model; K and V: -> d_kv
+    ffn = (3 if gated else 2) * 2 * tokens * d_model * d_ff
+    core = attention_flops(batch, n_heads, seq_len, seq_len, d_head, causal=causal)
+    return LayerFlops(attention_core=core, projections=projections, ffn=ffn)
 
 
 def _element_size(dtype, name: str = "dtype") -> int:

@@ -545,6 +545,24 @@ def online_softmax(blocks):
 # 9.2 · FLOPs and bytes of attention
 # ----------------------------------------------------------------------------------------------------------------
 
+@wrong("9.2", hint="without attnbook.timing.attention_matmul_shapes")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """the package's matmul counts over attention's two products (a learner trial's loophole)"""
+    from attnbook.timing import attention_matmul_shapes, matmul_flops
+
+    flops = sum(matmul_flops(s) for s in attention_matmul_shapes(batch, heads, n, n, d_head))
+    return flops, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="without attnbook.timing.layer_flops")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """the attention core of the package's per-layer count"""
+    from attnbook.timing import layer_flops
+
+    return layer_flops(n, heads * d_head, heads, 4 * heads * d_head, batch).attention_core, \
+        batch * heads * n * n * bytes_per_el
+
+
 @wrong("9.2")
 def attention_cost(batch, heads, n, d_head, bytes_per_el):
     """one FLOP per multiply-add and only one product (B * H * n^2 * d)"""

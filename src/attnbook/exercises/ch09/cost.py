@@ -21,7 +21,8 @@ COST_FORBIDDEN = [
     (name, "write the two formulas yourself: count the multiply-adds of Q K^T and of P V, and the entries of "
            "the score matrix")
     for name in ("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes",
-                 "attnbook.timing.kv_cache_bytes")
+                 "attnbook.timing.kv_cache_bytes", "attnbook.timing.attention_matmul_shapes",
+                 "attnbook.timing.matmul_flops", "attnbook.timing.layer_flops")
 ]
 
 # (batch, heads, n, d_head, bytes_per_el). The first is small enough to count by hand and keeps the known
