@@ -16,6 +16,7 @@ from attnbook.models import BERT, BERTConfig, BERTForMaskedLM  # noqa: E402
 TOL = dict(atol=1e-10, rtol=1e-10)
 SMALL = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
              max_position_embeddings=16, type_vocab_size=3)
+OURS_SMALL = dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, d_ff=48, max_len=16, type_vocab_size=3)
 
 
 def randomize_(module: nn.Module, seed: int) -> nn.Module:
@@ -117,6 +118,84 @@ def test_masked_lm_matches_hf():
         expected = ref(input_ids=ids, attention_mask=mask).logits
     assert logits.shape == (2, 7, 100)
     torch.testing.assert_close(logits, expected, **TOL)
+
+
+FIELDS = ("vocab_size", "max_len", "type_vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "dropout", "eps",
+          "activation")
+
+
+@pytest.mark.parametrize("activation, dropout, eps", [
+    ("gelu", 0.1, 1e-12), ("gelu_tanh", 0.0, 1e-5), ("relu", 0.2, 1e-6),
+])
+def test_config_to_hf_is_the_inverse_of_config_from_hf(activation, dropout, eps):
+    ours = BERTConfig(vocab_size=77, max_len=20, type_vocab_size=3, d_model=24, n_layers=3, n_heads=6, d_ff=40,
+                      dropout=dropout, eps=eps, activation=activation)
+    hf = BERT.config_to_hf(ours)
+    assert isinstance(hf, transformers.BertConfig)
+    assert (hf.vocab_size, hf.max_position_embeddings, hf.type_vocab_size, hf.hidden_size, hf.num_hidden_layers,
+            hf.num_attention_heads, hf.intermediate_size) == (77, 20, 3, 24, 3, 6, 40)
+    assert hf.hidden_dropout_prob == hf.attention_probs_dropout_prob == dropout and hf.layer_norm_eps == eps
+    back = BERT.config_from_hf(hf)
+    assert all(getattr(back, f) == getattr(ours, f) for f in FIELDS)
+
+
+def test_config_to_hf_of_the_default_is_bert_base_and_counts_match():
+    hf = BERT.config_to_hf(BERTConfig())
+    base = transformers.BertConfig()
+    for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size", "hidden_act", "layer_norm_eps", "hidden_dropout_prob"):
+        assert getattr(hf, name) == getattr(base, name), name
+    with torch.device("meta"):
+        assert n_params(transformers.BertForMaskedLM(hf)) == n_params(BERTForMaskedLM(BERTConfig())) == 109_514_298
+
+
+def test_to_hf_copies_every_weight_of_bert(batch):
+    ids, types, mask = batch
+    torch.manual_seed(8)
+    ours = randomize_(BERT(BERTConfig(**OURS_SMALL)).double().eval(), seed=9)
+    hf = ours.to_hf()
+    assert isinstance(hf, transformers.BertModel) and not hf.training
+    assert hf.embeddings.word_embeddings.weight.dtype == torch.float64 and n_params(hf) == n_params(ours)
+    with torch.no_grad():
+        ref = hf(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        hidden = ours(ids, token_type_ids=types, attention_mask=mask)
+        torch.testing.assert_close(ref.last_hidden_state, hidden, **TOL)
+        torch.testing.assert_close(ref.pooler_output, ours.pool(hidden), **TOL)
+    back = BERT.from_hf(hf)
+    for (name, a), b in zip(ours.state_dict().items(), back.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_to_hf_keeps_train_mode_and_leaves_out_a_missing_pooler():
+    torch.manual_seed(10)
+    ours = BERT(BERTConfig(**OURS_SMALL, pooler=False))  # float32, train mode
+    hf = ours.to_hf()
+    assert hf.training and hf.pooler is None and n_params(hf) == n_params(ours)
+    assert hf.embeddings.word_embeddings.weight.dtype == torch.float32
+
+
+def test_masked_lm_to_hf_is_tied_and_gives_the_same_logits():
+    torch.manual_seed(11)
+    ours = randomize_(BERTForMaskedLM(BERTConfig(**OURS_SMALL)).double().eval(), seed=12)  # also the decoder bias
+    hf = ours.to_hf()
+    assert isinstance(hf, transformers.BertForMaskedLM) and not hf.training
+    assert hf.cls.predictions.decoder.weight is hf.bert.embeddings.word_embeddings.weight  # tied, as ours
+    assert n_params(hf) == n_params(ours)
+    ids = torch.randint(0, 100, (2, 7), generator=torch.Generator().manual_seed(13))
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2])
+    with torch.no_grad():
+        expected = ours(ids, attention_mask=mask)
+        logits = hf(input_ids=ids, attention_mask=mask).logits
+    assert logits.shape == expected.shape == (2, 7, 100)
+    torch.testing.assert_close(logits, expected, **TOL)
+    back = BERTForMaskedLM.from_hf(hf)
+    for (name, a), b in zip(ours.state_dict().items(), back.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_to_hf_rejects_what_is_not_a_config():
+    with pytest.raises(TypeError, match="BERTConfig"):
+        BERT.config_to_hf(dict(d_model=16))
 
 
 def test_init_is_normal_002_with_zero_biases():

@@ -1,7 +1,8 @@
 """BERT: an encoder-only Transformer (post-norm blocks, bidirectional attention) and its masked-LM head.
 
-Parameter for parameter the same model as Hugging Face's `BertModel` / `BertForMaskedLM` (`from_hf` copies one),
-built from the package's own blocks: `attnbook.layers.EncoderBlock(norm_first=False)` with exact GELU.
+Parameter for parameter the same model as Hugging Face's `BertModel` / `BertForMaskedLM` (`from_hf` copies one
+in; `to_hf` builds one from `config_to_hf(config)` and copies the weights out), built from the package's own
+blocks: `attnbook.layers.EncoderBlock(norm_first=False)` with exact GELU.
 
 Masks: `attention_mask` follows Hugging Face (1 = real token, 0 = padding, shape (B, n)); it is turned into the
 package's boolean convention (True = may attend) of shape (B, 1, 1, n), so every query may see every real key.
@@ -166,6 +167,34 @@ class BERT(nn.Module):
             eps=hf_config.layer_norm_eps, activation=act[hf_config.hidden_act],
         )
 
+    @staticmethod
+    def config_to_hf(config: BERTConfig):
+        """The `transformers.BertConfig` with the sizes of `config`: the inverse of `config_from_hf`.
+
+        Both dropouts of Hugging Face (hidden and attention) get `config.dropout`; the pooler is not part of a
+        BertConfig (`BertModel(..., add_pooling_layer=...)` decides it).
+        """
+        if not isinstance(config, BERTConfig):
+            raise TypeError(f"config must be a BERTConfig, got {type(config).__name__}")
+        act = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
+        c = config
+        return _transformers().BertConfig(
+            vocab_size=c.vocab_size, hidden_size=c.d_model, num_hidden_layers=c.n_layers,
+            num_attention_heads=c.n_heads, intermediate_size=c.d_ff, hidden_act=act[c.activation],
+            hidden_dropout_prob=c.dropout, attention_probs_dropout_prob=c.dropout,
+            max_position_embeddings=c.max_len, type_vocab_size=c.type_vocab_size, layer_norm_eps=c.eps,
+        )
+
+    def to_hf(self):
+        """A `transformers.BertModel` with this BERT's weights (same dtype, device and train/eval mode)."""
+        w = self.tok_emb.weight
+        model = _transformers().BertModel(self.config_to_hf(self.config), add_pooling_layer=self.pooler is not None)
+        model = model.to(device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            for ours, theirs in _bert_pairs(self, model):
+                theirs.copy_(ours)
+        return model.train(self.training)
+
     @classmethod
     def from_hf(cls, model) -> "BERT":
         """A BERT with the weights of a `transformers.BertModel` (same dtype, device and train/eval mode)."""
@@ -214,12 +243,24 @@ class BERTForMaskedLM(nn.Module):
             raise ValueError("model's decoder is not tied to its word embeddings, which ours always is")
         w = head.decoder.weight
         new = cls(BERT.config_from_hf(model.config)).to(device=w.device, dtype=w.dtype)
-        _copy_bert(new.bert, model.bert)
         with torch.no_grad():
-            _copy_linear(new.transform, head.transform.dense)
-            _copy_norm(new.norm, head.transform.LayerNorm)
-            new.decoder.bias.copy_(head.decoder.bias)
+            for ours, theirs in _mlm_pairs(new, model):
+                ours.copy_(theirs)
         return new.train(model.training)
+
+    def to_hf(self):
+        """A `transformers.BertForMaskedLM` with this model's weights (same dtype, device and train/eval mode).
+
+        Its decoder is tied to its word embeddings, as ours is, so the count of parameters is the same.
+        """
+        w = self.decoder.weight
+        model = _transformers().BertForMaskedLM(BERT.config_to_hf(self.config)).to(device=w.device, dtype=w.dtype)
+        if model.cls.predictions.decoder.weight is not model.bert.embeddings.word_embeddings.weight:
+            raise RuntimeError("transformers built a BertForMaskedLM whose decoder is not tied")  # pragma: no cover
+        with torch.no_grad():
+            for ours, theirs in _mlm_pairs(self, model):
+                theirs.copy_(ours)
+        return model.train(self.training)
 
 
 def _transformers():
@@ -238,33 +279,41 @@ def _activate(x: Tensor, activation: str) -> Tensor:
     return F.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
 
 
-def _copy_linear(ours: nn.Linear, theirs: nn.Linear) -> None:
-    ours.weight.copy_(theirs.weight)
-    ours.bias.copy_(theirs.bias)
+def _linear_pair(ours: nn.Module, theirs: nn.Module) -> list[tuple[Tensor, Tensor]]:
+    """(ours, theirs) for the weight and the bias of two Linear layers, or of two LayerNorms."""
+    return [(ours.weight, theirs.weight), (ours.bias, theirs.bias)]
 
 
-def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
-    ours.weight.copy_(theirs.weight)
-    ours.bias.copy_(theirs.bias)
+def _bert_pairs(ours: BERT, model) -> list[tuple[Tensor, Tensor]]:
+    """(our parameter, Hugging Face's) for every parameter of a BERT and a transformers.BertModel of its sizes."""
+    emb = model.embeddings
+    pairs = [(ours.tok_emb.weight, emb.word_embeddings.weight), (ours.pos_emb.weight, emb.position_embeddings.weight),
+             (ours.type_emb.weight, emb.token_type_embeddings.weight), *_linear_pair(ours.emb_norm, emb.LayerNorm)]
+    for block, layer in zip(ours.blocks, model.encoder.layer):
+        att = layer.attention
+        pairs += [*_linear_pair(block.self_attn.q_proj, att.self.query),
+                  *_linear_pair(block.self_attn.k_proj, att.self.key),
+                  *_linear_pair(block.self_attn.v_proj, att.self.value),
+                  *_linear_pair(block.self_attn.out_proj, att.output.dense),
+                  *_linear_pair(block.norm1, att.output.LayerNorm),  # post-norm: after attention + residual
+                  *_linear_pair(block.ffn.fc1, layer.intermediate.dense),
+                  *_linear_pair(block.ffn.fc2, layer.output.dense),
+                  *_linear_pair(block.norm2, layer.output.LayerNorm)]  # after feed-forward + residual
+    if ours.pooler is not None:
+        pairs += _linear_pair(ours.pooler, model.pooler.dense)
+    return pairs
+
+
+def _mlm_pairs(ours: BERTForMaskedLM, model) -> list[tuple[Tensor, Tensor]]:
+    """(our parameter, Hugging Face's) for a BERTForMaskedLM and a transformers.BertForMaskedLM (the tied decoder
+    weight is the word embedding, paired once)."""
+    head = model.cls.predictions
+    return [*_bert_pairs(ours.bert, model.bert), *_linear_pair(ours.transform, head.transform.dense),
+            *_linear_pair(ours.norm, head.transform.LayerNorm), (ours.decoder.bias, head.decoder.bias)]
 
 
 def _copy_bert(new: BERT, model) -> None:
     """Copy a transformers.BertModel's weights into `new` (same sizes)."""
-    emb = model.embeddings
     with torch.no_grad():
-        new.tok_emb.weight.copy_(emb.word_embeddings.weight)
-        new.pos_emb.weight.copy_(emb.position_embeddings.weight)
-        new.type_emb.weight.copy_(emb.token_type_embeddings.weight)
-        _copy_norm(new.emb_norm, emb.LayerNorm)
-        for ours, layer in zip(new.blocks, model.encoder.layer):
-            att = layer.attention
-            _copy_linear(ours.self_attn.q_proj, att.self.query)
-            _copy_linear(ours.self_attn.k_proj, att.self.key)
-            _copy_linear(ours.self_attn.v_proj, att.self.value)
-            _copy_linear(ours.self_attn.out_proj, att.output.dense)
-            _copy_norm(ours.norm1, att.output.LayerNorm)  # post-norm: after attention + residual
-            _copy_linear(ours.ffn.fc1, layer.intermediate.dense)
-            _copy_linear(ours.ffn.fc2, layer.output.dense)
-            _copy_norm(ours.norm2, layer.output.LayerNorm)  # after feed-forward + residual
-        if new.pooler is not None:
-            _copy_linear(new.pooler, model.pooler.dense)
+        for ours, theirs in _bert_pairs(new, model):
+            ours.copy_(theirs)
