@@ -1,0 +1,279 @@
+"""Checker for exercise 11.3, a Llama-style block assembled from the learner's own earlier answers.
+
+The reference is the package's LlamaBlock holding the same weights. The known mistakes come from `_block`, a
+float64 block written out step by step with one switch per mistake (the defaults give the right block), so that a
+hint is named only when that mistake gives the learner's result on every case.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ...models.llama import LlamaBlock
+from ..guard import ATTENTION_SHORTCUTS, call
+from ..registry import exercise
+from ..runs import (GRAD_HINT, Run, collect, compare_gradients, expect_shape, grad_inputs, observe_gradients,
+                    verdict)
+from ._shared import F64, expect_dtype, randn64
+
+_BLOCK_INSTEAD = ("assemble the block from your own functions: rms_norm, swiglu and the answers of chapters 2, 3, 5 "
+                  "and 10 (attention, split_heads, merge_heads, apply_rope, repeat_kv)")
+BLOCK_FORBIDDEN = [(name, _BLOCK_INSTEAD) for name in (
+    "attnbook.models.llama.LlamaAttention", "attnbook.models.llama.Llama", "attnbook.models.llama.RMSNorm",
+    "attnbook.models.llama.SwiGLU", "attnbook.positional.apply_rope", "attnbook.positional.rotate_half",
+    "attnbook.multihead.split_heads", "attnbook.multihead.merge_heads", "attnbook.multihead.repeat_kv",
+    "attnbook.layers.EncoderBlock", "attnbook.layers.DecoderBlock", "attnbook.layers.LayerNorm",
+    "torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm", "torch.nn.functional.layer_norm",
+    "torch.nn.LayerNorm", *ATTENTION_SHORTCUTS,
+)]
+
+WEIGHT_NAMES = ("norm1", "W_q", "W_k", "W_v", "W_o", "norm2", "W_gate", "W_up", "W_down")
+ATOL, RTOL = 1e-4, 1e-4  # float64 and float32 alike: RoPE angles computed in float32 are fine; mistakes move ~0.1
+BLOCK_RULE = ("h = x + attention(rms_norm(x, norm1)) @ W_o, with q and k (not v) rotated by RoPE per head, k and v "
+              "repeated to n_heads heads (kv head j // n_rep for query head j) and a causal mask; then "
+              "h + swiglu(rms_norm(h, norm2), ...)")
+
+
+def _rms(x: Tensor, w: Tensor, centre: bool = False, eps: float = 1e-6) -> Tensor:
+    if centre:  # LayerNorm with weight as gamma and no beta
+        x = x - x.mean(dim=-1, keepdim=True)
+    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps) * w
+
+
+def _rope(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """Rotate-half RoPE in float64 on x (..., T, d)."""
+    d = x.size(-1)
+    theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)  # (d/2,)
+    angles = positions.to(F64)[:, None] * theta  # (T, d/2)
+    emb = torch.cat((angles, angles), dim=-1)  # (T, d)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
+
+
+def _heads(t: Tensor, n: int) -> Tensor:
+    B, T, d = t.shape
+    return t.reshape(B, T, n, d // n).transpose(1, 2)  # (B, n, T, d/n)
+
+
+def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *, post_norm: bool = False,
+           rope: str = "qk", rope_width: str = "head", tiled: bool = False, mask: str = "causal",
+           res1: bool = True, res2: bool = True, ffn_reads: str = "h", norms: tuple = ("norm1", "norm2"),
+           centre: bool = False, final_norm: bool = False, out_proj: bool = True, ffn_norm: bool = True,
+           residual_from_norm: bool = False, eps: float = 1e-6) -> Tensor:
+    """A Llama block in float64 written out step by step; each keyword switches on one mistake."""
+    x = x.to(F64)
+    w = {k: v.to(F64) for k, v in w.items()}
+    B, T, d = x.shape
+    pos = torch.arange(T)
+    n1, n2 = w[norms[0]], w[norms[1]]
+
+    def attn(t: Tensor) -> Tensor:
+        q, k, v = t @ w["W_q"], t @ w["W_k"], t @ w["W_v"]  # (B, T, d), (B, T, kv_dim) x 2
+        if rope_width == "model":  # rotated before the split, over the whole width
+            q = _rope(q, pos, base) if "q" in rope else q
+            k = _rope(k, pos, base) if "k" in rope else k
+            v = _rope(v, pos, base) if "v" in rope else v
+        q, k, v = _heads(q, n_heads), _heads(k, n_kv), _heads(v, n_kv)
+        if rope_width == "head":
+            q = _rope(q, pos, base) if "q" in rope else q
+            k = _rope(k, pos, base) if "k" in rope else k
+            v = _rope(v, pos, base) if "v" in rope else v
+        n_rep = n_heads // n_kv
+        if tiled:  # kv0, kv1, kv0, kv1, ...
+            k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
+        else:  # kv0, kv0, kv1, kv1, ...
+            k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+        scores = q @ k.transpose(-2, -1) / (d // n_heads) ** 0.5  # (B, h, T, T)
+        if mask != "none":
+            allowed = torch.ones(T, T, dtype=torch.bool)
+            allowed = allowed.tril() if mask == "causal" else allowed.triu()
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v  # (B, h, T, d_head)
+        y = y.transpose(1, 2).reshape(B, T, d)  # (B, T, d)
+        return y @ w["W_o"] if out_proj else y
+
+    def ffn(t: Tensor) -> Tensor:
+        g = t @ w["W_gate"]
+        return (F.silu(g) * (t @ w["W_up"])) @ w["W_down"]
+
+    if post_norm:
+        h = _rms(x + attn(x), n1, centre, eps)
+        return _rms(h + ffn(h), n2, centre, eps)
+    a_in = _rms(x, n1, centre, eps)
+    h = (a_in if residual_from_norm else x) * res1 + attn(a_in)
+    f_src = h if ffn_reads == "h" else x
+    f_in = _rms(f_src, n2, centre, eps) if ffn_norm else f_src
+    out = (f_in if residual_from_norm else h) * res2 + ffn(f_in)
+    return _rms(out, n2, centre, eps) if final_norm else out
+
+
+_MISTAKES = {  # hint: the keyword arguments of `_block` that make the mistake
+    "that is a post-norm block (the 2017 order), which normalises after each residual addition; this block is "
+    "pre-norm: each sublayer reads rms_norm of the stream, and its output is added to the un-normalised stream":
+        dict(post_norm=True),
+    "RoPE is missing: rotate q and k by their positions (apply_rope after split_heads) before the scores":
+        dict(rope=""),
+    "you rotated v too: RoPE turns only q and k, so that the scores depend on the offset; the values pass through "
+    "unrotated": dict(rope="qkv"),
+    "you rotated only q: rotate k too, by its own position, so that each score depends on the offset m - n":
+        dict(rope="q"),
+    "you rotated only k: rotate q too, by its own position, so that each score depends on the offset m - n":
+        dict(rope="k"),
+    "apply RoPE per head, after split_heads: each head's d_head features form d_head/2 pairs with "
+    "theta_i = base^(-2i/d_head); you rotated the whole width before splitting": dict(rope_width="model"),
+    "your kv heads come out in the tiled order kv0, kv1, kv0, kv1, ... (repeat or cat); query head j must read kv "
+    "head j // n_rep, so each kv head is repeated n_rep times in a row: kv0, kv0, kv1, kv1, ... (repeat_kv)":
+        dict(tiled=True),
+    "the causal mask is missing: position t may attend only to positions 0..t": dict(mask="none"),
+    "your mask lets each position see the future and hides the past: the causal mask is True on and below the "
+    "diagonal (tril), not above it": dict(mask="future"),
+    "you forgot the first residual connection: add the attention sublayer's output to the block's input x":
+        dict(res1=False),
+    "you forgot the second residual connection: add the feed-forward sublayer's output to h": dict(res2=False),
+    "you forgot both residual connections: each sublayer's output is added to the stream it read from":
+        dict(res1=False, res2=False),
+    "the feed-forward sublayer reads the block's input x (that makes a parallel block, as in GPT-J and PaLM): in "
+    "Llama's block it reads h, the stream after the attention sublayer and its residual, through rms_norm with "
+    "norm2": dict(ffn_reads="x"),
+    "norm1 and norm2 are swapped: norm1 is the weight of the RMSNorm before attention, norm2 the one before the "
+    "feed-forward network": dict(norms=("norm2", "norm1")),
+    "you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2": dict(norms=("norm1", "norm1")),
+    "you subtracted the mean (LayerNorm): this block normalises with RMSNorm, rms_norm(x, weight), which does "
+    "not centre": dict(centre=True),
+    "you subtracted the mean (LayerNorm, as chapter 4's layer_norm with its eps=1e-5): this block normalises with "
+    "RMSNorm, rms_norm(x, weight), which does not centre": dict(centre=True, eps=1e-5),
+    "a pre-norm block does not normalise its output: the RMSNorms only normalise what goes into each sublayer "
+    "(a Llama applies one final RMSNorm after the last block, outside the blocks)": dict(final_norm=True),
+    "you forgot the output projection: multiply the merged heads by W_o before the residual": dict(out_proj=False),
+    "the feed-forward sublayer reads rms_norm(h, norm2), not h itself": dict(ffn_norm=False),
+    "your RMSNorms use eps=1e-5 (as Hugging Face's config in the chapter does): this block's rms_norm keeps its "
+    "default eps=1e-6": dict(eps=1e-5),
+    "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer":
+        dict(residual_from_norm=True),
+}
+_BASE_HINT = ("use the rope_base argument: pass it to apply_rope as its base (the check passes rope_base=500.0 "
+              "by name); you rotated with base 10000")
+
+
+def _mistakes(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float) -> dict:
+    out = {hint: _block(x, w, n_heads, n_kv, base, **kw) for hint, kw in _MISTAKES.items()}
+    out[_BASE_HINT] = _block(x, w, n_heads, n_kv, 10000.0) if base != 10000.0 else None
+    return out
+
+
+def _weights(d: int, n_heads: int, n_kv: int, d_ff: int, seed: int, dtype=F64) -> dict[str, Tensor]:
+    """The block's weights as the task gives them: (in, out) matrices and RMSNorm weights around 1."""
+    kv = n_kv * (d // n_heads)
+    shapes = {"norm1": (d,), "W_q": (d, d), "W_k": (d, kv), "W_v": (d, kv), "W_o": (d, d), "norm2": (d,),
+              "W_gate": (d, d_ff), "W_up": (d, d_ff), "W_down": (d_ff, d)}
+    w = {}
+    for k, (name, shape) in enumerate(shapes.items()):
+        t = randn64(*shape, seed=seed + k, dtype=dtype)
+        w[name] = t * 0.3 + 1 if name.startswith("norm") else t * (1.5 if name in ("W_q", "W_k") else 1.0) / shape[0] ** 0.5
+    return w
+
+
+def _llama_reference(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float) -> Tensor:
+    """The package's LlamaBlock in float64, holding the same weights ((in, out) here, (out, in) in nn.Linear)."""
+    d, d_ff = x.size(-1), w["W_gate"].size(1)
+    block = LlamaBlock(d, n_heads, n_kv, d_ff, rope_base=base, eps=1e-6).to(F64).eval()
+    with torch.no_grad():
+        block.norm1.weight.copy_(w["norm1"])
+        block.norm2.weight.copy_(w["norm2"])
+        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "out_proj")):
+            getattr(block.self_attn, name).weight.copy_(w[mine].T)
+        for mine, name in (("W_gate", "gate_proj"), ("W_up", "up_proj"), ("W_down", "down_proj")):
+            getattr(block.ffn, name).weight.copy_(w[mine].T)
+        return block(x.to(F64))
+
+
+def _block_error_hint(message: str) -> str | None:
+    if re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                 r"dimension 1", message):
+        return ("q has n_heads heads but k and v have n_kv_heads: repeat k and v to n_heads heads (repeat_kv with "
+                "n_rep = n_heads // n_kv_heads) before attention")
+    if "unexpected keyword argument 'base'" in message:
+        return ("give your apply_rope a base parameter, apply_rope(x, positions, base=10000.0), as the cell \"Your "
+                "answers from chapters 2, 3, 5 and 10\" shows, and pass rope_base to it")
+    if "unexpected keyword argument" in message:
+        return "keep the signature modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0)"
+    if re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", message):
+        return ("W_k and W_v give n_kv_heads * d_head features: split k and v into n_kv_heads heads, and q into "
+                "n_heads")
+    if "KeyError" in message:
+        return "the weights are a dict with the keys " + ", ".join(WEIGHT_NAMES)
+    if "'tuple' object" in message or ("tuple" in message and "Tensor" in message):
+        return "your attention returns a tuple (output, weights): use its output, the first item"
+    return None
+
+
+def _block_cases():
+    """(description, x, weights, n_heads, n_kv_heads, rope_base or None for the default)."""
+    specs = [  # (description, shape, n_heads, n_kv_heads, d_ff, rope_base, dtype)
+        ("x of shape (2, 5, 16), n_heads=4, n_kv_heads=4 (multi-head attention), d_ff=24", (2, 5, 16), 4, 4, 24,
+         None, F64),
+        ("x of shape (1, 7, 16), n_heads=4, n_kv_heads=2 (grouped-query: 2 query heads per kv head), d_ff=40",
+         (1, 7, 16), 4, 2, 40, None, F64),
+        ("x of shape (2, 6, 24), n_heads=6, n_kv_heads=3 (grouped-query), d_ff=64", (2, 6, 24), 6, 3, 64, None, F64),
+        ("x of shape (2, 10, 16), n_heads=4, n_kv_heads=2, d_ff=24 and rope_base=500.0", (2, 10, 16), 4, 2, 24,
+         500.0, F64),
+        ("x of shape (1, 5, 16), n_heads=4, n_kv_heads=1 (multi-query: one kv head), d_ff=24", (1, 5, 16), 4, 1, 24,
+         None, F64),
+        ("x of shape (2, 4, 16) in float32, with float32 weights, n_heads=4, n_kv_heads=2, d_ff=24", (2, 4, 16), 4,
+         2, 24, None, torch.float32),
+        ("x of shape (2, 6, 16) with tiny entries (mean square about 2e-6, where eps matters), n_heads=4, "
+         "n_kv_heads=2, d_ff=24", (2, 6, 16), 4, 2, 24, None, F64),
+    ]
+    cases = []
+    for i, (desc, shape, h, kv, d_ff, base, dtype) in enumerate(specs):
+        x = randn64(*shape, seed=200 + i, dtype=dtype) + 0.5  # a mean away from 0, so that centring shows
+        if "tiny" in desc:
+            x = x * 1e-3  # (B, T, d): eps is no longer negligible next to the mean square
+        cases.append((desc, x, _weights(shape[-1], h, kv, d_ff, seed=210 + 10 * i, dtype=dtype), h, kv, base))
+    return cases
+
+
+@exercise("11.3", "The modern block from your own parts", section="The whole block",
+          references=("attnbook.models.llama.LlamaBlock",))
+def check_modern_block(modern_block) -> str:
+    """modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0) must equal LlamaBlock with these weights."""
+    cases = _block_cases()
+
+    def one(case, runs):
+        desc, x, w, h, kv, base = case
+        on = desc + " (weights: " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in w.items()) + ")"
+        by_name = {} if base is None else {"rope_base": base}
+        got = call(modern_block, x, _copy(w), h, kv, **by_name, what="modern_block", on=on, forbid=BLOCK_FORBIDDEN,
+                   explain=_block_error_hint)
+        base_ = 10000.0 if base is None else base
+        ref = _llama_reference(x, w, h, kv, base_)  # (B, T, d), float64
+        expect_dtype(got, x, "your result", on)
+        mistakes = _mistakes(x, w, h, kv, base_)
+        got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
+        return Run(on, got, ref, mistakes, ATOL, RTOL)
+
+    verdict(collect(cases, one), what="your result", rule=BLOCK_RULE)
+    desc, x, w, h, kv, _ = cases[1]
+    names = {0: "x"}
+    leaves, inputs = grad_inputs((x, w, h, kv), names)
+    inputs[1] = _copy(w)  # the answer's own copy: the reference of the gradients reads `w` (in `leaves`) after it
+    got, grads = call(modern_block, *inputs, what="modern_block", on=desc, forbid=BLOCK_FORBIDDEN,
+                      explain=_block_error_hint, observe=observe_gradients(leaves, names, _block_for_gradients))
+    compare_gradients(got, grads, leaves, names, _block_for_gradients, what="modern_block", on=desc, atol=ATOL,
+                      rtol=RTOL, hint="the gradient must reach x through every path, the residual connections "
+                                      "included: " + GRAD_HINT.split(": ", 1)[1])
+    return (f"equals the package's LlamaBlock holding the same weights on {len(cases)} inputs: multi-head, "
+            "grouped-query and multi-query attention, another rope_base, float32 and tiny inputs where eps matters")
+
+
+def _copy(w: dict) -> dict:
+    """A fresh copy of the weights for each call: an answer that pops keys or changes a tensor in place changes
+    its own copy, in a notebook as in the grader (where the dict crosses as data)."""
+    return {k: v.clone() for k, v in w.items()}
+
+
+def _block_for_gradients(x, w, n_heads, n_kv):
+    return _block(x, w, n_heads, n_kv)
