@@ -237,3 +237,87 @@ def test_evaluate_weights_by_batch_size_and_restores_mode():
         evaluate(model, [], metric)
     with pytest.raises(TypeError, match="metric_fn"):
         evaluate(model, batches, None)
+
+
+# --- Chapter 12: AdamW and the warm-up + cosine schedule ------------------------------------------------------
+
+
+def test_warmup_cosine_lr_by_hand():
+    from attnbook.training import warmup_cosine_lr
+
+    # max 1.0, 4 warm-up steps, 12 in all, floor 0.1: the cosine runs over steps 4 .. 12 (t = (step - 4) / 8)
+    expected = {0: 0.25, 1: 0.5, 3: 1.0, 4: 1.0, 6: 0.1 + 0.9 * (1 + math.sqrt(0.5)) / 2, 8: 0.55,
+                10: 0.1 + 0.9 * (1 - math.sqrt(0.5)) / 2, 12: 0.1, 13: 0.1, 1000: 0.1}
+    for step, lr in expected.items():
+        assert warmup_cosine_lr(step, 1.0, 4, 12, min_lr=0.1) == pytest.approx(lr, abs=1e-12), step
+    # no warm-up: the cosine starts at step 0; default floor 0
+    assert [warmup_cosine_lr(s, 2.0, 0, 4) for s in range(6)] == pytest.approx(
+        [2.0, 1 + math.sqrt(0.5), 1.0, 1 - math.sqrt(0.5), 0.0, 0.0], abs=1e-12)
+
+
+def test_warmup_cosine_lr_is_trains_schedule_with_a_floor_of_zero():
+    from attnbook.training import _lr_factor, warmup_cosine_lr
+
+    for step in range(30):
+        assert warmup_cosine_lr(step, 3.0, 5, 30) == pytest.approx(3.0 * _lr_factor(step, 30, 5, "cosine"), abs=1e-12)
+
+
+@pytest.mark.parametrize("args, kwargs, exc, match", [
+    ((-1, 1.0, 2, 10), {}, ValueError, "step"),
+    ((0, 0.0, 2, 10), {}, ValueError, "max_lr"),
+    ((0, "1e-3", 2, 10), {}, TypeError, "max_lr"),
+    ((0, 1.0, 10, 10), {}, ValueError, "warmup_steps"),
+    ((0, 1.0, 2, 0), {}, ValueError, "total_steps"),
+    ((0, 1.0, 2.0, 10), {}, TypeError, "warmup_steps"),
+    ((0, 1.0, 2, 10), {"min_lr": 2.0}, ValueError, "min_lr"),
+    ((0, 1.0, 2, 10), {"min_lr": -0.1}, ValueError, "min_lr"),
+])
+def test_warmup_cosine_lr_rejects_bad_arguments(args, kwargs, exc, match):
+    from attnbook.training import warmup_cosine_lr
+
+    with pytest.raises(exc, match=match):
+        warmup_cosine_lr(*args, **kwargs)
+
+
+def test_adamw_decays_the_matrices_only_and_lists_a_tied_matrix_once():
+    from attnbook.training import adamw
+
+    emb = nn.Embedding(10, 4)
+    model = nn.ModuleDict({"emb": emb, "norm": nn.LayerNorm(4), "head": nn.Linear(4, 10)})
+    model["head"].weight = emb.weight  # tied
+    opt = adamw(model, 1e-3, weight_decay=0.1)
+    assert isinstance(opt, torch.optim.AdamW)
+    decayed, kept = opt.param_groups
+    assert decayed["weight_decay"] == 0.1 and kept["weight_decay"] == 0.0
+    assert {id(p) for p in decayed["params"]} == {id(emb.weight)}
+    assert {id(p) for p in kept["params"]} == {id(model["norm"].weight), id(model["norm"].bias),
+                                               id(model["head"].bias)}
+    assert opt.defaults["betas"] == (0.9, 0.95)
+
+
+def test_adamw_weight_decay_shrinks_a_matrix_and_leaves_a_vector():
+    from attnbook.training import adamw
+
+    model = nn.Linear(3, 2)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+        model.bias.fill_(1.0)
+    opt = adamw(model, 0.1, weight_decay=0.5)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)  # no gradient: only the decay moves a parameter
+    opt.step()
+    assert torch.allclose(model.weight, torch.full((2, 3), 1 - 0.1 * 0.5))
+    assert torch.equal(model.bias, torch.ones(2))
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"lr": 0.0}, ValueError, "lr"), ({"lr": 1e-3, "weight_decay": -1.0}, ValueError, "weight_decay"),
+    ({"lr": 1e-3, "betas": (0.9, 1.0)}, ValueError, "betas"), ({"lr": True}, TypeError, "lr"),
+])
+def test_adamw_rejects_bad_arguments(kwargs, exc, match):
+    from attnbook.training import adamw
+
+    with pytest.raises(exc, match=match):
+        adamw(nn.Linear(2, 2), **kwargs)
+    with pytest.raises(TypeError, match="model"):
+        adamw("not a model", 1e-3)

@@ -1,4 +1,7 @@
-"""A minimal training loop: seeding, Adam, gradient clipping, a tqdm progress bar and a loss history to plot."""
+"""A minimal training loop: seeding, Adam, gradient clipping, a tqdm progress bar and a loss history to plot.
+
+Chapter 12's pieces for language models are here too: `adamw` (AdamW that decays only the weight matrices) and
+`warmup_cosine_lr` (linear warm-up, then a half cosine down to a floor); `attnbook.lm` trains with them."""
 from __future__ import annotations
 
 import math
@@ -12,7 +15,7 @@ from torch import Tensor, nn
 from ._validate import require_int, require_tensor
 from .notebook import seed_everything
 
-__all__ = ["History", "train", "evaluate", "accuracy", "exact_match"]
+__all__ = ["History", "train", "evaluate", "accuracy", "exact_match", "adamw", "warmup_cosine_lr"]
 
 
 @dataclass
@@ -276,3 +279,65 @@ def exact_match(predictions: Sequence, targets: Sequence) -> float:
     if not len(targets):
         raise ValueError("targets is empty")
     return sum(p == t for p, t in zip(predictions, targets)) / len(targets)
+
+
+# --- Chapter 12: AdamW and the warm-up + cosine schedule ----------------------------------------------------
+
+
+def _number(x, name: str, *, minimum: float = 0.0, strict: bool = False) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(x).__name__}")
+    if not math.isfinite(x) or x < minimum or (strict and x == minimum):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum:g}, got {x!r}")
+    return float(x)
+
+
+def adamw(model: nn.Module, lr: float, *, weight_decay: float = 0.1, betas: tuple[float, float] = (0.9, 0.95),
+          eps: float = 1e-8) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters of `model`, with weight decay on the matrices only.
+
+    Parameters with two or more dimensions (the weights of Linear layers and embeddings) are decayed; vectors
+    (norm weights, biases) are not, as in GPT-2, nanoGPT and Llama: pulling a norm's gain towards 0 would only
+    shrink a layer's output. A tied matrix is one parameter and is listed once. betas=(0.9, 0.95) is the usual
+    choice for language models (GPT-3, Llama).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    lr = _number(lr, "lr", strict=True)
+    weight_decay = _number(weight_decay, "weight_decay")
+    if not (isinstance(betas, tuple) and len(betas) == 2 and all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in betas)):
+        raise ValueError(f"betas must be a pair of numbers in [0, 1), got {betas!r}")
+    params = [p for p in model.parameters() if p.requires_grad]  # parameters() lists a tied matrix once
+    if not params:
+        raise ValueError("model has no trainable parameters")
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas, eps=_number(eps, "eps"))
+
+
+def warmup_cosine_lr(step: int, max_lr: float, warmup_steps: int, total_steps: int, min_lr: float = 0.0) -> float:
+    """The learning rate of optimizer step `step` (counted from 0): a linear warm-up, then a half cosine.
+
+    - 0 <= step < warmup_steps: max_lr * (step + 1) / warmup_steps, so the first step already moves and step
+      warmup_steps - 1 reaches max_lr;
+    - warmup_steps <= step <= total_steps: min_lr + (max_lr - min_lr) * (1 + cos(pi * t)) / 2 with
+      t = (step - warmup_steps) / (total_steps - warmup_steps), from max_lr (t = 0) down to min_lr (t = 1);
+    - step > total_steps: min_lr.
+    `train` uses the same warm-up and, with min_lr = 0, the same cosine (`_lr_factor`).
+    """
+    require_int(step, "step", minimum=0)
+    require_int(warmup_steps, "warmup_steps", minimum=0)
+    require_int(total_steps, "total_steps", minimum=1)
+    if warmup_steps >= total_steps:
+        raise ValueError(f"warmup_steps={warmup_steps} must be smaller than total_steps={total_steps}")
+    max_lr = _number(max_lr, "max_lr", strict=True)
+    min_lr = _number(min_lr, "min_lr")
+    if min_lr > max_lr:
+        raise ValueError(f"min_lr={min_lr!r} must not exceed max_lr={max_lr!r}")
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step >= total_steps:
+        return min_lr
+    t = (step - warmup_steps) / (total_steps - warmup_steps)  # 0 -> 1 over the decay
+    return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * t))

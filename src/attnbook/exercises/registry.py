@@ -57,6 +57,7 @@ ANSWER_NAMES: dict[str, str] = {
     "9.1": "online_softmax", "9.2": "attention_cost", "9.3": "time_it",
     "10.1": "kv_cache_bytes", "10.2": "repeat_kv", "10.3": "attend_with_cache",
     "11.1": "rms_norm", "11.2": "swiglu", "11.3": "modern_block",
+    "12.1": "lr_at", "12.2": "perplexity", "12.3": "merge_pair",
 }
 
 

@@ -1,0 +1,158 @@
+"""Checker for exercise 12.1, the learning rate of a step: a linear warm-up, then a half cosine down to min_lr,
+then min_lr. The reference is `attnbook.training.warmup_cosine_lr`, never an answer."""
+from __future__ import annotations
+
+import math
+
+from ...training import warmup_cosine_lr as _right
+from ..guard import call
+from ..hints import show_pair
+from ..registry import exercise, Wrong
+from ._shared import as_number, close
+
+SCHEDULE_FORBIDDEN = [
+    ("torch.optim.lr_scheduler.*", "compute the rate yourself with math.cos and math.pi"),
+    ("transformers.optimization.*", "compute the rate yourself with math.cos and math.pi"),
+    ("attnbook.training._lr_factor", "compute the rate yourself with math.cos and math.pi"),
+]
+
+# (step, max_lr, warmup_steps, total_steps, min_lr or None for the default 0.0). Schedule A alone tells every
+# known mistake apart: its warm-up's first and last steps (off by one either way), the cosine's first step
+# (warm-up through step warmup_steps), middle and last (the period, the span, degrees, linear, min_lr), and steps
+# past total_steps (one just past, where a cosine that goes on is still near min_lr, and one far past).
+# B has other magnitudes; C has no warm-up (warmup_steps=0) and the default min_lr; D a one-step warm-up.
+CASES = [
+    *[(s, 0.5, 4, 20, 0.05) for s in (0, 1, 3, 4, 5, 9, 12, 16, 19, 20, 21, 37)],
+    *[(s, 3e-3, 10, 110, 3e-4) for s in (0, 9, 10, 35, 60, 85, 109, 110, 500)],
+    *[(s, 1.0, 0, 8, None) for s in (0, 2, 4, 6, 8, 9)],
+    *[(s, 2.0, 1, 3, 0.5) for s in (0, 1, 2, 3, 4)],
+]
+
+
+def _cosine(step, M, W, T, m, *, span=None, start=None, angle=math.pi, half=0.5, floor=None, scale=None):
+    """The cosine part with one thing changed: the span of t, where t starts, the angle at t = 1, the factor of
+    (1 + cos), the floor it ends at, the factor of the cosine term."""
+    t = (step - (W if start is None else start)) / ((T - W) if span is None else span)
+    floor = m if floor is None else floor
+    scale = (M - m) if scale is None else scale
+    return floor + scale * half * (1.0 + math.cos(angle * t))
+
+
+def _phased(warm, cos, past):
+    """A schedule from its three parts: warm(step) while step < W, cos(step) up to T, past(step) after."""
+    def lr(step, M, W, T, m):
+        if step < W:
+            return warm(step, M, W, T, m)
+        if step > T:
+            return past(step, M, W, T, m)
+        return cos(step, M, W, T, m)
+    return lr
+
+
+def _warm(step, M, W, T, m):
+    return M * (step + 1) / W
+
+
+def _cos(step, M, W, T, m):
+    return _cosine(step, M, W, T, m)
+
+
+def _past(step, M, W, T, m):
+    return m
+
+
+def _warm_inclusive(step, M, W, T, m):
+    return M * (step + 1) / W if step <= W and W else _right(step, M, W, T, m)
+
+
+RULE = ("the rate of step `step` (counted from 0) is max_lr · (step + 1) / warmup_steps while step < warmup_steps; "
+        "then min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2 with t = (step - warmup_steps) / (total_steps - "
+        "warmup_steps), up to step total_steps; then min_lr")
+
+# hint -> the rate that mistake gives, as a function of (step, max_lr, warmup_steps, total_steps, min_lr)
+MISTAKES = {
+    "the warm-up is off by one: the first step, step 0, already gets max_lr · 1 / warmup_steps, and step "
+    "warmup_steps - 1 reaches max_lr; use (step + 1) / warmup_steps":
+        _phased(lambda s, M, W, T, m: M * s / W, _cos, _past),
+    "the warm-up divides by warmup_steps + 1: with (step + 1) / warmup_steps, the last warm-up step "
+    "(step warmup_steps - 1) reaches max_lr":
+        _phased(lambda s, M, W, T, m: M * (s + 1) / (W + 1), _cos, _past),
+    "step warmup_steps is the first step of the cosine, which starts at max_lr: warm up while step < "
+    "warmup_steps, not <=": _warm_inclusive,
+    "the cosine runs over the total_steps - warmup_steps steps after the warm-up: t = (step - warmup_steps) / "
+    "(total_steps - warmup_steps), not divided by total_steps":
+        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, span=T), _past),
+    "the cosine starts after the warm-up: t = (step - warmup_steps) / (total_steps - warmup_steps), which is 0 "
+    "at step warmup_steps, not step / total_steps":
+        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, span=T, start=0), _past),
+    "the cosine ends at min_lr, not at 0: min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2, and min_lr after "
+    "total_steps": _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, floor=0.0, scale=M),
+                           lambda s, M, W, T, m: 0.0),
+    "scale the cosine by max_lr - min_lr, so that it starts at max_lr and ends at min_lr: "
+    "min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2":
+        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, scale=M), _past),
+    "math.cos takes radians: half a period is π (math.pi), not 180":
+        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=180.0), _past),
+    "math.cos takes radians and π t already is an angle in radians: no math.radians":
+        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.radians(math.pi)), _past),
+    "that is a linear decay: the task asks for a half cosine, min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2":
+        _phased(_warm, lambda s, M, W, T, m: m + (M - m) * (1 - (s - W) / (T - W)), _past),
+    "a half cosine goes down once, from max_lr to min_lr: cos(π t), not cos(2π t), which comes back up to "
+    "max_lr at the end": _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=2 * math.pi), _past),
+    "the decay is half a period of the cosine, cos(π t) from t = 0 to 1: cos(π t / 2) is a quarter period, "
+    "which stops halfway down": _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.pi / 2), _past),
+    "(1 + cos(π t)) / 2 goes from 1 down to 0; without the / 2 the rate starts at twice max_lr":
+        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, half=1.0), _past),
+    "past total_steps the rate stays at min_lr: the cosine, continued, comes back up":
+        _phased(_warm, _cos, _cos),
+    "past total_steps the rate stays at min_lr, not 0": _phased(_warm, _cos, lambda s, M, W, T, m: 0.0),
+    "the first warmup_steps steps rise linearly to max_lr: max_lr · (step + 1) / warmup_steps":
+        _phased(lambda s, M, W, T, m: M, _cos, _past),
+}
+
+
+def _schedule_error_hint(message: str) -> str | None:
+    if "ZeroDivisionError" in message:
+        return "warmup_steps may be 0: then there is no warm-up, and the cosine starts at step 0"
+    return None
+
+
+def _describe(step, M, W, T, m) -> str:
+    extra = "" if m is None else f", min_lr={m:g}"
+    return f"lr_at({step}, max_lr={M:g}, warmup_steps={W}, total_steps={T}{extra})"
+
+
+def _phase(step, W, T) -> str:
+    if step < W:
+        return "a warm-up step"
+    if step <= T:
+        return "a step of the cosine"
+    return "a step past total_steps"
+
+
+@exercise("12.1", "Warm-up and cosine decay", section="The learning-rate schedule",
+          references=("attnbook.training.warmup_cosine_lr",))
+def check_lr_at(lr_at) -> str:
+    """lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0) -> float."""
+    runs = []  # (the learner's rate, the case) for every case, in order
+    for step, M, W, T, m in CASES:
+        on = _describe(step, M, W, T, m)
+        kwargs = {} if m is None else {"min_lr": m}
+        try:
+            got = as_number(call(lr_at, step, M, W, T, what="lr_at", on=on, forbid=SCHEDULE_FORBIDDEN,
+                                 explain=_schedule_error_hint, **kwargs), fn="lr_at", on=on)
+        except Wrong:
+            if any(not close(g, _right(*c)) for g, c in runs):
+                break  # a wrong rate came first: report it, with the evidence of the cases before
+            raise
+        runs.append((got, (step, M, W, T, 0.0 if m is None else m)))
+    wrong = [i for i, (got, case) in enumerate(runs) if not close(got, _right(*case))]
+    if not wrong:
+        return (f"right on {len(CASES)} steps of 4 schedules: the warm-up, the cosine from max_lr to min_lr, the "
+                "steps past total_steps, no warm-up at all and a one-step warm-up")
+    got, case = runs[wrong[0]]
+    step, M, W, T, _ = case
+    hint = next((h for h, f in MISTAKES.items() if all(close(g, f(*c)) for g, c in runs)), None)
+    m_shown = CASES[wrong[0]][4]
+    raise Wrong(f"lr_at is wrong on {_describe(step, M, W, T, m_shown)}, {_phase(step, W, T)}: expected "
+                f"{show_pair(_right(*case), got)}", hint or RULE)

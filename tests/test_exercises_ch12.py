@@ -1,0 +1,234 @@
+"""Chapter 12 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint.
+
+The wrong answers are written here from scratch, each with one deliberate mistake, independently of the checker's
+own table of mistakes.
+"""
+import math
+
+import pytest
+import torch
+
+from attnbook.exercises import check
+
+# ---------------------------------------------------------------------------------------------------------
+# 12.1 warm-up and cosine decay
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_12_1_reference_passes(solutions):
+    result = check("12.1", solutions(12)["lr_at"])
+    assert result.passed, result.message
+
+
+def make_lr_at(*, warm_num=1, warm_den=0, span="decay", angle=math.pi, use_min=True, clamp=True):
+    """An lr_at with one deliberate mistake (the defaults give a correct one)."""
+
+    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+        low = min_lr if use_min else 0.0
+        if step < warmup_steps:
+            return max_lr * (step + warm_num) / (warmup_steps + warm_den)
+        if clamp and step > total_steps:
+            return low
+        t = (step - warmup_steps) / ((total_steps - warmup_steps) if span == "decay" else total_steps)
+        return low + (max_lr - low) * (1 + math.cos(angle * t)) / 2
+
+    return lr_at
+
+
+def test_12_1_a_correct_variant_passes():
+    assert check("12.1", make_lr_at()).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"warm_num": 0}, "off by one"),
+    ({"warm_den": 1}, "warmup_steps + 1"),
+    ({"span": "total"}, "not divided by total_steps"),
+    ({"angle": 180.0}, "radians"),
+    ({"angle": 2 * math.pi}, "cos(2π t)"),
+    ({"use_min": False}, "ends at min_lr, not at 0"),
+    ({"clamp": False}, "past total_steps the rate stays at min_lr"),
+], ids=lambda x: str(x) if isinstance(x, dict) else "")
+def test_12_1_wrong_answers_get_hints(kwargs, hint):
+    result = check("12.1", make_lr_at(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+    assert 'Re-read "The learning-rate schedule"' in result.message
+
+
+def test_12_1_linear_decay_is_named():
+    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+        if step < warmup_steps:
+            return max_lr * (step + 1) / warmup_steps
+        t = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+        return max_lr - (max_lr - min_lr) * t
+
+    result = check("12.1", lr_at)
+    assert not result.passed and "linear" in result.message, result.message
+
+
+def test_12_1_a_tensor_is_not_a_float():
+    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+        return torch.tensor(float(make_lr_at()(step, max_lr, warmup_steps, total_steps, min_lr)))
+
+    result = check("12.1", lr_at)
+    assert not result.passed and "expected a Python float" in result.message, result.message
+
+
+def test_12_1_pytorchs_scheduler_and_the_package_are_refused():
+    from attnbook.training import warmup_cosine_lr
+
+    def with_scheduler(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=max_lr)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total_steps, eta_min=min_lr)
+        for _ in range(step):
+            opt.step()
+            sched.step()
+        return opt.param_groups[0]["lr"]
+
+    result = check("12.1", with_scheduler)
+    assert not result.passed and "torch.optim.lr_scheduler" in result.message, result.message
+    result = check("12.1", lambda *args, **kwargs: warmup_cosine_lr(*args, **kwargs))
+    assert not result.passed and "the package's own solution" in result.message, result.message
+
+
+def test_12_1_not_attempted():
+    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+        raise NotImplementedError
+
+    assert check("12.1", lr_at).status == "not attempted"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 12.2 perplexity
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_12_2_reference_passes(solutions):
+    result = check("12.2", solutions(12)["perplexity"])
+    assert result.passed, result.message
+
+
+def test_12_2_other_right_answers_pass():
+    def with_torch(mean_loss):
+        return torch.as_tensor(mean_loss, dtype=torch.float64).detach().mean().exp().item()
+
+    def with_e(mean_loss):
+        if isinstance(mean_loss, torch.Tensor):
+            mean_loss = mean_loss.detach().mean().item()
+        return math.e ** mean_loss
+
+    for answer in (with_torch, with_e):
+        result = check("12.2", answer)
+        assert result.passed, result.message
+
+
+def _numeric(mean_loss):
+    values = mean_loss.detach().double().flatten().tolist() if isinstance(mean_loss, torch.Tensor) else [mean_loss]
+    return values
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (lambda x: 2.0 ** (sum(_numeric(x)) / len(_numeric(x))), "bits"),
+    (lambda x: 10.0 ** (sum(_numeric(x)) / len(_numeric(x))), "base-10"),
+    (lambda x: math.exp(sum(_numeric(x))), "summed"),
+    (lambda x: sum(math.exp(v) for v in _numeric(x)) / len(_numeric(x)), "average the losses first"),
+    (lambda x: math.exp(-sum(_numeric(x)) / len(_numeric(x))), "1 / perplexity"),
+    (lambda x: sum(_numeric(x)) / len(_numeric(x)), "the loss itself"),
+], ids=["2**", "10**", "sum", "mean of exp", "exp(-loss)", "identity"])
+def test_12_2_wrong_answers_get_hints(answer, hint):
+    result = check("12.2", answer)
+    assert not result.passed
+    assert hint in result.message, result.message
+    assert 'Re-read "Perplexity"' in result.message
+
+
+def test_12_2_returning_a_tensor_or_crashing_on_numbers_is_explained():
+    result = check("12.2", lambda x: torch.exp(torch.as_tensor(x, dtype=torch.float64).mean()))
+    assert not result.passed and "Python float" in result.message, result.message
+    result = check("12.2", lambda x: math.exp(x.mean().item()))
+    assert not result.passed and "plain Python number" in result.message, result.message
+
+
+def test_12_2_the_package_is_refused():
+    from attnbook.lm import perplexity as package_perplexity
+
+    result = check("12.2", lambda x: package_perplexity(x))
+    assert not result.passed and "the package's own solution" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 12.3 one BPE merge
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_12_3_reference_passes(solutions):
+    result = check("12.3", solutions(12)["merge_pair"])
+    assert result.passed, result.message
+
+
+def make_merge_pair(*, order="left", step_after=2, keep_last=True, in_place=False, out_type=list):
+    """A merge_pair with one deliberate mistake (the defaults give a correct one)."""
+
+    def merge_pair(ids, pair, new_id):
+        seq = ids if in_place else list(ids)
+        if order == "right":
+            seq = seq[::-1]
+            pair = (pair[1], pair[0])
+        out, i = [], 0
+        end = len(seq) if keep_last else len(seq) - 1
+        while i < end:
+            if i + 1 < len(seq) and seq[i] == pair[0] and seq[i + 1] == pair[1]:
+                out.append(new_id)
+                i += step_after
+            else:
+                out.append(seq[i])
+                i += 1
+        if order == "right":
+            out = out[::-1]
+        if in_place:
+            ids[:] = out
+            return ids
+        return out_type(out)
+
+    return merge_pair
+
+
+def test_12_3_a_correct_variant_passes():
+    assert check("12.3", make_merge_pair()).passed
+
+
+@pytest.mark.parametrize("kwargs, hint", [
+    ({"order": "right"}, "left to right"),
+    ({"step_after": 1}, "skip both ids"),
+    ({"keep_last": False}, "the last id is lost"),
+    ({"in_place": True}, "in place"),
+    ({"out_type": tuple}, "expected a list"),
+], ids=lambda x: str(x) if isinstance(x, dict) else "")
+def test_12_3_wrong_answers_get_hints(kwargs, hint):
+    result = check("12.3", make_merge_pair(**kwargs))
+    assert not result.passed, kwargs
+    assert hint in result.message, (kwargs, result.message)
+    assert 'Re-read "Byte-pair encoding from scratch"' in result.message
+
+
+def test_12_3_a_merge_on_text_is_caught_by_ids_of_two_digits():
+    def merge_pair(ids, pair, new_id):
+        joined = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
+        return [int(t) for t in joined.split()]
+
+    result = check("12.3", merge_pair)
+    assert not result.passed and "two digits" in result.message and "not text" in result.message, result.message
+
+
+def test_12_3_the_package_is_refused():
+    from attnbook.text import merge_pair as package_merge
+
+    result = check("12.3", lambda ids, pair, new_id: package_merge(ids, pair, new_id))
+    assert not result.passed and "the package's own solution" in result.message, result.message
+
+
+def test_12_3_not_attempted():
+    def merge_pair(ids, pair, new_id):
+        raise NotImplementedError
+
+    assert check("12.3", merge_pair).status == "not attempted"
