@@ -699,3 +699,30 @@ def merge_pair(ids, pair, new_id):
         else:
             out.append(x)
     return out
+
+
+@wrong("12.1", hint="even where that is below min_lr")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """a floor of min_lr under the warm-up too (a learner trial's find)"""
+    if step < warmup_steps:
+        return max(min_lr, max_lr * (step + 1) / warmup_steps)
+    if step >= total_steps:
+        return min_lr
+    t = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * t)) / 2
+
+
+@wrong("12.3", hint="it was given")
+def merge_pair(ids, pair, new_id):
+    """returns the input list itself when nothing is merged (a learner trial's find)"""
+    if not any(ids[i] == pair[0] and ids[i + 1] == pair[1] for i in range(len(ids) - 1)):
+        return ids
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out

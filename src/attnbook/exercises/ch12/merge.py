@@ -17,14 +17,15 @@ MERGE_FORBIDDEN = [
 
 
 class IdsKept(Observer):
-    """Whether the list at `position` still equals `original` after the call (not changed in place)."""
+    """(whether the list at `position` still equals `original` after the call (not changed in place), whether the
+    output is that very list (not a new one))."""
 
     def __init__(self, position: int, original: list):
         self.params = {"position": position, "original": list(original)}
 
     def read(self, output, args, kwargs):
         given = args[self.params["position"]]
-        return isinstance(given, list) and given == self.params["original"]
+        return isinstance(given, list) and given == self.params["original"], output is given
 
 
 def _long_case() -> list[int]:
@@ -142,13 +143,17 @@ def _merge_error_hint(message: str) -> str | None:
 
 def _merged_list(merge_pair, ids, pair, new, on) -> list:
     """The learner's result on one case, as a list of ints; Wrong for a change in place or another type."""
-    got, kept = call(merge_pair, list(ids), pair, new, what="merge_pair", on=on, forbid=MERGE_FORBIDDEN,
-                     explain=_merge_error_hint, observe=IdsKept(0, ids))
+    got, (kept, same) = call(merge_pair, list(ids), pair, new, what="merge_pair", on=on, forbid=MERGE_FORBIDDEN,
+                             explain=_merge_error_hint, observe=IdsKept(0, ids))
     if not kept:
         raise Wrong(f"merge_pair changed its input `ids` in place on {on}",
                     "build and return a new list (out = [] then out.append(...)); leave ids as it came in")
     if got is None:
         raise Wrong(f"merge_pair returned None on {on}, expected a list", "did you forget the `return` statement?")
+    if same:
+        raise Wrong(f"merge_pair returned the list `ids` it was given on {on}, expected a new list",
+                    "build a new list every time, also when nothing is merged: code that later changes the result "
+                    "would change the caller's ids too")
     if not isinstance(got, list):
         raise Wrong(f"merge_pair returned {describe(got)} on {on}, expected a list of ints",
                     "return a Python list, e.g. built with out = [] and out.append(...)")

@@ -20,12 +20,14 @@ SCHEDULE_FORBIDDEN = [
 # known mistake apart: its warm-up's first and last steps (off by one either way), the cosine's first step
 # (warm-up through step warmup_steps), middle and last (the period, the span, degrees, linear, min_lr), and steps
 # past total_steps (one just past, where a cosine that goes on is still near min_lr, and one far past).
-# B has other magnitudes; C has no warm-up (warmup_steps=0) and the default min_lr; D a one-step warm-up.
+# B has other magnitudes; C has no warm-up (warmup_steps=0) and the default min_lr; D a one-step warm-up; E a warm-up
+# that starts below min_lr (a floor of min_lr under the warm-up shows there).
 CASES = [
     *[(s, 0.5, 4, 20, 0.05) for s in (0, 1, 3, 4, 5, 9, 12, 16, 19, 20, 21, 37)],
     *[(s, 3e-3, 10, 110, 3e-4) for s in (0, 9, 10, 35, 60, 85, 109, 110, 500)],
     *[(s, 1.0, 0, 8, None) for s in (0, 2, 4, 6, 8, 9)],
     *[(s, 2.0, 1, 3, 0.5) for s in (0, 1, 2, 3, 4)],
+    *[(s, 1.0, 10, 30, 0.5) for s in (0, 3, 9, 20, 30)],  # E: the warm-up starts below min_lr
 ]
 
 
@@ -106,6 +108,9 @@ MISTAKES = {
     "past total_steps the rate stays at min_lr: the cosine, continued, comes back up":
         _phased(_warm, _cos, _cos),
     "past total_steps the rate stays at min_lr, not 0": _phased(_warm, _cos, lambda s, M, W, T, m: 0.0),
+    "the warm-up is max_lr · (step + 1) / warmup_steps even where that is below min_lr: min_lr is the floor "
+    "of the cosine and after it, not of the warm-up":
+        _phased(lambda s, M, W, T, m: max(m, _warm(s, M, W, T, m)), _cos, _past),
     "the first warmup_steps steps rise linearly to max_lr: max_lr · (step + 1) / warmup_steps":
         _phased(lambda s, M, W, T, m: M, _cos, _past),
 }
@@ -148,8 +153,9 @@ def check_lr_at(lr_at) -> str:
         runs.append((got, (step, M, W, T, 0.0 if m is None else m)))
     wrong = [i for i, (got, case) in enumerate(runs) if not close(got, _right(*case))]
     if not wrong:
-        return (f"right on {len(CASES)} steps of 4 schedules: the warm-up, the cosine from max_lr to min_lr, the "
-                "steps past total_steps, no warm-up at all and a one-step warm-up")
+        return (f"right on {len(CASES)} steps of 5 schedules: the warm-up, the cosine from max_lr to min_lr, the "
+                "steps past total_steps, no warm-up at all, a one-step warm-up and a warm-up that starts below "
+                "min_lr")
     got, case = runs[wrong[0]]
     step, M, W, T, _ = case
     hint = next((h for h, f in MISTAKES.items() if all(close(g, f(*c)) for g, c in runs)), None)
