@@ -726,3 +726,10 @@ def merge_pair(ids, pair, new_id):
             out.append(ids[i])
             i += 1
     return out
+
+
+@wrong("12.2", hint="mean() has no parameter 'axis'")
+def perplexity(mean_loss):
+    """NumPy's keyword on a tensor method: the error is in the answer's own call (a learner trial's find: the hint
+    blamed the task's signature)"""
+    return float(np.exp(np.mean(mean_loss)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import sys
 import time
 import warnings
@@ -96,8 +97,19 @@ class Raised(Wrong):
     exercise's `explain` first (in the grader, from the kernel's report of the error)."""
 
     def __init__(self, what: str, where: str, error: str, explain: Callable[[str], str | None] | None):
-        super().__init__(f"{what} raised {error}{where}", (explain(error) if explain else None) or explain_error(error))
+        hint = (explain(error) if explain else None) or _inner_call_hint(error, what) or explain_error(error)
+        super().__init__(f"{what} raised {error}{where}", hint)
         self.error = error
+
+
+def _inner_call_hint(error: str, what: str) -> str | None:
+    """A keyword that a function the answer calls does not take is the answer's own call, not the task's signature
+    (which ERROR_HINTS would suggest): say so, naming the function."""
+    m = re.search(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'", error)
+    if m is None or m.group(1) == what:
+        return None
+    return (f"{m.group(1)}() has no parameter {m.group(2)!r}: look at how your code calls {m.group(1)} (the check "
+            f"itself calls {what} with the arguments the task gives)")
 
 
 def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
