@@ -733,3 +733,14 @@ def perplexity(mean_loss):
     """NumPy's keyword on a tensor method: the error is in the answer's own call (a learner trial's find: the hint
     blamed the task's signature)"""
     return float(np.exp(np.mean(mean_loss)))
+
+
+@wrong("12.3", hint="write it as a loop")
+def merge_pair(ids, pair, new_id):
+    """recursive on the rest of the list: right, but too deep for 2,000 ids (a learner trial's find: the hint
+    spoke of a shadowed library name)"""
+    if len(ids) < 2:
+        return list(ids)
+    if (ids[0], ids[1]) == tuple(pair):
+        return [new_id] + merge_pair(ids[2:], pair, new_id)
+    return [ids[0]] + merge_pair(ids[1:], pair, new_id)

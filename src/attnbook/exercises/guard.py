@@ -209,8 +209,9 @@ def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s:
         raise NotAttempted("your code still raises NotImplementedError: replace the stub with your solution") from None
     if isinstance(error, TimeUp):
         raise Wrong(f"{what} took longer than {time_limit_s:g} s{where} and was stopped",
-                    "look for a Python loop over every element (use tensor operations instead), or for something "
-                    "much bigger than the task needs being built") from None
+                    "look for a loop that never ends (an index or a condition that never changes), a Python loop "
+                    "over every element where tensor operations would do, or something much bigger than the task "
+                    "needs being built") from None
     if isinstance(error, Forbidden):  # a stand-in of a forbidden function left behind by an earlier call
         path, instead = error.args[0], error.args[1] if len(error.args) > 1 else None
         raise Wrong(f"{what} called {path}{where}: the task asks you to write this without {path}",

@@ -12,8 +12,9 @@ ERROR_HINTS: list[tuple[str, str]] = [
      "math.exp works on one Python number and overflows above about 709; use torch.exp on the whole tensor, "
      "after subtracting the maximum"),
     (r"^RecursionError",
-     "your function calls itself: if it has the name of a library function (softmax, attention, ...), "
-     "call the library one by its full name (torch.softmax) or rename yours"),
+     "your function calls itself too deeply: if it has the name of a library function (softmax, attention, ...), "
+     "call the library one by its full name (torch.softmax) or rename yours; if it recurses on purpose, write it "
+     "as a loop (Python allows about 1,000 nested calls)"),
     (r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (-?\d+)\)"
      r"|dim=-?\d+ is out of range for a tensor with",
      "that dimension does not exist on this input, which has fewer dimensions than you assumed; count from "
