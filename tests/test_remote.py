@@ -1,6 +1,7 @@
 """Checks run by the grader on code that runs elsewhere (attnbook.exercises.remote, inputs, codec): the grader's
 verdict, with the answer behind a link to a kernel, equals the direct check's for every entry of the mutant
-catalogue; the catalogue stays at 100% under other run seeds; inputs cross to the kernel as the same objects;
+catalogue, and meets the catalogue's expectation, under run seeds 0, 1 and 2 in turn (tests/test_mutants.py runs
+every entry under seed 0 too); inputs cross to the kernel as the same objects;
 results cross back as plain data; a reply that does not fit the check gets 0 points."""
 from __future__ import annotations
 
@@ -81,20 +82,6 @@ def test_remote_verdict_equals_the_direct_check(index):
     else:
         assert graded.status == "failed" and (mutant.hint is None or mutant.hint.lower() in graded.message.lower()), \
             f"a wrong answer was not rejected as promised when graded with run seed {run_seed}: {graded}"
-
-
-@pytest.mark.parametrize("run_seed", [1])  # seed 0 is tests/test_mutants.py; every entry is also graded above
-@pytest.mark.parametrize("chapter", sorted({m.exercise_id.split(".")[0] for m in CATALOGUE}, key=int))
-def test_catalogue_stays_at_100_percent_under_other_run_seeds(chapter, run_seed):
-    failures = []
-    for m in CATALOGUE:
-        if m.exercise_id.split(".")[0] != chapter:
-            continue
-        with remote.seeding(run_seed):
-            ok, result = mutants.run(m)
-        if not ok:
-            failures.append(f"{m.exercise_id} {m.name}: {result}")
-    assert not failures, "\n".join(failures)
 
 
 # ---------------------------------------------------------------------------------------------------------
