@@ -6,8 +6,13 @@ STAMP  := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
 CHAPTERS  := $(wildcard book/[0-9][0-9]_*.ipynb)
 NOTEBOOKS := $(CHAPTERS) $(wildcard book/appendix_*.ipynb)
+ZH_NOTEBOOKS := $(wildcard book/zh/[0-9][0-9]_*.ipynb) $(wildcard book/zh/appendix_*.ipynb)
+# The Chinese site: built from book/zh/ (generated from the English notebooks and book/locale/zh/, never edited by
+# hand) into _build/zh/, then placed at _build/html/zh/ next to the English site.
+ZH_SITE = $(BIN)/jupyter-book build $(1) --keep-going book/zh --path-output _build/zh && \
+	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 
-.PHONY: install book serve test notebooks clean
+.PHONY: install book serve test notebooks translations clean
 
 install: $(STAMP)
 
@@ -24,31 +29,45 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts
 	touch $(NPM_STAMP)
 
-## make book: build the website from the committed notebook outputs
+## make book: build the website, English and Chinese (_build/html/zh/), from the committed notebook outputs
 book: install $(NPM_STAMP)
 	$(BIN)/jupyter-book build --keep-going .
-	@echo "Book built: open _build/html/index.html (or run: make serve)"
+	$(call ZH_SITE,)
+	@echo "Book built: open _build/html/index.html, or _build/html/zh/index.html for 中文版 (or run: make serve)"
 
 ## make serve: serve the built website on http://localhost:8000
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
 
-## make test: unit and checker tests, exercise-version sync, strict nbval on every chapter (natively, then again with
-## ATEN_CPU_CAPABILITY=default, so an output that depends on the CPU's vector width fails on every machine), the
-## mutant catalogue's score (fails below 100%), then a
-## from-scratch book build in which any warning is an error, then the website's tests on that build (nothing loaded
-## from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
+## make test: the Chinese edition complete and current (every catalog entry translated, none fuzzy, the glossary
+## obeyed, book/zh/ as the catalogs make it), unit and checker tests, exercise-version sync, strict nbval on every
+## chapter natively, then on every Chinese chapter with ATEN_CPU_CAPABILITY=default (the same code and, but for the
+## check cells' Chinese verdicts, the same outputs: tests/test_i18n.py checks), so an output that depends on the
+## CPU's vector width fails on every machine; the mutant catalogue's score in both languages (fails below 100%),
+## then from-scratch builds of both sites in which any warning is an error, then the website's tests on them
+## (nothing loaded from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
 test: install $(NPM_STAMP)
+	$(BIN)/python -m tools.i18n check
 	$(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
 	$(BIN)/python tools/mutant_report.py
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
+	$(call ZH_SITE,--all -W -n)
 	ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider
 
-## make notebooks: after editing a chapter, re-execute it and regenerate the exercise versions
+## make notebooks: after editing a chapter, re-execute it and regenerate the exercise versions; then the Chinese
+## edition: catalogs updated (a changed sentence becomes fuzzy, a new one untranslated: translate them, see
+## CONTRIBUTING.md), book/zh/ regenerated, its feedback cells re-run in Chinese
 notebooks: install
 	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
 	$(BIN)/python -m attnbook.student
+	$(BIN)/python -m tools.i18n update
+	$(BIN)/python -m tools.i18n execute
+
+## make translations: after editing English text, mark what the Chinese edition must translate again
+translations: install
+	$(BIN)/python -m tools.i18n update
+	$(BIN)/python -m tools.i18n build
 
 clean:
 	rm -rf _build node_modules

@@ -10,6 +10,11 @@
 - sphinx-thebe's inline script appears twice on every page, and the second copy is an error in the console;
   duplicate inline scripts are dropped.
 - The Colab badge image of the chapters is a local SVG (`_static/colab-badge.svg`) rather than Colab's own.
+- Chinese text is set in Noto Sans SC (SIL Open Font License), from the `@fontsource/noto-sans-sc` package: its
+  regular and bold faces, split by Unicode range into small WOFF2 files, of which a browser fetches only those
+  holding characters on the page; cut down to the CJK ranges, so that the font can come first in every font list
+  (the system's generic fonts would otherwise draw Chinese as empty boxes on a machine without CJK fonts). So the Chinese edition, and the Chinese column of the English glossary, render
+  on a machine without any CJK font, and look the same everywhere (`_static/attnbook.css` names the font).
 """
 from __future__ import annotations
 
@@ -36,6 +41,10 @@ FILES = [
     ("mermaid/dist/mermaid.min.js", "mermaid/mermaid.min.js"),
     ("mermaid/LICENSE", "mermaid/LICENSE"),
 ]
+FONT_PACKAGE = "@fontsource/noto-sans-sc"
+FONT_WEIGHTS = ("400", "700")
+FONT_CSS = f"{VENDOR}/noto-sans-sc/noto-sans-sc.css"
+FONT_URL = re.compile(r"url\(\./files/([\w.-]+\.woff2)\) format\('woff2'\)(?:, url\([^)]*\) format\('woff'\))?")
 MATHJAX_PATH = f"{VENDOR}/mathjax/tex-mml-chtml.js"
 MERMAID_PATH = f"{VENDOR}/mermaid/mermaid.min.js"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -57,7 +66,43 @@ def _copy_vendor_files(app) -> None:
             shutil.copytree(NODE_MODULES / src, target / dst, dirs_exist_ok=True)
         else:
             shutil.copy2(NODE_MODULES / src, target / dst)
+    _copy_font(Path(app.outdir) / "_static" / FONT_CSS)
 
+
+CJK_START = 0x2E80  # CJK radicals, punctuation, kana, ideographs, full-width forms: everything from here up
+
+
+def _cjk_ranges(ranges: str) -> str:
+    """The part of a CSS unicode-range at or above CJK_START: the font then draws only CJK characters, and Latin text
+    keeps the system font even though the font is named first (fontsource's subsets also hold Latin letters)."""
+    kept = []
+    for item in ranges.split(","):
+        low, _, high = item.strip().removeprefix("U+").removeprefix("u+").partition("-")
+        low, high = int(low, 16), int(high or low, 16)
+        if high >= CJK_START:
+            low = max(low, CJK_START)
+            kept.append(f"U+{low:x}" + (f"-{high:x}" if high != low else ""))
+    return ",".join(kept)
+
+
+def _copy_font(css_path: Path) -> None:
+    """Noto Sans SC's @font-face rules (WOFF2 only: every browser the site supports reads it) and their files."""
+    package = NODE_MODULES / FONT_PACKAGE
+    if not (package / "400.css").exists():
+        raise ExtensionError(f"{package} is missing: run `npm ci` in the repository root (make book does)")
+    (css_path.parent / "files").mkdir(parents=True, exist_ok=True)
+    rules = []
+    for weight in FONT_WEIGHTS:
+        for rule in re.findall(r"@font-face \{[^}]*\}", (package / f"{weight}.css").read_text(encoding="utf-8")):
+            ranges = _cjk_ranges(re.search(r"unicode-range: ([^;]*);", rule).group(1))
+            if not ranges:
+                continue  # Latin, Cyrillic, Vietnamese: the system's fonts draw those
+            for name in FONT_URL.findall(rule):
+                shutil.copy2(package / "files" / name, css_path.parent / "files" / name)
+            rule = re.sub(r"unicode-range: [^;]*;", f"unicode-range: {ranges};", rule)
+            rules.append(FONT_URL.sub(r"url(./files/\1) format('woff2')", rule))
+    shutil.copy2(package / "LICENSE", css_path.parent / "LICENSE")
+    css_path.write_text("\n".join(rules), encoding="utf-8")
 
 def _check_config(app, config) -> None:
     if config.mathjax_path != MATHJAX_PATH or config.mermaid_use_local != MERMAID_PATH:
@@ -105,6 +150,7 @@ def _mermaid_as_classic_script(scripts, pagename: str) -> None:
 
 
 def setup(app):
+    app.add_css_file(FONT_CSS, priority=200)
     app.connect("config-inited", _check_config)
     app.connect("builder-inited", _copy_vendor_files)
     app.connect("doctree-resolved", _local_colab_badge)

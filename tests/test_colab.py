@@ -92,3 +92,26 @@ def test_an_exercise_version_runs_like_in_colab(colab_python, name, tmp_path):
     assert statuses == {"not attempted"}, statuses
     errors = [o for cell in report["cells"] for o in cell["outputs"] if o.get("output_type") == "error"]
     assert not errors, errors[:1]
+
+
+def test_the_build_ships_the_chinese_feedback(colab_python):
+    """The gettext catalog is package data: in Colab, set_language("zh") gives Chinese feedback."""
+    code = ("import attnbook; attnbook.set_language('zh'); from attnbook.exercises import check; "
+            "print(check('2.2', None).message)")
+    out = subprocess.run([str(colab_python), "-c", code], check=True, capture_output=True, text=True, cwd="/").stdout
+    assert re.search(r"[\u4e00-\u9fff]", out), out
+
+
+def test_a_chinese_exercise_version_runs_like_in_colab(colab_python, tmp_path):
+    runner = tmp_path / "run.py"
+    runner.write_text(RUNNER)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "ATTNBOOK_LANG")}
+    env["PATH"] = f"{colab_python.parent}{os.pathsep}{env.get('PATH', '')}"
+    path = ROOT / "book" / "zh" / "exercises" / "02_scaled_attention.ipynb"
+    result = subprocess.run([str(colab_python), str(runner), str(path), str(tmp_path)],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    checks = [o for cell in report["cells"] for o in cell["outputs"]
+              if "check" in o.get("metadata", {}).get("attnbook", {})]
+    assert checks and all(re.search(r"[\u4e00-\u9fff]", o["data"]["text/plain"]) for o in checks), checks[:1]

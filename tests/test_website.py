@@ -1,4 +1,5 @@
-"""The website: nothing loaded from another host, and every page checked in a real browser.
+"""The website, English at the top and Chinese under zh/: nothing loaded from another host, every page checked in a
+real browser, each page linked to its counterpart in the other language, Chinese search, Chinese text in a CJK font.
 
 The static tests read every HTML and CSS file of the built site. The browser tests drive Debian's Chromium
 (headless, through Playwright given its executable path: Playwright's own browser download is never used) against
@@ -38,10 +39,14 @@ BRANCH = CONFIG["repository"]["branch"]
 BROWSER_JS = ROOT / "tests" / "browser"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 
-# Every page a reader can reach: the table of contents, plus Sphinx's index and search pages.
+# Every page a reader can reach: the table of contents, plus Sphinx's index and search pages, in both languages.
 TOC_PAGES = [TOC["root"]] + [entry["file"] for part in TOC.get("parts", []) for entry in part["chapters"]]
-PAGES = [f"{page}.html" for page in TOC_PAGES] + ["genindex.html", "search.html"]
-CHAPTER = re.compile(r"book/\d\d_\w+\.html")
+EN_PAGES = [f"{page}.html" for page in TOC_PAGES] + ["genindex.html", "search.html"]
+ZH_PAGES = [f"zh/{page.removeprefix('book/')}.html" for page in TOC_PAGES] + ["zh/genindex.html", "zh/search.html"]
+PAGES = EN_PAGES + ZH_PAGES
+COUNTERPART = dict(zip(EN_PAGES, ZH_PAGES)) | dict(zip(ZH_PAGES, EN_PAGES))
+CHAPTER = re.compile(r"(book|zh)/\d\d_\w+\.html")
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 CHROMIUM = os.environ.get("ATTNBOOK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -66,15 +71,17 @@ def site(tmp_path_factory) -> Path:
         assert (path / "index.html").exists(), f"ATTNBOOK_SITE={path} has no index.html: build the book first"
         return path
     out = tmp_path_factory.mktemp("site")
-    build = subprocess.run(
-        [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", "--all", "--keep-going",
-         "--path-output", str(out), str(ROOT)], capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    for book, path_output in ((ROOT, out), (ROOT / "book" / "zh", out / "zh")):  # as make book does
+        build = subprocess.run(
+            [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", "--all", "--keep-going",
+             "--path-output", str(path_output), str(book)], capture_output=True, text=True, timeout=900)
+        assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    shutil.copytree(out / "zh" / "_build" / "html", out / "_build" / "html" / "zh")
     return out / "_build" / "html"
 
 
 def html_files(site: Path) -> list[Path]:
-    return sorted(p for p in site.rglob("*.html") if p.relative_to(site).parts[0] not in ("_static", "_sources"))
+    return sorted(p for p in site.rglob("*.html") if not {"_static", "_sources"} & set(p.relative_to(site).parts))
 
 
 def is_external(url: str) -> bool:
@@ -110,7 +117,8 @@ def test_every_page_of_the_table_of_contents_was_built(site):
     built = {str(p.relative_to(site)) for p in html_files(site)}
     missing = sorted(set(PAGES) - built)
     assert not missing, f"not built: {missing}"
-    assert built - set(PAGES) <= {"index.html"}, f"pages the browser tests do not visit: {built - set(PAGES)}"
+    assert built - set(PAGES) <= {"index.html", "zh/index.html"}, \
+        f"pages the browser tests do not visit: {built - set(PAGES)}"
 
 
 def test_no_page_loads_a_script_stylesheet_font_or_image_from_another_host(site):
@@ -264,19 +272,20 @@ def colab_problems(hrefs: list[str]) -> list[str]:
     return found
 
 
-def solution_problems(page) -> list[str]:
-    """Solutions start folded behind "Show solution"; a click shows the code and another folds it again.
+def solution_problems(page, label: str = "Show solution") -> list[str]:
+    """Solutions start folded behind "Show solution" (显示答案 in Chinese); a click shows the code and another folds
+    it again.
 
     The first solution is clicked with the mouse (it must be on top and clickable); the rest through the DOM."""
-    found = page.evaluate("""() => [...document.querySelectorAll('.cell.tag_solution')].flatMap((cell, i) => {
+    found = page.evaluate("""label => [...document.querySelectorAll('.cell.tag_solution')].flatMap((cell, i) => {
         const summary = cell.querySelector('details > summary'), code = cell.querySelector('.cell_input');
-        if (!summary || !code || code.checkVisibility() || !summary.innerText.includes('Show solution'))
-          return [`solution ${i + 1} is not folded behind 'Show solution'`];
+        if (!summary || !code || code.checkVisibility() || !summary.innerText.includes(label))
+          return [`solution ${i + 1} is not folded behind '${label}'`];
         summary.click();
         const shown = code.checkVisibility();
         summary.click();
         return shown && !code.checkVisibility() ? [] : [`solution ${i + 1} does not unfold and fold on a click`];
-      })""")
+      })""", label)
     first = page.locator(".cell.tag_solution").first
     if not found and first.count():
         first.locator("summary").click()
@@ -290,7 +299,7 @@ def solution_problems(page) -> list[str]:
 def test_page_in_chromium(browser, context, name):
     """What a reader sees on each page, at desktop and phone width, light and dark."""
     base, _ = browser
-    stem = Path(name).stem
+    stem = ("zh-" if name.startswith("zh/") else "") + Path(name).stem
     chapter = CHAPTER.fullmatch(name) is not None
     start = time.perf_counter()
     visit = Visit(context, base, base + name)
@@ -299,7 +308,7 @@ def test_page_in_chromium(browser, context, name):
     problems += colab_problems(report["colab"])
     if chapter and len({h.split(f"/blob/{BRANCH}/")[-1] for h in report["colab"]}) < 2:
         problems.append("a chapter shows two Colab links (the chapter and its exercise version)")
-    problems += solution_problems(visit.page)
+    problems += solution_problems(visit.page, "显示答案" if name.startswith("zh/") else "Show solution")
     problems += visit.contrast("light")
     if chapter:
         visit.screenshot(SCREENSHOTS / f"{stem}-desktop.jpg")
@@ -321,4 +330,94 @@ def test_diagrams_and_formulas_draw_from_disk(site, context):
     problems = visit.close()
     assert report["diagrams"] and all(d["svg"] for d in report["diagrams"]), report["diagrams"]
     assert report["math"] and all(m["typeset"] and not m["error"] for m in report["math"])
+    assert not problems, problems
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The two languages
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_links_to_its_counterpart_in_the_other_language(site, name):
+    soup = BeautifulSoup((site / name).read_text(encoding="utf-8"), "html.parser")
+    links = soup.select(".attnbook-language-switch a")
+    assert len(links) == 1, f"{name}: {len(links)} language switches"
+    target = (site / name).parent / links[0]["href"]
+    assert target.resolve() == (site / COUNTERPART[name]).resolve(), f"{name} -> {links[0]['href']}"
+    assert soup.html["lang"] == ("zh-CN" if name.startswith("zh/") else "en")
+    alternates = {a["hreflang"] for a in soup.find_all("link", rel="alternate") if a.get("hreflang")}
+    assert alternates == {"en", "zh-CN"}, alternates
+
+
+@pytest.mark.parametrize("name", [p for p in ZH_PAGES if p not in ("zh/genindex.html", "zh/search.html")])
+def test_a_chinese_page_is_chinese(site, name):
+    """The article's text is mostly Chinese: every paragraph translated, not just the headings."""
+    soup = BeautifulSoup((site / name).read_text(encoding="utf-8"), "html.parser")
+    article = soup.select_one("article.bd-article")
+    for tag in article.select("pre, code, .math, .cell_output, script, style, mjx-container, .mermaid"):
+        tag.decompose()
+    paragraphs = [p.get_text(" ", strip=True) for p in article.find_all("p")]
+    english = [p for p in paragraphs if len(p) > 60 and not CJK.search(p)]
+    assert not english, f"{name}: paragraphs without Chinese: {english[:3]}"
+    assert sum(len(CJK.findall(p)) for p in paragraphs) > 200
+
+
+def _cjk_fonts(visit, selector: str) -> list[tuple[int, int, list[str]]]:
+    """(CJK characters in its text, glyphs drawn by CJK fonts, fonts used) of each element matching `selector`."""
+    session = visit.page.context.new_cdp_session(visit.page)
+    session.send("DOM.enable")
+    session.send("CSS.enable")
+    # the fonts Chromium reports are those of the element's own text nodes: count the CJK characters there
+    visit.page.evaluate("""selector => document.querySelectorAll(selector).forEach((e, i) => e.dataset.cjkText =
+        [...e.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join(''))""", selector)
+    root = session.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    found = []
+    for node in session.send("DOM.querySelectorAll", {"nodeId": root, "selector": selector})["nodeIds"][:40]:
+        attributes = session.send("DOM.getAttributes", {"nodeId": node})["attributes"]
+        text = dict(zip(attributes[::2], attributes[1::2])).get("data-cjk-text", "")
+        fonts = session.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        cjk_glyphs = sum(f["glyphCount"] for f in fonts if re.search(r"Noto Sans SC|CJK|PingFang|YaHei|Hei|Song|WenQuanYi",
+                                                                      f["familyName"]))
+        found.append((len(CJK.findall(text)), cjk_glyphs, [f["familyName"] for f in fonts]))
+    session.detach()
+    return found
+
+
+@pytest.mark.parametrize("name, selector", [("zh/02_scaled_attention.html", "article.bd-article p"),
+                                            ("zh/intro.html", "article.bd-article h1, article.bd-article p"),
+                                            ("book/glossary.html", "table.attnbook-glossary td p")])
+def test_chinese_text_is_drawn_in_a_cjk_font(browser, context, name, selector):
+    """No missing-glyph boxes: every Chinese character of these elements is drawn by a font that has it (the site's
+    own Noto Sans SC on a machine without CJK fonts), and the text is laid out (it has a size on the page)."""
+    base, _ = browser
+    visit = Visit(context, base, base + name)
+    # web fonts load after the first paint (font-display: swap): wait for the faces this page's characters need
+    visit.page.evaluate("""() => Promise.all(['400', '700'].map(w => document.fonts.load(`${w} 1em "Noto Sans SC"`,
+                                                                   document.body.innerText))).then(() => true)""")
+    visit.page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    measured = _cjk_fonts(visit, selector)
+    sizes = visit.page.evaluate(f"""() => [...document.querySelectorAll({json.dumps(selector)})]
+        .filter(e => e.checkVisibility() && /[\u4e00-\u9fff]/.test(e.textContent))
+        .map(e => e.getBoundingClientRect().height)""")
+    problems = visit.close()
+    with_cjk = [(n, g, f) for n, g, f in measured if n]
+    assert with_cjk, f"{name}: no Chinese text in {selector}"
+    bad = [(n, g, f) for n, g, f in with_cjk if g < n]
+    assert not bad, f"{name}: Chinese characters not drawn by a CJK font (count, CJK glyphs, fonts): {bad[:3]}"
+    assert sizes and min(sizes) > 8, f"{name}: Chinese text not laid out: heights {sizes[:5]}"
+    assert not problems, problems
+
+
+def test_chinese_search_finds_chinese_words(browser, context):
+    """Sphinx's Chinese search (jieba splits the words): a Chinese query finds the chapters that use the word."""
+    base, _ = browser
+    visit = Visit(context, base, base + "zh/search.html?q=" + "注意力")
+    try:
+        visit.page.wait_for_function("() => document.querySelectorAll('#search-results li').length > 0",
+                                     timeout=20_000)
+    except PlaywrightTimeout:
+        pass
+    hits = visit.page.evaluate("() => [...document.querySelectorAll('#search-results li a')].map(a => a.href)")
+    problems = visit.close()
+    assert len(hits) >= 3 and any("02_scaled_attention" in h for h in hits), hits
     assert not problems, problems

@@ -4,14 +4,41 @@ has fewer than 6 wrong or 3 right answers.
 
     python tools/mutant_report.py [-v] [--chapter N]
         -v: also list every entry that did not do what it should; --chapter N: only chapter N's exercises
+
+Every entry is checked twice, with feedback in English and in Chinese (set_language("zh")): the verdict must be
+the same, and a Chinese message must be Chinese: no run of English prose left in it (code, shapes, the learner's
+own error text and names excepted). A translation must never change what a check decides.
 """
 from __future__ import annotations
 
 import sys
+import re
 from collections import defaultdict
 from pathlib import Path
 
 MIN_WRONG, MIN_RIGHT = 6, 3
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# What may stay English inside a Chinese message: code in backticks or quotes, the learner's exception and its text,
+# identifiers and expressions (anything with _ . ( ) [ ] = * / digits), then runs of three or more plain words left.
+NOT_PROSE = re.compile(r"`[^`]*`|'[^']*'|\"[^\"]*\"|\b\w*(Error|Exception|Warning)\b:?[^。；！？]*|"
+                       r"\S*[_.()\[\]=*/<>0-9]\S*")
+ENGLISH_RUN = re.compile(r"\b[a-z]{2,}(?:[ ,]+[a-z]{2,}){2,}\b")  # lower case: names such as NumPy or Python int are fine
+
+
+def english_left(message: str) -> str | None:
+    """A run of English prose in a Chinese message, or None."""
+    run = ENGLISH_RUN.search(NOT_PROSE.sub(" ", message))
+    return run.group(0) if run else None
+
+
+def chinese_problem(mutant, english, chinese) -> str | None:
+    """What is wrong with the Chinese verdict on `mutant`, given the English one (None: nothing)."""
+    if chinese.status != english.status or chinese.points != english.points:
+        return f"verdict {chinese.status} in Chinese, {english.status} in English"
+    if not CJK.search(chinese.message):
+        return f"no Chinese in the message: {chinese.message[:200]}"
+    left = english_left(chinese.message)
+    return f"English left in the message: {left!r} in {chinese.message[:300]}" if left else None
 
 
 def main(argv: list[str]) -> int:
@@ -29,29 +56,35 @@ def main(argv: list[str]) -> int:
         if chapter is not None and m.exercise_id.split(".")[0] != chapter:
             continue
         ok, result = mutants.run(m)
-        rows[m.exercise_id].append((m, ok, result))
+        problem = chinese_problem(m, result, mutants.run_in(m, "zh"))
+        rows[m.exercise_id].append((m, ok, result, problem))
     ids = sorted({i for i in set(REGISTRY) | set(rows) if chapter is None or i.split(".")[0] == chapter},
                  key=lambda i: tuple(int(p) for p in i.split(".")))
-    totals = [0, 0, 0, 0]
+    totals = [0, 0, 0, 0, 0]
     bad = False
     for ex in ids:
         entries = rows.get(ex, [])
-        w = [ok for m, ok, _ in entries if not m.right]
-        r = [ok for m, ok, _ in entries if m.right]
+        w = [ok for m, ok, _, _ in entries if not m.right]
+        r = [ok for m, ok, _, _ in entries if m.right]
+        zh = [p for _, _, _, p in entries if p]
         line = (f"{ex:>5}: {sum(w)}/{len(w)} wrong answers rejected, {sum(r)}/{len(r)} right answers accepted")
         short = len(w) < MIN_WRONG or len(r) < MIN_RIGHT
         if short:
             line += f"  (needs at least {MIN_WRONG} wrong and {MIN_RIGHT} right)"
+        if zh:
+            line += f"  ({len(zh)} Chinese verdicts wrong)"
         print(line)
-        bad |= short or not all(w) or not all(r)
-        totals = [totals[0] + sum(w), totals[1] + len(w), totals[2] + sum(r), totals[3] + len(r)]
-        if verbose:
-            for m, ok, result in entries:
-                if not ok:
-                    want = "pass" if m.right else f"fail with {m.hint!r}" if m.hint else "fail"
-                    print(f"        should {want}: {m.name}\n          got: {result}")
+        bad |= short or not all(w) or not all(r) or bool(zh)
+        totals = [totals[0] + sum(w), totals[1] + len(w), totals[2] + sum(r), totals[3] + len(r), totals[4] + len(zh)]
+        for m, ok, result, problem in entries:
+            if problem:  # always listed: a Chinese verdict that differs is a bug in a translation or its marking
+                print(f"        in Chinese: {m.name}: {problem}")
+            if verbose and not ok:
+                want = "pass" if m.right else f"fail with {m.hint!r}" if m.hint else "fail"
+                print(f"        should {want}: {m.name}\n          got: {result}")
     print(f"total: {totals[0]}/{totals[1]} wrong answers rejected, {totals[2]}/{totals[3]} right answers accepted "
-          f"({len(ids)} exercises)")
+          f"({len(ids)} exercises); in Chinese: {totals[1] + totals[3] - totals[4]}/{totals[1] + totals[3]} the same "
+          "verdict, in Chinese")
     return 1 if bad else 0
 
 

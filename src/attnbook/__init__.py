@@ -1,5 +1,6 @@
 """attnbook: the companion package of an executable book that teaches the Transformer from first principles."""
 from .attention import scaled_dot_product_attention, softmax
+from .i18n import get_language, set_language
 from .masks import causal_mask, combine_masks, convert_mask, padding_mask
 from .notebook import seed_everything, setup
 
@@ -14,4 +15,6 @@ __all__ = [
     "convert_mask",
     "seed_everything",
     "setup",
+    "set_language",
+    "get_language",
 ]

@@ -70,6 +70,21 @@ def load(chapter: str | None = None) -> list[Mutant]:
     return CATALOGUE
 
 
+def run_in(mutant: Mutant, language: str):
+    """The CheckResult of one entry with feedback in `language` (fresh session)."""
+    from attnbook import get_language, set_language
+    from attnbook.exercises import check, reset_session
+
+    before = get_language()
+    set_language(language)
+    try:
+        reset_session()
+        return check(mutant.exercise_id, mutant.answer)
+    finally:
+        reset_session()
+        set_language(before)
+
+
 def run(mutant: Mutant):
     """Check one entry as a new learner would (fresh session); returns (ok, CheckResult)."""
     from attnbook.exercises import check, reset_session

@@ -17,6 +17,7 @@ from .compare import (close_to, expect_items, expect_like, expect_tensor, expect
                       record_items, try_mistake, wrong_values)
 from .guard import ATTENTION_SHORTCUTS, call
 from .registry import exercise, Wrong
+from ..i18n import N_, _
 
 def _mistakes(pairs) -> dict[str, Tensor | None]:
     """{hint: wrong_output}, in order; None where this input's shapes make the mistake impossible (it raises).
@@ -36,43 +37,45 @@ _same = close_to
 
 def _qkv_error_hint(message: str) -> str | None:
     if "einsum" in message and ("subscripts" in message or "ellipsis" in message):
-        return ("X can be 3-D, (batch, n, d), but your einsum equation has subscripts for a 2-D X only: let X and "
-                "the result have a batch dimension too (begin their subscripts with an ellipsis, ...), or use the "
-                "@ operator, which handles a batch")
+        return (_("X can be 3-D, (batch, n, d), but your einsum equation has subscripts for a 2-D X only: let X and "
+                  "the result have a batch dimension too (begin their subscripts with an ellipsis, ...), or use the "
+                  "@ operator, which handles a batch"))
     if "RuntimeError" not in message or "3D tensor" in message:
         return None
     if "must be a matrix" in message or "2D" in message or "2-D" in message:
-        return ("X can be 3-D, (batch, n, d): use the @ operator (torch.matmul), which treats the leading "
-                "dimension as a batch; torch.mm and .mm accept 2-D matrices only")
-    return ("X has shape (..., n, d) and W_q, W_k have shape (d, d_k), W_v (d, d_v): the sizes that meet in "
-            "the middle must agree, so compute X @ W (not W @ X, X @ W.T or W.T @ X)")
+        return (_("X can be 3-D, (batch, n, d): use the @ operator (torch.matmul), which treats the leading "
+                  "dimension as a batch; torch.mm and .mm accept 2-D matrices only"))
+    return (_("X has shape (..., n, d) and W_q, W_k have shape (d, d_k), W_v (d, d_v): the sizes that meet in "
+              "the middle must agree, so compute X @ W (not W @ X, X @ W.T or W.T @ X)"))
 
 
-_SCALE_1_1 = ("the scale 1/sqrt(d_k) belongs to the attention scores (chapter 2), not to the projection: {name} is "
-              "X @ {w} itself")
+_SCALE_1_1 = (N_("the scale 1/sqrt(d_k) belongs to the attention scores (chapter 2), not to the projection: {name} is "
+                 "X @ {w} itself"))
 
 
 def _qkv_mistakes(X: Tensor, W: Tensor, name: str, w_name: str, ref: Tensor, weights: dict[str, Tensor]):
     """{hint: the result that mistake gives for `name` on this input, or None where it raises}."""
     size = "d_v" if name == "V" else "d_k"
     pairs = [
-        (f"you transposed the weight matrix: {w_name} already has shape (d, {size}), so compute "
-         f"X @ {w_name}, not X @ {w_name}.T", try_mistake(lambda: X @ W.transpose(0, 1))),
-        (f"the order of the product matters: compute X @ {w_name} (rows of X are tokens), not {w_name} @ X",
+        (_("you transposed the weight matrix: {w_name} already has shape (d, {size}), so compute X @ {w_name}, "
+           "not X @ {w_name}.T", w_name=w_name, size=size), try_mistake(lambda: X @ W.transpose(0, 1))),
+        (_("the order of the product matters: compute X @ {w_name} (rows of X are tokens), not {w_name} @ X",
+           w_name=w_name),
          try_mistake(lambda: W @ X)),
-        (f"the order of the product matters: compute X @ {w_name}, not {w_name}.T @ X",
+        (_("the order of the product matters: compute X @ {w_name}, not {w_name}.T @ X", w_name=w_name),
          try_mistake(lambda: W.transpose(0, 1) @ X)),
-        (f"your {name} is transposed: it should have one row per token, shape (..., n, {size}); compute "
-         f"X @ {w_name} and do not transpose it", ref.transpose(-2, -1)),
-        *[(f"your {name} looks like X @ {other}: each of Q, K and V has its own weight matrix "
-           "(Q = X @ W_q, K = X @ W_k, V = X @ W_v)", try_mistake(lambda o=o: X @ o))
+        (_("your {name} is transposed: it should have one row per token, shape (..., n, {size}); compute X @ "
+           "{w_name} and do not transpose it", name=name, size=size, w_name=w_name), ref.transpose(-2, -1)),
+        *[(_("your {name} looks like X @ {other}: each of Q, K and V has its own weight matrix (Q = X @ W_q, K = "
+             "X @ W_k, V = X @ W_v)", name=name, other=other), try_mistake(lambda o=o: X @ o))
           for other, o in weights.items() if other != w_name],
-        (f"your {name} equals X: multiply X by {w_name}", X),
-        (_SCALE_1_1.format(name=name, w=w_name) + " (you divided by sqrt(d_k))", ref / math.sqrt(W.shape[-1])),
-        (_SCALE_1_1.format(name=name, w=w_name) + " (you divided by sqrt(d))", ref / math.sqrt(W.shape[0])),
-        (f"your {name} has an extra dimension of size 1 in front: for a 2-D X (n, d) return a 2-D {name}, "
-         f"shape (n, {size})", ref[None] if X.dim() == 2 else ref),
-        (f"you flattened the batch into the rows: keep the batch dimension, {name} of shape (batch, n, {size})",
+        (_("your {name} equals X: multiply X by {w_name}", name=name, w_name=w_name), X),
+        (_(_SCALE_1_1).format(name=name, w=w_name) + _(" (you divided by sqrt(d_k))"), ref / math.sqrt(W.shape[-1])),
+        (_(_SCALE_1_1).format(name=name, w=w_name) + _(" (you divided by sqrt(d))"), ref / math.sqrt(W.shape[0])),
+        (_("your {name} has an extra dimension of size 1 in front: for a 2-D X (n, d) return a 2-D {name}, shape "
+           "(n, {size})", name=name, size=size), ref[None] if X.dim() == 2 else ref),
+        (_("you flattened the batch into the rows: keep the batch dimension, {name} of shape (batch, n, {size})",
+           name=name, size=size),
          ref.reshape(-1, ref.shape[-1])),
     ]
     return _mistakes(pairs)
@@ -90,12 +93,12 @@ def check_project_qkv(project_qkv) -> str:
                 torch.randn(d, d_k, generator=g, dtype=dtype), torch.randn(d, d_v, generator=g, dtype=dtype))
 
     cases = [
-        case("X of shape (4, 4) and W_q, W_k, W_v of shape (4, 4)", (4, 4), 4, 4),
-        case("X of shape (5, 6), W_q and W_k of shape (6, 3), W_v of shape (6, 2)", (5, 6), 3, 2),
-        case("one token: X of shape (1, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 3)", (1, 4), 2, 3),
-        case("a batch of 2 sequences: X of shape (2, 5, 4), W_q and W_k of shape (4, 3), W_v of shape (4, 6)",
+        case(_("X of shape (4, 4) and W_q, W_k, W_v of shape (4, 4)"), (4, 4), 4, 4),
+        case(_("X of shape (5, 6), W_q and W_k of shape (6, 3), W_v of shape (6, 2)"), (5, 6), 3, 2),
+        case(_("one token: X of shape (1, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 3)"), (1, 4), 2, 3),
+        case(_("a batch of 2 sequences: X of shape (2, 5, 4), W_q and W_k of shape (4, 3), W_v of shape (4, 6)"),
              (2, 5, 4), 3, 6),
-        case("a batch of 1 in float64: X of shape (1, 3, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 2)",
+        case(_("a batch of 1 in float64: X of shape (1, 3, 4), W_q and W_k of shape (4, 2), W_v of shape (4, 2)"),
              (1, 3, 4), 2, 2, torch.float64),
     ]
     names = ("Q", "K", "V")
@@ -113,14 +116,17 @@ def check_project_qkv(project_qkv) -> str:
             for order in permutations(range(3)):
                 if order != (0, 1, 2) and all(_same(got[i], refs[j]) for i, j in enumerate(order)):
                     returned = ", ".join(names[j] for j in order)
-                    raise Wrong(f"project_qkv returned ({returned}) on {desc}, expected (Q, K, V)",
-                                "return them in the order Q, K, V: `return Q, K, V`")
+                    raise Wrong(_("project_qkv returned ({returned}) on {desc}, expected (Q, K, V)",
+                                  returned=returned, desc=desc),
+                                _("return them in the order Q, K, V: `return Q, K, V`"))
             for i, name in enumerate(names):
-                what = f"{name} (item {i + 1} of what you returned)"
+                what = _("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1)
                 item = expect_tensor(got[i], what=what, on=desc, finite=False)
                 if tuple(item.shape) != tuple(refs[i].shape):
                     earlier = runs[i] + [(item, mistakes[i])]
-                    raise Wrong(f"{what} has shape {tuple(item.shape)} on {desc}, expected {tuple(refs[i].shape)}",
+                    raise Wrong(_("{what} has shape {tuple_item_shape} on {desc}, expected {tuple_refs_i_shape}",
+                                  what=what, tuple_item_shape=tuple(item.shape),
+                                  desc=desc, tuple_refs_i_shape=tuple(refs[i].shape)),
                                 explaining_mistake(earlier, len(earlier) - 1))
                 expect_like(item, refs[i], what=what, on=desc, dtype=X.dtype, input_name="X")
         except Wrong:
@@ -134,13 +140,14 @@ def check_project_qkv(project_qkv) -> str:
             if bad:
                 first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
     if first is None:
-        return f"Q, K and V are right on {len(cases)} inputs, including d_k != d, d_v != d_k, one token and batches"
+        return _("Q, K and V are right on {len_cases} inputs, including d_k != d, d_v != d_k, one token and "
+                 "batches", len_cases=len(cases))
     run, i, desc, ref = first
     name, w_name = names[i], ("W_q", "W_k", "W_v")[i]
-    raise wrong_values(f"{name} (item {i + 1} of what you returned)", desc, runs[i][run][0], ref,
+    raise wrong_values(_("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1), desc, runs[i][run][0], ref,
                         explaining_mistake(runs[i], run),
-                        f"{name} = X @ {w_name}: entry [i, j] (in every sequence of a batch) is the dot product of "
-                        f"row i of X (token i) with column j of {w_name}")
+                        _("{name} = X @ {w_name}: entry [i, j] (in every sequence of a batch) is the dot product "
+                          "of row i of X (token i) with column j of {w_name}", name=name, w_name=w_name))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -151,36 +158,36 @@ def check_project_qkv(project_qkv) -> str:
 def _lookup_error_hint(message: str) -> str | None:
     if "RuntimeError" not in message:
         return None
-    return ("q has shape (d_k,), K (n, d_k) and V (n, d_v): the scores are K @ q, shape (n,), and the output "
-            "is weights @ V, shape (d_v,)")
+    return (_("q has shape (d_k,), K (n, d_k) and V (n, d_v): the scores are K @ q, shape (n,), and the output "
+              "is weights @ V, shape (d_v,)"))
 
 
-_LOOKUP_INSTEAD = ("compute the scores K @ q, their softmax and the weighted sum of the rows of V yourself "
-                   "(softmax from attnbook is allowed)")
+_LOOKUP_INSTEAD = (N_("compute the scores K @ q, their softmax and the weighted sum of the rows of V yourself "
+                      "(softmax from attnbook is allowed)"))
 LOOKUP_FORBIDDEN = [(name, _LOOKUP_INSTEAD) for name in ATTENTION_SHORTCUTS]
-_NO_SOFTMAX = "you used the raw scores K @ q as weights: pass them through softmax first"
-_HARD = ("you did a hard lookup (all the weight on the best-matching key, as argmax does); attention is soft: "
-         "weights = softmax(K @ q), which gives every key some weight")
-_UNSCALED = ("in this chapter the scores are not scaled: weights = softmax(K @ q); dividing by sqrt(d_k) comes in "
-             "chapter 2")
-_OVERFLOW = ("exp of a large score overflows to inf (and of a very negative one underflows to 0), and inf / inf "
-             "or 0 / 0 is NaN: shift the scores by their maximum before exp, or use softmax, which does")
+_NO_SOFTMAX = N_("you used the raw scores K @ q as weights: pass them through softmax first")
+_HARD = (N_("you did a hard lookup (all the weight on the best-matching key, as argmax does); attention is soft: "
+            "weights = softmax(K @ q), which gives every key some weight"))
+_UNSCALED = (N_("in this chapter the scores are not scaled: weights = softmax(K @ q); dividing by sqrt(d_k) comes in "
+                "chapter 2"))
+_OVERFLOW = (N_("exp of a large score overflows to inf (and of a very negative one underflows to 0), and inf / inf "
+                "or 0 / 0 is NaN: shift the scores by their maximum before exp, or use softmax, which does"))
 
 
 def _lookup_cases(g: torch.Generator):
     """(description, q, K, V): the third input's scores overflow exp in float32 and the fourth's underflow it."""
     sharp_keys = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0], [1.0, 1.0, 0.0]])
     return [
-        ("q of shape (3,), K of shape (4, 3), V of shape (4, 3)",
+        (_("q of shape (3,), K of shape (4, 3), V of shape (4, 3)"),
          torch.randn(3, generator=g), torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)),
-        ("float64 q of shape (2,), K of shape (5, 2), V of shape (5, 4)",
+        (_("float64 q of shape (2,), K of shape (5, 2), V of shape (5, 4)"),
          1.5 * torch.randn(2, generator=g, dtype=torch.float64), torch.randn(5, 2, generator=g, dtype=torch.float64),
          torch.randn(5, 4, generator=g, dtype=torch.float64)),
-        ("a query that matches the second key best, with large scores K @ q = [0, 120, 0, 60]: q = [0, 60, 0], "
-         "K of shape (4, 3), V of shape (4, 2)",
+        (_("a query that matches the second key best, with large scores K @ q = [0, 120, 0, 60]: q = [0, 60, 0], "
+           "K of shape (4, 3), V of shape (4, 2)"),
          torch.tensor([0.0, 60.0, 0.0]), sharp_keys, torch.randn(4, 2, generator=g)),
-        ("a single key and value with a very negative score K @ q = [-120]: q of shape (3,), K of shape (1, 3), "
-         "V of shape (1, 2)",
+        (_("a single key and value with a very negative score K @ q = [-120]: q of shape (3,), K of shape (1, 3), "
+           "V of shape (1, 2)"),
          torch.tensor([0.0, -10.0, 0.0]), torch.tensor([[1.0, 12.0, 0.0]]), torch.randn(1, 2, generator=g)),
     ]
 
@@ -199,29 +206,29 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
         (_NO_SOFTMAX, scores),
         (_HARD, one_hot),
         (_UNSCALED, scaled),
-        ("you took exp of the scores but did not divide by their sum: softmax normalises so that the "
-         "weights sum to 1", e),
-        ("your weights favour the worst-matching keys: softmax of K @ q, not of -(K @ q)", softmax(-scores, dim=-1)),
+        (_("you took exp of the scores but did not divide by their sum: softmax normalises so that the "
+           "weights sum to 1"), e),
+        (_("your weights favour the worst-matching keys: softmax of K @ q, not of -(K @ q)"), softmax(-scores, dim=-1)),
         (_OVERFLOW, naive),
-        ("your weights have an extra dimension of size 1 in front: they should be 1-D, one weight per "
-         "key, shape (n,), as K @ q gives", weights[None, :]),
-        ("your weights have an extra dimension of size 1 at the end: they should be 1-D, one weight per "
-         "key, shape (n,), as K @ q gives", weights[:, None]),
+        (_("your weights have an extra dimension of size 1 in front: they should be 1-D, one weight per "
+           "key, shape (n,), as K @ q gives"), weights[None, :]),
+        (_("your weights have an extra dimension of size 1 at the end: they should be 1-D, one weight per "
+           "key, shape (n,), as K @ q gives"), weights[:, None]),
     ])
     out = _mistakes([
-        ("you took a weighted sum of the keys; the output is a weighted sum of the values: weights @ V",
+        (_("you took a weighted sum of the keys; the output is a weighted sum of the values: weights @ V"),
          try_mistake(lambda: weights @ K)),
         (_NO_SOFTMAX, scores @ V),
         (_HARD, one_hot @ V),
         (_UNSCALED, scaled @ V),
         (_OVERFLOW, naive @ V),
-        ("you averaged the values with equal weights; use the attention weights: weights @ V", V.mean(0)),
-        ("you added up the values without weighting them: output = weights @ V", V.sum(0)),
-        ("you weighted each value but did not add them up: sum over the n positions, output = weights @ V "
-         "has shape (d_v,)", weights[:, None] * V),
-        ("you averaged the weighted values instead of adding them up: output = weights @ V, the sum over the "
-         "n keys", (weights[:, None] * V).mean(0)),
-        ("your output has an extra dimension of size 1: it should be 1-D, shape (d_v,)", output[None, :]),
+        (_("you averaged the values with equal weights; use the attention weights: weights @ V"), V.mean(0)),
+        (_("you added up the values without weighting them: output = weights @ V"), V.sum(0)),
+        (_("you weighted each value but did not add them up: sum over the n positions, output = weights @ V "
+           "has shape (d_v,)"), weights[:, None] * V),
+        (_("you averaged the weighted values instead of adding them up: output = weights @ V, the sum over the "
+           "n keys"), (weights[:, None] * V).mean(0)),
+        (_("your output has an extra dimension of size 1: it should be 1-D, shape (d_v,)"), output[None, :]),
     ])
     return weights, output, w, out
 
@@ -232,7 +239,7 @@ def check_soft_lookup(soft_lookup) -> str:
     """soft_lookup(q, K, V) must return the tuple (softmax(K @ q) @ V, softmax(K @ q)), unscaled, in q's dtype."""
     cases = _lookup_cases(torch.Generator().manual_seed(12))
     names = ("output", "weights")
-    what = {0: "output (item 1 of what you returned)", 1: "weights (item 2 of what you returned)"}
+    what = {0: _("output (item 1 of what you returned)"), 1: _("weights (item 2 of what you returned)")}
     runs: list[list] = [[], []]  # per item: (the answer's result, {hint: mistake's result}) on every input
     first = None
     for desc, q, K, V in cases:
@@ -243,8 +250,9 @@ def check_soft_lookup(soft_lookup) -> str:
                        forbid=LOOKUP_FORBIDDEN)
             got = expect_tuple(got, names, "soft_lookup", desc)
             if _same(got[0], weights) and _same(got[1], output) and not _same(got[0], output):
-                raise Wrong(f"soft_lookup returned (weights, output) on {desc}, expected (output, weights)",
-                            "return them in the order output, weights: `return output, weights`")
+                raise Wrong(_("soft_lookup returned (weights, output) on {desc}, expected (output, weights)",
+                              desc=desc),
+                            _("return them in the order output, weights: `return output, weights`"))
             expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q")
         except Wrong:
             if first is None:
@@ -254,20 +262,22 @@ def check_soft_lookup(soft_lookup) -> str:
         if first is None and found is not None:
             first = (*found, desc, refs[found[1]])
     if first is None:
-        return f"output and weights are right on {len(cases)} inputs, including d_v != d_k and a single key"
+        return _("output and weights are right on {len_cases} inputs, including d_v != d_k and a single key",
+                 len_cases=len(cases))
     run, i, desc, ref = first
     got = runs[i][run][0]
     hint = explaining_mistake(runs[i], run)
     if i == 1 and hint is None and torch.isfinite(got).all():
         total = float(got.double().sum())
         if got.min() < 0:
-            hint = "some of your weights are negative; softmax weights are all positive: weights = softmax(K @ q)"
+            hint = _("some of your weights are negative; softmax weights are all positive: weights = softmax(K @ q)")
         elif abs(total - 1.0) > 1e-4:
-            hint = f"your weights sum to {total:.4g}, not 1; softmax divides by the sum: weights = softmax(K @ q)"
-    rule = ("weights = softmax(K @ q): weight j is exp(score j) divided by the sum of exp over all the scores"
-            if i == 1 else "output = weights @ V: the sum of the rows of V, each multiplied by its weight")
-    nan_rule = ("softmax weights are finite numbers between 0 and 1; exp of a large score is inf, and inf / inf "
-                "is NaN") if i == 1 else None
+            hint = _("your weights sum to {total:.4g}, not 1; softmax divides by the sum: weights = softmax(K @ "
+                     "q)", total=total)
+    rule = (_("weights = softmax(K @ q): weight j is exp(score j) divided by the sum of exp over all the scores")
+            if i == 1 else _("output = weights @ V: the sum of the rows of V, each multiplied by its weight"))
+    nan_rule = (_("softmax weights are finite numbers between 0 and 1; exp of a large score is inf, and inf / inf "
+                  "is NaN")) if i == 1 else None
     raise wrong_values(what[i], desc, got, ref, hint, rule, nan_rule=nan_rule)
 
 
@@ -278,18 +288,18 @@ def check_soft_lookup(soft_lookup) -> str:
 
 def _softmax_error_hint(message: str) -> str | None:
     if "unexpected keyword argument" in message:
-        return "keep the signature stable_softmax(x, dim=-1): the checker passes `dim` by name"
+        return _("keep the signature stable_softmax(x, dim=-1): the checker passes `dim` by name")
     if "return_types" in message:
-        return ("x.max(dim=...) returns a pair (values, indices); use x.amax(dim=dim, keepdim=True), "
-                "or x.max(dim=dim, keepdim=True).values")
+        return (_("x.max(dim=...) returns a pair (values, indices); use x.amax(dim=dim, keepdim=True), "
+                  "or x.max(dim=dim, keepdim=True).values"))
     if "must match the size of tensor" in message:
-        return ("the maximum and the sum lose the dimension they reduce: pass keepdim=True so that they "
-                "line up with x again")
+        return (_("the maximum and the sum lose the dimension they reduce: pass keepdim=True so that they "
+                  "line up with x again"))
     return None
 
 
-_INSTEAD = ("build it from exp, amax and sum, as the chapter does: shift x by its maximum along dim, "
-            "exponentiate, and divide by the sum along the same dim")
+_INSTEAD = (N_("build it from exp, amax and sum, as the chapter does: shift x by its maximum along dim, "
+               "exponentiate, and divide by the sum along the same dim"))
 SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
     "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
     "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
@@ -298,25 +308,25 @@ SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
     "torch.ops.aten.softmax", "torch.ops.aten._softmax", "torch.ops.aten.log_softmax",
     "attnbook.attention.softmax", "scipy.special.softmax", "scipy.special.log_softmax", "scipy.special.logsumexp",
 )]
-_SOFTMAX_RULE = ("along `dim`, each slice of the result is positive and sums to 1, entry i proportional to "
-                 "exp(x_i); subtracting the slice's maximum from every entry first changes nothing but keeps exp "
-                 "finite")
-_SOFTMAX_NAN = ("exp of a large number overflows to inf (and of a very negative one underflows to 0), and "
-                "inf / inf or 0 / 0 gives NaN")
+_SOFTMAX_RULE = (N_("along `dim`, each slice of the result is positive and sums to 1, entry i proportional to "
+                    "exp(x_i); subtracting the slice's maximum from every entry first changes nothing but keeps exp "
+                    "finite"))
+_SOFTMAX_NAN = (N_("exp of a large number overflows to inf (and of a very negative one underflows to 0), and "
+                   "inf / inf or 0 / 0 gives NaN"))
 
 
 def _softmax_cases(g: torch.Generator):
     return [
-        ("random logits of shape (3, 3)", 3 * torch.randn(3, 3, generator=g), -1),
-        ("random logits of shape (2, 5), with the default dim", torch.randn(2, 5, generator=g), None),
+        (_("random logits of shape (3, 3)"), 3 * torch.randn(3, 3, generator=g), -1),
+        (_("random logits of shape (2, 5), with the default dim"), torch.randn(2, 5, generator=g), None),
         ("logits [[1000, 999, -1000]]", torch.tensor([[1000.0, 999.0, -1000.0]]), -1),
         ("logits [[-1000, -1000, -1000]]", torch.tensor([[-1000.0, -1000.0, -1000.0]]), -1),
         ("logits [[1000, 999], [-1000, -1001]]", torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]), -1),
-        ("random logits of shape (3, 4, 6) with dim=1", 5 * torch.randn(3, 4, 6, generator=g), 1),
-        ("logits of shape (3, 2) with dim=0", torch.tensor([[1000.0, -3.0], [0.0, -1000.0], [998.0, 2.0]]), 0),
-        ("a 1-D tensor of logits [1000, 0, -1000]", torch.tensor([1000.0, 0.0, -1000.0]), -1),
-        ("float64 logits of shape (2, 3)", 10 * torch.randn(2, 3, generator=g, dtype=torch.float64), -1),
-        ("a single logit [[7.]]", torch.tensor([[7.0]]), -1),
+        (_("random logits of shape (3, 4, 6) with dim=1"), 5 * torch.randn(3, 4, 6, generator=g), 1),
+        (_("logits of shape (3, 2) with dim=0"), torch.tensor([[1000.0, -3.0], [0.0, -1000.0], [998.0, 2.0]]), 0),
+        (_("a 1-D tensor of logits [1000, 0, -1000]"), torch.tensor([1000.0, 0.0, -1000.0]), -1),
+        (_("float64 logits of shape (2, 3)"), 10 * torch.randn(2, 3, generator=g, dtype=torch.float64), -1),
+        (_("a single logit [[7.]]"), torch.tensor([[7.0]]), -1),
     ]
 
 
@@ -329,19 +339,19 @@ def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict[str, Tensor | 
         ("default 0", softmax(x, dim=0) if default else right),
         ("last", softmax(x, dim=-1)),
         *[(f"dim {d}", try_mistake(lambda d=d: softmax(x, dim=d))) for d in (0, 1, 2)],
-        ("subtract the row maximum (along dim) before exp: " + _SOFTMAX_NAN, torch.exp(x) / torch.exp(x).sum(
+        (_("subtract the row maximum (along dim) before exp: ") + _(_SOFTMAX_NAN), torch.exp(x) / torch.exp(x).sum(
             dim=dim, keepdim=True)),
-        ("subtract the maximum over the same dim you sum over (keepdim=True), not the global maximum",
+        (_("subtract the maximum over the same dim you sum over (keepdim=True), not the global maximum"),
          torch.exp(x - x.max()) / torch.exp(x - x.max()).sum(dim=dim, keepdim=True)),
-        ("the sum drops the dimension it adds up over, so it lines up with the wrong entries: "
-         "use e.sum(dim=dim, keepdim=True)", try_mistake(lambda: e_keep / e_keep.sum(dim=dim))),
-        ("the maximum drops the dimension it reduces, so it lines up with the wrong entries of x: "
-         "use x.amax(dim=dim, keepdim=True)",
+        (_("the sum drops the dimension it adds up over, so it lines up with the wrong entries: "
+           "use e.sum(dim=dim, keepdim=True)"), try_mistake(lambda: e_keep / e_keep.sum(dim=dim))),
+        (_("the maximum drops the dimension it reduces, so it lines up with the wrong entries of x: "
+           "use x.amax(dim=dim, keepdim=True)"),
          None if e_flat is None else try_mistake(lambda: e_flat / e_flat.sum(dim=dim, keepdim=True))),
-        ("the maximum and the sum both drop the dimension they reduce, so they line up with the wrong "
-         "entries: pass keepdim=True to both",
+        (_("the maximum and the sum both drop the dimension they reduce, so they line up with the wrong "
+           "entries: pass keepdim=True to both"),
          None if e_flat is None else try_mistake(lambda: e_flat / e_flat.sum(dim=dim))),
-        ("you divided by the sum of the whole tensor; divide by the sum along dim, so that each slice sums to 1",
+        (_("you divided by the sum of the whole tensor; divide by the sum along dim, so that each slice sums to 1"),
          e_keep / e_keep.sum()),
     ])
 
@@ -360,14 +370,17 @@ def check_stable_softmax(stable_softmax) -> str:
         try:
             got = call(stable_softmax, x, **args, what="stable_softmax", on=desc, explain=_softmax_error_hint,
                        forbid=SOFTMAX_FORBIDDEN)
-            got = expect_tensor(got, what="the result", on=desc, finite=False)
+            got = expect_tensor(got, what=_("the result"), on=desc, finite=False)
             if tuple(got.shape) != tuple(ref.shape):
                 earlier = runs + [(got, mistakes)]
-                raise Wrong(f"the result has shape {tuple(got.shape)} on {desc}, expected {tuple(ref.shape)}, the "
-                            "shape of x", explaining_mistake(earlier, len(earlier) - 1))
-            expect_like(got, ref, what="the result", on=desc, dtype=x.dtype, input_name="x",
-                         dtype_hint="return the dtype you were given: build the result from x with tensor "
-                                    "operations rather than creating a new tensor with a fixed dtype")
+                raise Wrong(_("the result has shape {tuple_got_shape} on {desc}, expected {tuple_ref_shape}, the "
+                              "shape of x",
+                              tuple_got_shape=tuple(got.shape),
+                              desc=desc,
+                              tuple_ref_shape=tuple(ref.shape)), explaining_mistake(earlier, len(earlier) - 1))
+            expect_like(got, ref, what=_("the result"), on=desc, dtype=x.dtype, input_name="x",
+                         dtype_hint=_("return the dtype you were given: build the result from x with tensor "
+                                      "operations rather than creating a new tensor with a fixed dtype"))
         except Wrong:
             if first is None:
                 raise
@@ -376,11 +389,13 @@ def check_stable_softmax(stable_softmax) -> str:
         if first is None and not close_to(got, ref, atol=1e-6, rtol=1e-5):
             first = (len(runs) - 1, desc, dim, ref)
     if first is None:
-        return f"matches softmax on {len(cases)} inputs, including logits of +-1000, any dim and float64"
+        return _("matches softmax on {len_cases} inputs, including logits of +-1000, any dim and float64",
+                 len_cases=len(cases))
     run, desc, dim, ref = first
-    given = f"normalise over the `dim` you were given (here dim={dim})"
-    texts = {"default 0": "the default must be the last dimension: keep the signature stable_softmax(x, dim=-1)",
-             "last": f"you normalised over the last dimension whatever `dim` was; {given}",
-             **{f"dim {d}": f"you normalised over dim={d} whatever `dim` was; {given}" for d in (0, 1, 2)}}
-    raise wrong_values("the result", desc, runs[run][0], ref, keyed_hint(runs, run, texts, 1e-6, 1e-5),
+    given = _("normalise over the `dim` you were given (here dim={dim})", dim=dim)
+    texts = {"default 0": _("the default must be the last dimension: keep the signature stable_softmax(x, dim=-1)"),
+             "last": _("you normalised over the last dimension whatever `dim` was; {given}", given=given),
+             **{f"dim {d}": _("you normalised over dim={d} whatever `dim` was; {given}",
+                              d=d, given=given) for d in (0, 1, 2)}}
+    raise wrong_values(_("the result"), desc, runs[run][0], ref, keyed_hint(runs, run, texts, 1e-6, 1e-5),
                         _SOFTMAX_RULE, atol=1e-6, rtol=1e-5, nan_rule=_SOFTMAX_NAN)

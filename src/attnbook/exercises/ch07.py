@@ -13,6 +13,7 @@ from .guard import beside_answer, call, resolve_or_none
 from .observe import Backward, Nothing
 from .hints import describe
 from .registry import exercise, Wrong
+from ..i18n import N_, _
 
 
 _randn = functools.partial(randn, dtype=torch.float64)
@@ -33,21 +34,24 @@ def _expect_function(answer, name: str, forbidden) -> None:
     if any(answer is resolve_or_none(_path(f)) for f in forbidden if "*" not in _path(f)):
         return  # `call` says that this one is forbidden
     if isinstance(answer, type):
-        raise Wrong(f"you passed the class {answer.__name__}, not your function",
-                    f"pass the function you wrote, by its name without calling it: check(..., {name})")
+        raise Wrong(_("you passed the class {__name__}, not your function", __name__=answer.__name__),
+                    _("pass the function you wrote, by its name without calling it: check(..., {name})", name=name))
     if isinstance(answer, nn.Module):
-        raise Wrong(f"you passed {describe(answer)} module, the result of calling something, not your function",
-                    f"pass the function itself, without calling it: check(..., {name}), not check(..., {name}(...))")
+        raise Wrong(_("you passed {describe_answer} module, the result of calling something, not your function",
+                      describe_answer=describe(answer)),
+                    _("pass the function itself, without calling it: check(..., {name}), not check(..., "
+                      "{name}(...))", name=name))
 
 
-DTYPE_HINT = ("keep the dtype of the input: no .float(), .double(), .half() or .to(...) on the result, and create "
-              "any new tensor with dtype=<input>.dtype (torch.zeros(...) is float32 unless told otherwise)")
+DTYPE_HINT = (N_("keep the dtype of the input: no .float(), .double(), .half() or .to(...) on the result, and create "
+                 "any new tensor with dtype=<input>.dtype (torch.zeros(...) is float32 unless told otherwise)"))
 
 
 def _expect_dtype(got: Tensor, dtype: torch.dtype, input_name: str, what: str, on: str) -> None:
     """Wrong unless the result `got` has the dtype of the input (a float32 result loses float64 precision)."""
     if got.dtype != dtype:
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {dtype}, the dtype of {input_name}", DTYPE_HINT)
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}, the dtype of {input_name}",
+                      what=what, dtype=got.dtype, on=on, dtype2=dtype, input_name=input_name), DTYPE_HINT)
 
 
 def _dtype_first(got, expected: Tensor, input_name: str, what: str, on: str) -> None:
@@ -60,9 +64,9 @@ def _dtype_first(got, expected: Tensor, input_name: str, what: str, on: str) -> 
         return  # wrong values: the mistakes table speaks first
     _expect_dtype(got, expected.dtype, input_name, what, on)
     if expected.dtype == torch.float64 and not torch.allclose(g, e, atol=1e-10, rtol=1e-10):
-        raise Wrong(f"{what} is right only to about float32 precision on {on} (max abs error "
-                    f"{(g - e).abs().max().item():.1g}): somewhere on the way the float64 values went through a "
-                    "float32 tensor", DTYPE_HINT)
+        raise Wrong(_("{what} is right only to about float32 precision on {on} (max abs error "
+                      "{g_e_abs_max_item:.1g}): somewhere on the way the float64 values went through a float32 "
+                      "tensor", what=what, on=on, g_e_abs_max_item=(g - e).abs().max().item()), DTYPE_HINT)
 
 
 def _worked_example() -> Tensor:
@@ -76,7 +80,7 @@ def _worked_example() -> Tensor:
 # ---------------------------------------------------------------------------------------------------------
 
 PATCHIFY_FORBIDDEN = [
-    (name, "cut the patches yourself, with reshape and permute (or view, transpose, Tensor.unfold)")
+    (name, N_("cut the patches yourself, with reshape and permute (or view, transpose, Tensor.unfold)"))
     for name in ("attnbook.patches.patchify", "attnbook.patches.unpatchify", "attnbook.patches.PatchEmbedding",
                  "torch.nn.functional.unfold", "torch.nn.Unfold", "torch._C._nn.im2col", "torch.ops.aten.im2col",
                  "torch.nn.functional.fold", "torch.nn.Fold", "torch._C._nn.col2im", "torch.ops.aten.col2im",
@@ -94,50 +98,50 @@ def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
     N, dim = (H // P) * (W // P), P * P * C
     g = images.reshape(B, C, H // P, P, W // P, P)  # axes: 0 B, 1 C, 2 grid row, 3 pixel row, 4 grid col, 5 pixel col
     out = {
-        "the channels come first in each of your patch vectors (all the R values, then all the G values: the "
-        "order F.unfold gives); the task wants them innermost, pixel by pixel: (R, G, B) of the top-left pixel, "
-        "then of the next one. Move the channel axis last before the final reshape":
+        _("the channels come first in each of your patch vectors (all the R values, then all the G values: the "
+          "order F.unfold gives); the task wants them innermost, pixel by pixel: (R, G, B) of the top-left pixel, "
+          "then of the next one. Move the channel axis last before the final reshape"):
             g.permute(0, 2, 4, 1, 3, 5).reshape(B, N, dim),
-        "your patches are in column-major order (down the first column of the grid, then the next); list them "
-        "row by row, left to right: the grid-row axis before the grid-column axis":
+        _("your patches are in column-major order (down the first column of the grid, then the next); list them "
+          "row by row, left to right: the grid-row axis before the grid-column axis"):
             g.permute(0, 4, 2, 3, 5, 1).reshape(B, N, dim),
-        "the pixels inside each patch are in column-major order; flatten each patch row by row: the pixel-row "
-        "axis before the pixel-column axis":
+        _("the pixels inside each patch are in column-major order; flatten each patch row by row: the pixel-row "
+          "axis before the pixel-column axis"):
             g.permute(0, 2, 4, 5, 3, 1).reshape(B, N, dim),
-        "your result is the patchify of the transposed image (height and width swapped); keep the axis order "
-        "grid row, grid column, pixel row, pixel column, channel":
+        _("your result is the patchify of the transposed image (height and width swapped); keep the axis order "
+          "grid row, grid column, pixel row, pixel column, channel"):
             g.permute(0, 4, 2, 5, 3, 1).reshape(B, N, dim),
-        "you split H into (P, H/P) instead of (H/P, P), and W likewise: pixel row r lies in grid row r // P, at "
-        "row r % P inside its patch, so in memory the grid index comes first, then the row inside the patch":
+        _("you split H into (P, H/P) instead of (H/P, P), and W likewise: pixel row r lies in grid row r // P, at "
+          "row r % P inside its patch, so in memory the grid index comes first, then the row inside the patch"):
             images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1).reshape(B, N, dim),
-        "a plain reshape to (B, N, P*P*C) does not cut patches: it takes the values in memory order (a whole "
-        "image row, then the next), so one 'patch' mixes pixels of several patches: the P rows of a patch come from "
-        "P different image rows":
+        _("a plain reshape to (B, N, P*P*C) does not cut patches: it takes the values in memory order (a whole "
+          "image row, then the next), so one 'patch' mixes pixels of several patches: the P rows of a patch come from "
+          "P different image rows"):
             images.reshape(B, N, dim),
-        "your result is (batch, P*P*C, n_patches), the layout F.unfold returns; put the patches on dim 1: "
-        "(batch, n_patches, P*P*C)": _patchify(images, P).transpose(1, 2),
-        "your result has no batch dimension; keep it: (batch, n_patches, P*P*C), even for a batch of one":
+        _("your result is (batch, P*P*C, n_patches), the layout F.unfold returns; put the patches on dim 1: "
+          "(batch, n_patches, P*P*C)"): _patchify(images, P).transpose(1, 2),
+        _("your result has no batch dimension; keep it: (batch, n_patches, P*P*C), even for a batch of one"):
             _patchify(images, P)[0],
-        "you merged the batch and the patches into one dimension; keep them apart: (batch, n_patches, P*P*C)":
+        _("you merged the batch and the patches into one dimension; keep them apart: (batch, n_patches, P*P*C)"):
             _patchify(images, P).reshape(B * N, dim),
     }
     if H != W and H % P == 0 and W % P == 0:  # the shape read as (B, C, W, H)
-        out["you read the shape as (B, C, W, H), so height and width are swapped on these non-square images: "
-            "images has shape (B, C, H, W), the height before the width"] = (
+        out[_("you read the shape as (B, C, W, H), so height and width are swapped on these non-square images: "
+              "images has shape (B, C, H, W), the height before the width")] = (
             images.reshape(B, C, W // P, P, H // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, N, dim))
     if P != 2 and H % 2 == 0 and W % 2 == 0:
-        out["your patches are 2 x 2 whatever patch_size says: use the patch_size argument"] = _patchify(images, 2)
+        out[_("your patches are 2 x 2 whatever patch_size says: use the patch_size argument")] = _patchify(images, 2)
     return out
 
 
 def _patchify_error_hint(message: str, images: Tensor) -> str | None:
     if "too many values to unpack" in message or "not enough values to unpack" in message:
-        return "images has four dimensions, (batch, channels, height, width): B, C, H, W = images.shape"
+        return _("images has four dimensions, (batch, channels, height, width): B, C, H, W = images.shape")
     H, W = images.shape[-2:]
     if H != W and re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", message):
-        return (f"these images are not square (height {H}, width {W}): the sizes in your reshape must come from "
-                "images.shape, (B, C, H, W), with the height for the rows and the width for the columns, not from "
-                "fixed numbers or one side used twice")
+        return (_("these images are not square (height {H}, width {W}): the sizes in your reshape must come from "
+                  "images.shape, (B, C, H, W), with the height for the rows and the width for the columns, not "
+                  "from fixed numbers or one side used twice", H=H, W=W))
     return None
 
 
@@ -145,8 +149,8 @@ def _channel_hint(got, images: Tensor, P: int) -> str | None:
     """A hint for patch vectors with P*P entries instead of P*P*C (one channel kept or the channels merged)."""
     B, C, H, W = images.shape
     if C > 1 and isinstance(got, Tensor) and tuple(got.shape) == (B, (H // P) * (W // P), P * P):
-        return (f"your patch vectors have P*P = {P * P} entries, one value per pixel; with C = {C} channels each "
-                f"holds P*P*C = {P * P * C}: keep every channel of every pixel")
+        return (_("your patch vectors have P*P = {p_p} entries, one value per pixel; with C = {C} channels each "
+                  "holds P*P*C = {p_p_c}: keep every channel of every pixel", p_p=P * P, C=C, p_p_c=P * P * C))
     return None
 
 
@@ -156,18 +160,18 @@ def check_patchify(patchify) -> str:
     """patchify(images, patch_size) -> (B, N, P*P*C) must equal attnbook.patches.patchify."""
     cases = [  # ordered so that each mistake first shows up where no other mistake gives the same output
         # 6 x 6 first: on 4 x 4 with P = 2, H/P = P, and splitting H into (P, H/P) looks like a transpose
-        ("a batch of one grey 6x6 image, images of shape (1, 1, 6, 6) holding 0, 1, 2, ..., patch_size=2",
+        (_("a batch of one grey 6x6 image, images of shape (1, 1, 6, 6) holding 0, 1, 2, ..., patch_size=2"),
          _counting(1, 1, 6, 6), 2),
-        ("the chapter's worked example, one 2x2 RGB image of shape (1, 3, 2, 2), patch_size=2",
+        (_("the chapter's worked example, one 2x2 RGB image of shape (1, 3, 2, 2), patch_size=2"),
          _worked_example(), 2),
-        ("two RGB images of shape (2, 3, 4, 4) holding 0, 1, 2, ..., patch_size=2", _counting(2, 3, 4, 4), 2),
-        ("non-square images of shape (2, 3, 4, 6) (height 4, width 6), patch_size=2", _counting(2, 3, 4, 6), 2),
-        ("images of shape (2, 3, 4, 4) with patch_size=4, one patch per image", _counting(2, 3, 4, 4), 4),
-        ("images of shape (3, 2, 6, 9), patch_size=3", _counting(3, 2, 6, 9), 3),
-        ("images of shape (1, 3, 4, 2) with patch_size=1, every pixel its own patch", _counting(1, 3, 4, 2), 1),
-        ("random float32 images of shape (2, 1, 8, 8), like the digits, patch_size=2",
+        (_("two RGB images of shape (2, 3, 4, 4) holding 0, 1, 2, ..., patch_size=2"), _counting(2, 3, 4, 4), 2),
+        (_("non-square images of shape (2, 3, 4, 6) (height 4, width 6), patch_size=2"), _counting(2, 3, 4, 6), 2),
+        (_("images of shape (2, 3, 4, 4) with patch_size=4, one patch per image"), _counting(2, 3, 4, 4), 4),
+        (_("images of shape (3, 2, 6, 9), patch_size=3"), _counting(3, 2, 6, 9), 3),
+        (_("images of shape (1, 3, 4, 2) with patch_size=1, every pixel its own patch"), _counting(1, 3, 4, 2), 1),
+        (_("random float32 images of shape (2, 1, 8, 8), like the digits, patch_size=2"),
          _randn(2, 1, 8, 8, seed=71, dtype=torch.float32), 2),
-        ("random float64 images of shape (2, 3, 6, 4), patch_size=2", _randn(2, 3, 6, 4, seed=72), 2),
+        (_("random float64 images of shape (2, 3, 6, 4), patch_size=2"), _randn(2, 3, 6, 4, seed=72), 2),
     ]
     _expect_function(patchify, "patchify", PATCHIFY_FORBIDDEN)
     for desc, images, P in cases:
@@ -176,12 +180,14 @@ def check_patchify(patchify) -> str:
         expected = _patchify(images, P)  # (B, N, P*P*C)
         hint = _channel_hint(got, images, P)
         if hint is not None:
-            raise Wrong(f"your result has shape {tuple(got.shape)} on {desc}, expected {tuple(expected.shape)}", hint)
-        expect_close(got, expected, what="your result", on=desc, atol=1e-6, rtol=1e-6,
+            raise Wrong(_("your result has shape {tuple_got_shape} on {desc}, expected {tuple_expected_shape}",
+                          tuple_got_shape=tuple(got.shape),
+                          desc=desc, tuple_expected_shape=tuple(expected.shape)), hint)
+        expect_close(got, expected, what=_("your result"), on=desc, atol=1e-6, rtol=1e-6,
                      mistakes=_patchify_mistakes(images, P))
-        _expect_dtype(got, images.dtype, "images", "your result", desc)  # moving values must not round them
-    return (f"right on {len(cases)} inputs, including the worked example, non-square images, one patch per "
-            "image, one pixel per patch, and float32 and float64 images")
+        _expect_dtype(got, images.dtype, "images", _("your result"), desc)  # moving values must not round them
+    return (_("right on {len_cases} inputs, including the worked example, non-square images, one patch per "
+              "image, one pixel per patch, and float32 and float64 images", len_cases=len(cases)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -189,7 +195,7 @@ def check_patchify(patchify) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 CONV_FORBIDDEN = [
-    (name, "reorder the weight into the Conv2d kernel yourself, and copy it into an nn.Conv2d you create")
+    (name, N_("reorder the weight into the Conv2d kernel yourself, and copy it into an nn.Conv2d you create"))
     for name in ("attnbook.patches.unpatchify",  # unpatchify(weight[:, None], P, P, P) is the kernel, ready-made
                  "transformers.models.*.unpatchify")  # ViTMAEForPreTraining.unpatchify: the same, in transformers
 ]
@@ -203,26 +209,26 @@ def _conv_weight(weight: Tensor, C: int, P: int) -> Tensor:
 def _conv_weight_mistakes(weight: Tensor, C: int, P: int) -> dict[str, Tensor]:
     D = weight.size(0)
     return {
-        "a plain reshape to (D, C, P, P) reads the columns as if they were ordered (channel, row, column), but "
-        "patchify orders them (row, column, channel), channels innermost: split them in that order, then permute "
-        "the channel axis to where Conv2d wants it": weight.reshape(D, C, P, P),
-        "the rows and columns of your kernel are swapped: Conv2d wants (output, channel, pixel row, pixel column)":
+        _("a plain reshape to (D, C, P, P) reads the columns as if they were ordered (channel, row, column), but "
+          "patchify orders them (row, column, channel), channels innermost: split them in that order, then permute "
+          "the channel axis to where Conv2d wants it"): weight.reshape(D, C, P, P),
+        _("the rows and columns of your kernel are swapped: Conv2d wants (output, channel, pixel row, pixel column)"):
             weight.reshape(D, P, P, C).permute(0, 3, 2, 1),
-        "weight is already (d_model, P*P*C), the (out_features, in_features) layout of nn.Linear: do not "
-        "transpose it before reshaping": weight.t().reshape(D, P, P, C).permute(0, 3, 1, 2),
-        "transposing and then reshaping to (D, C, P, P) mixes up every axis: weight is (d_model, P*P*C) with "
-        "columns ordered (row, column, channel)": weight.t().reshape(D, C, P, P),
+        _("weight is already (d_model, P*P*C), the (out_features, in_features) layout of nn.Linear: do not "
+          "transpose it before reshaping"): weight.t().reshape(D, P, P, C).permute(0, 3, 1, 2),
+        _("transposing and then reshaping to (D, C, P, P) mixes up every axis: weight is (d_model, P*P*C) with "
+          "columns ordered (row, column, channel)"): weight.t().reshape(D, C, P, P),
     }
 
 
 def _conv_error_hint(message: str) -> str | None:
     if "leaf Variable that requires grad" in message:
-        return ("copy into a parameter inside `with torch.no_grad():` (conv.weight.copy_(...)), or assign a new "
-                "one: conv.weight = nn.Parameter(...)")
+        return (_("copy into a parameter inside `with torch.no_grad():` (conv.weight.copy_(...)), or assign a new "
+                  "one: conv.weight = nn.Parameter(...)"))
     if "must match the size of tensor" in message or "doesn't match the broadcast shape" in message:
-        return ("nn.Conv2d takes in_channels (C, the image channels) first and out_channels (D, d_model) second; its "
-                "weight has shape (D, C, P, P) and its bias (D,): reorder weight (D, P*P*C) into that shape before copying "
-                "it in")
+        return (_("nn.Conv2d takes in_channels (C, the image channels) first and out_channels (D, d_model) second; its "
+                  "weight has shape (D, C, P, P) and its bias (D,): reorder weight (D, P*P*C) into that shape before copying "
+                  "it in"))
     return None
 
 
@@ -233,57 +239,63 @@ def _pair(x) -> tuple:
 def _check_conv_structure(conv, C: int, P: int, D: int, on: str) -> None:
     """Wrong unless `conv` is an nn.Conv2d(C, D, kernel_size=P, stride=P) with a bias, no padding or dilation."""
     if isinstance(conv, Tensor):
-        hint = ("that tensor looks like the kernel: copy it into the weight of an nn.Conv2d you create (and bias "
-                "into its bias), and return the convolution" if tuple(conv.shape) == (D, C, P, P) else
-                "return an nn.Conv2d you create, with the weights copied in")
-        raise Wrong(f"patch_embedding_as_conv returned a tensor of shape {tuple(conv.shape)} on {on}, expected an "
-                    "nn.Conv2d", hint)
+        hint = (_("that tensor looks like the kernel: copy it into the weight of an nn.Conv2d you create (and bias "
+                  "into its bias), and return the convolution") if tuple(conv.shape) == (D, C, P, P) else
+                _("return an nn.Conv2d you create, with the weights copied in"))
+        raise Wrong(_("patch_embedding_as_conv returned a tensor of shape {tuple_conv_shape} on {on}, expected "
+                      "an nn.Conv2d", tuple_conv_shape=tuple(conv.shape), on=on), hint)
     if conv is None:
-        raise Wrong(f"patch_embedding_as_conv returned None on {on}, expected an nn.Conv2d",
-                    "did you forget `return conv`?")
+        raise Wrong(_("patch_embedding_as_conv returned None on {on}, expected an nn.Conv2d", on=on),
+                    _("did you forget `return conv`?"))
     if not isinstance(conv, nn.Conv2d):
-        raise Wrong(f"patch_embedding_as_conv returned {describe(conv)} on {on}, expected an nn.Conv2d",
-                    "return the convolution module itself, an nn.Conv2d with the weights copied in")
+        raise Wrong(_("patch_embedding_as_conv returned {describe_conv} on {on}, expected an nn.Conv2d",
+                      describe_conv=describe(conv), on=on),
+                    _("return the convolution module itself, an nn.Conv2d with the weights copied in"))
     got = (conv.in_channels, conv.out_channels)
     if got != (C, D):
-        hint = ("in_channels and out_channels are swapped: nn.Conv2d(in_channels=C, out_channels=D, ...)"
+        hint = (_("in_channels and out_channels are swapped: nn.Conv2d(in_channels=C, out_channels=D, ...)")
                 if got == (D, C) else
-                "in_channels is the number of image channels C, which you work out from weight's shape and "
-                "patch_size (a patch vector holds P*P*C values), and out_channels is d_model, weight's first size")
-        raise Wrong(f"your Conv2d has in_channels={conv.in_channels} and out_channels={conv.out_channels} on {on}, "
-                    f"expected in_channels={C} (image channels) and out_channels={D} (d_model)", hint)
+                _("in_channels is the number of image channels C, which you work out from weight's shape and "
+                  "patch_size (a patch vector holds P*P*C values), and out_channels is d_model, weight's first size"))
+        raise Wrong(_("your Conv2d has in_channels={in_channels} and out_channels={out_channels} on {on}, "
+                      "expected in_channels={C} (image channels) and out_channels={D} (d_model)",
+                      in_channels=conv.in_channels, out_channels=conv.out_channels, on=on, C=C, D=D), hint)
     if _pair(conv.kernel_size) != (P, P):
-        raise Wrong(f"your Conv2d has kernel_size={_pair(conv.kernel_size)} on {on}, expected ({P}, {P})",
-                    "kernel_size=patch_size: each output position must see exactly one P x P patch")
+        raise Wrong(_("your Conv2d has kernel_size={pair_conv_kernel_size} on {on}, expected ({P}, {P})",
+                      pair_conv_kernel_size=_pair(conv.kernel_size), on=on, P=P),
+                    _("kernel_size=patch_size: each output position must see exactly one P x P patch"))
     if _pair(conv.stride) != (P, P):
-        hint = ("with stride 1 the kernel slides one pixel at a time, so the windows overlap and there are "
-                "(H-P+1)(W-P+1) outputs instead of one per patch: stride=patch_size"
+        hint = (_("with stride 1 the kernel slides one pixel at a time, so the windows overlap and there are "
+                  "(H-P+1)(W-P+1) outputs instead of one per patch: stride=patch_size")
                 if _pair(conv.stride) == (1, 1) else
-                "stride=patch_size: the kernel must jump a whole patch at a time, so the windows tile the image")
-        raise Wrong(f"your Conv2d has stride={_pair(conv.stride)} on {on}, expected ({P}, {P})", hint)
+                _("stride=patch_size: the kernel must jump a whole patch at a time, so the windows tile the image"))
+        raise Wrong(_("your Conv2d has stride={pair_conv_stride} on {on}, expected ({P}, {P})",
+                      pair_conv_stride=_pair(conv.stride), on=on, P=P), hint)
     if conv.padding not in ("valid", (0, 0), 0) or _pair(conv.dilation) != (1, 1) or conv.groups != 1:
-        raise Wrong(f"your Conv2d has padding={conv.padding!r}, dilation={conv.dilation}, groups={conv.groups} on "
-                    f"{on}, expected no padding, dilation 1 and groups 1",
-                    "keep nn.Conv2d's defaults for padding, dilation and groups: patches do not overlap or skip pixels")
+        raise Wrong(_("your Conv2d has padding={padding!r}, dilation={dilation}, groups={groups} on {on}, "
+                      "expected no padding, dilation 1 and groups 1",
+                      padding=conv.padding, dilation=conv.dilation, groups=conv.groups, on=on),
+                    _("keep nn.Conv2d's defaults for padding, dilation and groups: patches do not overlap or skip pixels"))
     if conv.bias is None:
-        raise Wrong(f"your Conv2d has no bias on {on}",
-                    "the linear projection adds `bias`: create the Conv2d with bias=True (the default) and copy "
-                    "`bias` into conv.bias")
+        raise Wrong(_("your Conv2d has no bias on {on}", on=on),
+                    _("the linear projection adds `bias`: create the Conv2d with bias=True (the default) and copy "
+                      "`bias` into conv.bias"))
     if tuple(conv.weight.shape) != (D, C, P, P):
-        raise Wrong(f"your Conv2d's weight has shape {tuple(conv.weight.shape)} on {on}, expected ({D}, {C}, {P}, {P})",
-                    "Conv2d kernels are (out_channels, in_channels, P, P)")
+        raise Wrong(_("your Conv2d's weight has shape {tuple_conv_weight_shape} on {on}, expected ({D}, {C}, "
+                      "{P}, {P})", tuple_conv_weight_shape=tuple(conv.weight.shape), on=on, D=D, C=C, P=P),
+                    _("Conv2d kernels are (out_channels, in_channels, P, P)"))
 
 
 def _check_conv_dtype(conv: nn.Conv2d, dtype: torch.dtype, on: str) -> None:
     """Wrong unless the Conv2d's parameters have the dtype of `weight` (copy_ would round float64 silently)."""
     for name, param in (("weight", conv.weight), ("bias", conv.bias)):
         if param.dtype != dtype:
-            raise Wrong(f"your Conv2d's {name} has dtype {param.dtype} on {on}, expected {dtype}, the dtype of "
-                        "`weight`",
-                        "create the convolution in the dtype of the weights you copy into it (dtype=weight.dtype). "
-                        "Without dtype= it is "
-                        "float32, and copy_ silently rounds float64 weights; a fixed dtype=torch.float64 is wrong "
-                        "for float32 weights")
+            raise Wrong(_("your Conv2d's {name} has dtype {dtype} on {on}, expected {dtype2}, the dtype of "
+                          "`weight`", name=name, dtype=param.dtype, on=on, dtype2=dtype),
+                        _("create the convolution in the dtype of the weights you copy into it (dtype=weight.dtype). "
+                          "Without dtype= it is "
+                          "float32, and copy_ silently rounds float64 weights; a fixed dtype=torch.float64 is wrong "
+                          "for float32 weights"))
 
 
 @exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution",
@@ -302,64 +314,67 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
         weight = _randn(D, P * P * C, seed=720 + i, dtype=dtype)  # (D, P*P*C), channels innermost
         bias = _randn(D, seed=730 + i, dtype=dtype) + 1.0  # (D,), far from 0
         kind = "float32" if dtype == torch.float32 else "float64"
-        on = f"{kind} weight ({D}, {P * P * C}) for d_model={D}, C={C}, patch_size={P}, and bias ({D},)"
+        on = _("{kind} weight ({D}, {p_p_c}) for d_model={D}, C={C}, patch_size={P}, and bias ({D},)",
+               kind=kind, D=D, p_p_c=P * P * C, C=C, P=P)
         conv = call(patch_embedding_as_conv, weight, bias, P, what="patch_embedding_as_conv", on=on,
                     forbid=CONV_FORBIDDEN, explain=_conv_error_hint)
         _check_conv_structure(conv, C, P, D, on)
         _check_conv_dtype(conv, dtype, on)
-        expect_close(conv.weight.detach(), _conv_weight(weight, C, P), what="your Conv2d's weight", on=on,
+        expect_close(conv.weight.detach(), _conv_weight(weight, C, P), what=_("your Conv2d's weight"), on=on,
                      atol=1e-6, rtol=1e-6, mistakes=_conv_weight_mistakes(weight, C, P))
         got_bias = conv.bias.detach()
         if not torch.allclose(got_bias.double(), bias.double(), atol=1e-6, rtol=1e-6):
-            hint = ("your bias is all zeros: copy `bias` into conv.bias" if not got_bias.any() else
-                    "nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias")
-            raise Wrong(f"your Conv2d's bias is not `bias` on {on}", hint)
+            hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
+                    _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
+            raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
         images = _randn(*shape, seed=740 + i, dtype=dtype)  # (B, C, H, W)
         with torch.no_grad():
-            out = call(conv, images, what="your Conv2d", on=f"images of shape {shape}")  # (B, D, H/P, W/P)
+            out = call(conv, images, what=_("your Conv2d"), on=_("images of shape {shape}",
+                                                                 shape=shape))  # (B, D, H/P, W/P)
         expected = _patchify(images.double(), P) @ weight.double().T + bias.double()  # (B, N, D)
         if not isinstance(out, Tensor) or out.dim() != 4:
-            raise Wrong(f"your Conv2d returned {describe(out)} on images of shape {shape}, expected a 4-D tensor",
-                        "return an ordinary nn.Conv2d, without changing its forward")
+            raise Wrong(_("your Conv2d returned {describe_out} on images of shape {shape}, expected a 4-D tensor",
+                          describe_out=describe(out), shape=shape),
+                        _("return an ordinary nn.Conv2d, without changing its forward"))
         expect_close(out.flatten(2).transpose(1, 2), expected, what="conv(images).flatten(2).transpose(1, 2)",
-                     on=f"images of shape {shape} and {on}", atol=1e-4, rtol=1e-4)
-    return (f"the Conv2d equals patchify(images) @ weight.T + bias on {len(cases)} inputs, from 1 to 4 channels, "
-            "patch sizes 1 to 4, in float32 and float64")
+                     on=_("images of shape {shape} and {on}", shape=shape, on=on), atol=1e-4, rtol=1e-4)
+    return (_("the Conv2d equals patchify(images) @ weight.T + bias on {len_cases} inputs, from 1 to 4 channels, "
+              "patch sizes 1 to 4, in float32 and float64", len_cases=len(cases)))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 7.3 prepend the class token and add the positions
 # ---------------------------------------------------------------------------------------------------------
 
-CLS_FORBIDDEN = [("attnbook.models.vit.ViT.embed", "build the tokens yourself from x, cls and pos")]
+CLS_FORBIDDEN = [("attnbook.models.vit.ViT.embed", N_("build the tokens yourself from x, cls and pos"))]
 
 
 def _cls_mistakes(x: Tensor, cls: Tensor, pos: Tensor) -> dict[str, Tensor]:
     B, N, D = x.shape
     c = cls.expand(B, 1, D)  # (B, 1, D)
     return {
-        "the class token goes first, at position 0, in front of the patches, not after them":
+        _("the class token goes first, at position 0, in front of the patches, not after them"):
             torch.cat([x, c], dim=1) + pos,
-        "you added the positions before the concatenation, rows 0 .. N - 1 to the patches and the last row to the "
-        "class token; row 0 of pos (pos[:, 0]) is the class token's and row i + 1 is patch i's":
+        _("you added the positions before the concatenation, rows 0 .. N - 1 to the patches and the last row to the "
+          "class token; row 0 of pos (pos[:, 0]) is the class token's and row i + 1 is patch i's"):
             torch.cat([c + pos[:, N:], x + pos[:, :N]], dim=1),
-        "you added the positions to the patches before the concatenation, so the class token got no position: "
-        "concatenate first, then add all of pos (the class token's position is pos[:, 0])":
+        _("you added the positions to the patches before the concatenation, so the class token got no position: "
+          "concatenate first, then add all of pos (the class token's position is pos[:, 0])"):
             torch.cat([c, x + pos[:, 1:]], dim=1),
-        "patch i must get pos[:, i + 1]: position 0 belongs to the class token. Concatenate first, then add pos":
+        _("patch i must get pos[:, i + 1]: position 0 belongs to the class token. Concatenate first, then add pos"):
             torch.cat([c, x + pos[:, :-1]], dim=1),
-        "patch i must get pos[:, i + 1], not pos[:, i]: position 0 belongs to the class token alone. Concatenate "
-        "first, then add all of pos": torch.cat([c + pos[:, :1], x + pos[:, :-1]], dim=1),
-        "you added the positions twice: add pos once, after the concatenation": torch.cat([c, x], dim=1) + 2 * pos,
-        "you forgot the positions: add pos after the concatenation": torch.cat([c, x], dim=1),
-        "the positions belong to the tokens in order: add pos as it is, not flipped or shuffled":
+        _("patch i must get pos[:, i + 1], not pos[:, i]: position 0 belongs to the class token alone. Concatenate "
+          "first, then add all of pos"): torch.cat([c + pos[:, :1], x + pos[:, :-1]], dim=1),
+        _("you added the positions twice: add pos once, after the concatenation"): torch.cat([c, x], dim=1) + 2 * pos,
+        _("you forgot the positions: add pos after the concatenation"): torch.cat([c, x], dim=1),
+        _("the positions belong to the tokens in order: add pos as it is, not flipped or shuffled"):
             torch.cat([c, x], dim=1) + pos.flip(1),
-        "you added only pos[:, :1], the class token's position, to every token: add all of pos, row t to token t":
+        _("you added only pos[:, :1], the class token's position, to every token: add all of pos, row t to token t"):
             torch.cat([c, x], dim=1) + pos[:, :1],
-        "every image of your result holds the first image's patches: each image keeps its own patches":
+        _("every image of your result holds the first image's patches: each image keeps its own patches"):
             (torch.cat([cls, x[:1]], dim=1) + pos).expand(B, N + 1, D),
-        "your result has twice the features and N tokens: you joined cls and x along the features; the class token "
-        "is a token of its own, joined along the token axis (dim=1)": torch.cat([c.expand(B, N, D), x], dim=-1),
+        _("your result has twice the features and N tokens: you joined cls and x along the features; the class token "
+          "is a token of its own, joined along the token axis (dim=1)"): torch.cat([c.expand(B, N, D), x], dim=-1),
     }
 
 
@@ -373,14 +388,14 @@ def _token_count_hint(got, x: Tensor, cls: Tensor, pos: Tensor) -> str | None:
     overwritten = torch.cat([cls.expand(B, 1, D), x[:, 1:]], dim=1)  # (B, N, D): patch 0 replaced by cls
     for p in (pos[:, 1:], pos[:, :N], torch.zeros_like(pos[:, 1:])):
         if torch.allclose(g, overwritten + p, atol=1e-5, rtol=1e-5):
-            return ("you overwrote the first patch with the class token, so that patch is lost: the class token is "
-                    "an extra token, in front of all N patches: don't overwrite one, the result has N + 1 tokens")
+            return (_("you overwrote the first patch with the class token, so that patch is lost: the class token is "
+                      "an extra token, in front of all N patches: don't overwrite one, the result has N + 1 tokens"))
         if torch.allclose(g, x + cls + p, atol=1e-5, rtol=1e-5):
-            return ("you added cls to every patch instead of putting it in front as a token of its own: the result "
-                    "has N + 1 tokens")
-    return ("your result has N tokens, one per patch; the encoder gets N + 1: the class token in front of all N "
-            "patches (concatenate it, don't overwrite a patch or add it to them), then add pos, whose N + 1 rows "
-            "are one per token")
+            return (_("you added cls to every patch instead of putting it in front as a token of its own: the result "
+                      "has N + 1 tokens"))
+    return (_("your result has N tokens, one per patch; the encoder gets N + 1: the class token in front of all N "
+              "patches (concatenate it, don't overwrite a patch or add it to them), then add pos, whose N + 1 rows "
+              "are one per token"))
 
 
 def _cls_error_hint(message: str) -> str | None:
@@ -389,39 +404,39 @@ def _cls_error_hint(message: str) -> str | None:
     m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
                   r"dimension 1", message)
     if m and abs(int(m.group(1)) - int(m.group(2))) == 1:
-        return ("pos has N + 1 rows, one per token including the class token (row 0 is the class token's): "
-                "concatenate first, then add all of pos to the (B, N + 1, D) result, without slicing it")
+        return (_("pos has N + 1 rows, one per token including the class token (row 0 is the class token's): "
+                  "concatenate first, then add all of pos to the (B, N + 1, D) result, without slicing it"))
     if "leaf Variable that requires grad" in message:
-        return ("do not change x, cls or pos in place (x += ..., x[...] = ...): they are the model's tokens and "
-                "parameters; build a new tensor with torch.cat and +")
+        return (_("do not change x, cls or pos in place (x += ..., x[...] = ...): they are the model's tokens and "
+                  "parameters; build a new tensor with torch.cat and +"))
     if "Sizes of tensors must match except in dimension" in message:
-        return ("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) before "
-                "joining it to x")
+        return (_("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) before "
+                  "joining it to x"))
     if "Tensors must have same number of dimensions" in message:
-        return "cls is (1, 1, D), already 3-D like x: concatenate it along dim=1 without squeezing it"
+        return _("cls is (1, 1, D), already 3-D like x: concatenate it along dim=1 without squeezing it")
     return None
 
 
 def _check_gradients(got: Tensor, grads, x: Tensor, cls: Tensor, pos: Tensor, on: str) -> None:
     """Wrong unless the gradient of got.sum() (`grads`, what `_observe_gradients` saw) reaches x, cls and pos with
     the right values (B for cls and pos)."""
-    hint = ("cls and pos are learned parameters of the ViT, and x comes from the patch embedding: they learn only "
-            "if the gradient flows back to them. Do not use .detach(), .data, torch.no_grad() or copies made with "
-            "torch.tensor(...); build the result from x, cls and pos with torch.cat and +")
+    hint = (_("cls and pos are learned parameters of the ViT, and x comes from the patch embedding: they learn only "
+              "if the gradient flows back to them. Do not use .detach(), .data, torch.no_grad() or copies made with "
+              "torch.tensor(...); build the result from x, cls and pos with torch.cat and +"))
     if grads is None:
-        raise Wrong(f"no gradient flows back through your result on {on}", hint)
+        raise Wrong(_("no gradient flows back through your result on {on}", on=on), hint)
     if isinstance(grads, str):
-        raise Wrong(f"backward through your result raised {grads} on {on}", hint) from None
+        raise Wrong(_("backward through your result raised {grads} on {on}", grads=grads, on=on), hint) from None
     B = x.size(0)
     for name, t, per_element in (("cls", cls, B), ("pos", pos, B), ("x", x, 1)):
         grad = grads.get(name)
         if grad is None or not grad.abs().any():
-            raise Wrong(f"no gradient reached `{name}` through your result on {on}", hint)
+            raise Wrong(_("no gradient reached `{name}` through your result on {on}", name=name, on=on), hint)
         if not torch.allclose(grad, torch.full_like(t, float(per_element))):
-            raise Wrong(f"the gradient of your result's sum with respect to `{name}` is not {per_element} in every "
-                        f"entry on {on}",
-                        "every token gets each value once: cls once per image (expand, not a copy per patch), "
-                        "pos once per image, x once")
+            raise Wrong(_("the gradient of your result's sum with respect to `{name}` is not {per_element} in "
+                          "every entry on {on}", name=name, per_element=per_element, on=on),
+                        _("every token gets each value once: cls once per image (expand, not a copy per patch), "
+                          "pos once per image, x once"))
 
 
 @exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions",
@@ -440,23 +455,28 @@ def check_prepend_cls(prepend_cls) -> str:
         x = _randn(B, N, D, seed=750 + i, dtype=dtype)  # (B, N, D)
         cls = _randn(1, 1, D, seed=760 + i, dtype=dtype) + 2.0  # (1, 1, D), unlike any patch
         pos = _randn(1, N + 1, D, seed=770 + i, dtype=dtype)  # (1, N + 1, D)
-        on = (f"{'float32' if dtype == torch.float32 else 'float64'} x of shape ({B}, {N}, {D}) (batch {B}, {N} "
-              f"patch{'es' if N > 1 else ''}), cls (1, 1, {D}) and pos (1, {N + 1}, {D})"
-              + (", all three requiring grad (as in a ViT)" if grad else ""))
+        kind = "float32" if dtype == torch.float32 else "float64"
+        on = (_("{kind} x of shape ({B}, {N}, {D}) (batch {B}, {N} patches), cls (1, 1, {D}) and pos (1, {n_1}, {D})",
+                kind=kind, B=B, N=N, D=D, n_1=N + 1) if N > 1 else
+              _("{kind} x of shape ({B}, {N}, {D}) (batch {B}, one patch), cls (1, 1, {D}) and pos (1, {n_1}, {D})",
+                kind=kind, B=B, N=N, D=D, n_1=N + 1))
+        on += _(", all three requiring grad (as in a ViT)") if grad else ""
         expected = torch.cat([cls.expand(B, 1, D), x], dim=1) + pos  # (B, N + 1, D)
         mistakes = _cls_mistakes(x, cls, pos)
         for t in (x, cls, pos):
             t.requires_grad_(grad)
         got, grads = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN,
-                          explain=_cls_error_hint, observe=Backward({"x": 0, "cls": 1, "pos": 2}) if grad else Nothing())
+                          explain=_cls_error_hint,
+                          observe=Backward({"x": 0, "cls": 1, "pos": 2}) if grad else Nothing())
         hint = _token_count_hint(got, x, cls, pos)
         if hint is not None:
-            raise Wrong(f"your result has shape {tuple(got.shape)} on {on}, expected {tuple(expected.shape)}", hint)
-        _dtype_first(got, expected, "x", "your result", on)
+            raise Wrong(_("your result has shape {tuple_got_shape} on {on}, expected {tuple_expected_shape}",
+                          tuple_got_shape=tuple(got.shape), on=on, tuple_expected_shape=tuple(expected.shape)), hint)
+        _dtype_first(got, expected, "x", _("your result"), on)
         tol = dict(atol=1e-10, rtol=1e-10) if dtype == torch.float64 else dict(atol=1e-6, rtol=1e-6)
-        expect_close(got, expected, what="your result", on=on, mistakes=mistakes, **tol)
-        _expect_dtype(got, dtype, "x", "your result", on)
+        expect_close(got, expected, what=_("your result"), on=on, mistakes=mistakes, **tol)
+        _expect_dtype(got, dtype, "x", _("your result"), on)
         if grad:
             _check_gradients(got, grads, x, cls, pos, on)
-    return (f"right on {len(cases)} inputs, including a batch of one, a batch of 4, a single patch, float32 and "
-            "float64, and the gradients reach x, cls and pos")
+    return (_("right on {len_cases} inputs, including a batch of one, a batch of 4, a single patch, float32 and "
+              "float64, and the gradients reach x, cls and pos", len_cases=len(cases)))

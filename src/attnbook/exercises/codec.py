@@ -14,6 +14,7 @@ everything else is an object {"t": tag, ...}. Strict limits (depth, items, strin
 """
 from __future__ import annotations
 
+from ..i18n import _
 import base64
 import io
 import math
@@ -47,7 +48,7 @@ class _Budget:
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise CodecError(f"more than {self.limit:,} bytes of data")
+            raise CodecError(_("more than {limit:,} bytes of data", limit=self.limit))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -63,21 +64,22 @@ def plain_tensor(t: Tensor) -> Tensor:
     try:
         with torch._C.DisableTorchFunction():
             if _TB.layout.__get__(t) != torch.strided:
-                raise CodecError("a tensor that is not strided (sparse or another layout)")
+                raise CodecError(_("a tensor that is not strided (sparse or another layout)"))
             dtype = _TB.dtype.__get__(t)
             storage = _TB.untyped_storage(t)
             plain = torch.empty((0,), dtype=dtype, device=storage.device)
             plain.set_(storage, _TB.storage_offset(t), _TB.size(t), _TB.stride(t))
             if plain.device.type == "meta":
-                raise CodecError("a tensor on the meta device, which holds no values")
+                raise CodecError(_("a tensor on the meta device, which holds no values"))
             plain = plain.detach().resolve_conj().resolve_neg().cpu().clone()
             if plain.dtype not in _DTYPE_NAMES:
-                raise CodecError(f"a tensor of dtype {plain.dtype}")
+                raise CodecError(_("a tensor of dtype {dtype}", dtype=plain.dtype))
             return plain
     except CodecError:
         raise
     except Exception as e:  # noqa: BLE001 - a tensor with no readable storage
-        raise CodecError(f"a tensor whose values cannot be read ({type(e).__name__})") from None
+        raise CodecError(_("a tensor whose values cannot be read ({type_e___name})",
+                           type_e___name=type(e).__name__)) from None
 
 
 def _tensor_flag(t: Tensor, name: str) -> bool:
@@ -94,14 +96,14 @@ def _npy(arr: np.ndarray, budget: _Budget) -> str:
 
 def _from_npy(text, budget: _Budget) -> np.ndarray:
     if not isinstance(text, str) or len(text) > MAX_BYTES * 4 // 3 + 1024:
-        raise CodecError("array data is not a bounded string")
+        raise CodecError(_("array data is not a bounded string"))
     budget.spend(len(text) * 3 // 4)
     try:
         arr = np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
     except Exception as e:  # noqa: BLE001 - anything malformed
-        raise CodecError(f"unreadable array data ({type(e).__name__})") from None
+        raise CodecError(_("unreadable array data ({type_e___name})", type_e___name=type(e).__name__)) from None
     if not isinstance(arr, np.ndarray) or arr.dtype.kind not in _NP_KINDS + "U" or arr.dtype.hasobject:
-        raise CodecError("array data of an unexpected type")
+        raise CodecError(_("array data of an unexpected type"))
     return arr
 
 
@@ -120,7 +122,7 @@ def _name(x) -> str:
 
 def _enc(obj, depth: int, budget: _Budget):
     if depth > MAX_DEPTH:
-        raise CodecError(f"nested more than {MAX_DEPTH} levels deep")
+        raise CodecError(_("nested more than {MAX_DEPTH} levels deep", MAX_DEPTH=MAX_DEPTH))
     if obj is None or obj is True or obj is False:
         return obj
     if isinstance(obj, np.generic):
@@ -135,7 +137,7 @@ def _enc(obj, depth: int, budget: _Budget):
             return obj
         digits = str(obj) if obj.bit_length() < MAX_INT_DIGITS * 3 else None
         if digits is None or len(digits) > MAX_INT_DIGITS:
-            raise CodecError(f"an int of more than {MAX_INT_DIGITS} digits")
+            raise CodecError(_("an int of more than {MAX_INT_DIGITS} digits", MAX_INT_DIGITS=MAX_INT_DIGITS))
         return {"t": "int", "v": digits}
     if isinstance(obj, float):
         obj = float(obj)
@@ -144,7 +146,7 @@ def _enc(obj, depth: int, budget: _Budget):
         return {"t": "complex", "v": [_enc(float(obj.real), depth + 1, budget), _enc(float(obj.imag), depth + 1, budget)]}
     if isinstance(obj, str):
         if len(obj) > MAX_STR:
-            raise CodecError(f"a string of more than {MAX_STR:,} characters")
+            raise CodecError(_("a string of more than {MAX_STR:,} characters", MAX_STR=MAX_STR))
         budget.spend(len(obj))
         return str(obj)
     if isinstance(obj, torch.dtype):
@@ -164,7 +166,7 @@ def _enc(obj, depth: int, budget: _Budget):
         return {"t": "ndarray", "v": _npy(obj, budget)}
     if isinstance(obj, (list, tuple)):
         if len(obj) > MAX_ITEMS:
-            raise CodecError(f"more than {MAX_ITEMS:,} items")
+            raise CodecError(_("more than {MAX_ITEMS:,} items", MAX_ITEMS=MAX_ITEMS))
         raw = list.__iter__(obj) if isinstance(obj, list) else tuple.__iter__(obj)  # not a subclass's __iter__
         items = [_enc(x, depth + 1, budget) for x in raw]
         data = {"t": "list" if isinstance(obj, list) else "tuple", "v": items}
@@ -177,7 +179,7 @@ def _enc(obj, depth: int, budget: _Budget):
         return data
     if isinstance(obj, dict):
         if len(obj) > MAX_ITEMS:
-            raise CodecError(f"more than {MAX_ITEMS:,} items")
+            raise CodecError(_("more than {MAX_ITEMS:,} items", MAX_ITEMS=MAX_ITEMS))
         data = {"t": "dict", "v": [[_enc(k, depth + 1, budget), _enc(v, depth + 1, budget)]
                                    for k, v in dict.items(obj)]}
         if type(obj) is not dict:
@@ -216,7 +218,7 @@ def decode(data, *, max_bytes: int = MAX_BYTES):
         raise
     except (RecursionError, MemoryError, OverflowError, TypeError, ValueError, KeyError, IndexError,
             AttributeError, RuntimeError) as e:
-        raise CodecError(f"malformed data ({type(e).__name__})") from None
+        raise CodecError(_("malformed data ({type_e___name})", type_e___name=type(e).__name__)) from None
 
 
 _OPAQUE_TYPES: dict[tuple[str, bool], type] = {}
@@ -229,7 +231,7 @@ class Opaque:
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} (not carried over)>"
+        return _("<{type_self___name} (not carried over)>", type_self___name=type(self).__name__)
 
 
 def opaque_type(name: str, is_callable: bool = False) -> type:
@@ -238,7 +240,7 @@ def opaque_type(name: str, is_callable: bool = False) -> type:
         attrs = {"__slots__": (), "__module__": "attnbook.exercises.codec"}
         if is_callable:
             def __call__(self, *args, **kwargs):
-                raise TypeError(f"{name} (not carried over) cannot be called")
+                raise TypeError(_("{name} (not carried over) cannot be called", name=name))
             attrs["__call__"] = __call__
         _OPAQUE_TYPES[key] = type(name, (Opaque,), attrs)
     return _OPAQUE_TYPES[key]
@@ -246,52 +248,52 @@ def opaque_type(name: str, is_callable: bool = False) -> type:
 
 def _str(x, limit: int = _NAME_LEN) -> str:
     if not isinstance(x, str) or len(x) > limit:
-        raise CodecError("expected a short string")
+        raise CodecError(_("expected a short string"))
     return x
 
 
 def _items(x) -> list:
     if not isinstance(x, list) or len(x) > MAX_ITEMS:
-        raise CodecError("expected a bounded list")
+        raise CodecError(_("expected a bounded list"))
     return x
 
 
 def _dec(data, depth: int, budget: _Budget):
     if depth > MAX_DEPTH:
-        raise CodecError(f"nested more than {MAX_DEPTH} levels deep")
+        raise CodecError(_("nested more than {MAX_DEPTH} levels deep", MAX_DEPTH=MAX_DEPTH))
     if data is None or isinstance(data, bool):
         return data
     if isinstance(data, int):
         if abs(data) >= 2 ** 53:
-            raise CodecError("a large int not written as {'t': 'int'}")
+            raise CodecError(_("a large int not written as {'t': 'int'}"))
         return data
     if isinstance(data, float):
         if not math.isfinite(data):
-            raise CodecError("a non-finite float not written as {'t': 'float'}")
+            raise CodecError(_("a non-finite float not written as {'t': 'float'}"))
         return data
     if isinstance(data, str):
         if len(data) > MAX_STR:
-            raise CodecError("a string beyond the limit")
+            raise CodecError(_("a string beyond the limit"))
         budget.spend(len(data))
         return data
     if not isinstance(data, dict):
-        raise CodecError(f"unexpected {type(data).__name__} in the data")
+        raise CodecError(_("unexpected {type_data___name} in the data", type_data___name=type(data).__name__))
     tag = data.get("t")
     if tag == "int":
         digits = _str(data.get("v"), MAX_INT_DIGITS + 1)
         if not digits.lstrip("-").isdigit() or not digits.isascii():
-            raise CodecError("an int that is not digits")
+            raise CodecError(_("an int that is not digits"))
         return int(digits)
     if tag == "float":
         text = data.get("v")
         if text not in ("nan", "inf", "-inf"):
-            raise CodecError("a special float other than nan or inf")
+            raise CodecError(_("a special float other than nan or inf"))
         return float(text)
     if tag == "complex":
         re_, im = _items(data.get("v"))
         re_, im = _dec(re_, depth + 1, budget), _dec(im, depth + 1, budget)
         if not all(isinstance(x, float) for x in (re_, im)):
-            raise CodecError("a complex of non-floats")
+            raise CodecError(_("a complex of non-floats"))
         return complex(re_, im)
     if tag == "dtype":
         name = _str(data.get("v"))
@@ -301,7 +303,7 @@ def _dec(data, depth: int, budget: _Budget):
     if tag == "device":
         name = _str(data.get("v"))
         if name not in ("cpu", "cuda", "mps", "meta", "xpu"):
-            raise CodecError("an unknown device")
+            raise CodecError(_("an unknown device"))
         return torch.device(name)
     if tag == "tensor":
         return _dec_tensor(data, budget)
@@ -310,7 +312,7 @@ def _dec(data, depth: int, budget: _Budget):
     if tag == "npscalar":
         arr = _from_npy(data.get("v"), budget)
         if arr.shape != () or arr.dtype.kind not in _NP_KINDS:
-            raise CodecError("a NumPy scalar that is not one number")
+            raise CodecError(_("a NumPy scalar that is not one number"))
         return arr[()]
     if tag in ("list", "tuple"):
         items = [_dec(x, depth + 1, budget) for x in _items(data.get("v"))]
@@ -329,14 +331,14 @@ def _dec(data, depth: int, budget: _Budget):
         return _dec_conv(data, depth, budget)
     if tag == "opaque":
         return opaque_type(_str(data.get("type")), data.get("callable") is True)()
-    raise CodecError(f"unknown tag {str(tag)[:40]!r}")
+    raise CodecError(_("unknown tag {str_tag_40!r}", str_tag_40=str(tag)[:40]))
 
 
 def _sequence(tag: str, data: dict, items: list):
     name, module = _str(data.get("type")), _str(data.get("module", ""))
     if tag == "tuple" and module == "torch" and name == "Size":
         if not all(isinstance(i, int) and i >= 0 for i in items):
-            raise CodecError("a torch.Size of non-sizes")
+            raise CodecError(_("a torch.Size of non-sizes"))
         return torch.Size(items)
     if tag == "tuple" and module == "torch.return_types":
         cls = getattr(torch.return_types, name, None)
@@ -346,7 +348,7 @@ def _sequence(tag: str, data: dict, items: list):
     if fields is not None:
         fields = tuple(_str(f) for f in _items(fields))
         if len(fields) != len(items) or not all(f.isidentifier() and not f.startswith("_") for f in fields):
-            raise CodecError("bad field names")
+            raise CodecError(_("bad field names"))
     key = (tag, name, fields)
     if key not in _SEQ_TYPES:
         base = list if tag == "list" else tuple
@@ -362,51 +364,51 @@ def _sequence(tag: str, data: dict, items: list):
 def _dec_tensor(data: dict, budget: _Budget) -> Tensor:
     name = _str(data.get("dtype"))
     if name not in _TORCH_DTYPES:
-        raise CodecError("a tensor of an unknown dtype")
+        raise CodecError(_("a tensor of an unknown dtype"))
     dtype = _TORCH_DTYPES[name]
     arr = _from_npy(data.get("v"), budget)
     if arr.dtype.kind == "U":
-        raise CodecError("a tensor of strings")
+        raise CodecError(_("a tensor of strings"))
     if name == "bfloat16":
         if arr.dtype != np.float32:
-            raise CodecError("bfloat16 data not carried as float32")
+            raise CodecError(_("bfloat16 data not carried as float32"))
     elif arr.dtype != torch.empty((), dtype=dtype).numpy().dtype:
-        raise CodecError("tensor data of another dtype")
+        raise CodecError(_("tensor data of another dtype"))
     t = torch.from_numpy(arr.copy()).to(dtype)
     rg = data.get("requires_grad", False)
     if not isinstance(rg, bool):
-        raise CodecError("requires_grad is not a bool")
+        raise CodecError(_("requires_grad is not a bool"))
     if rg:
         if not (t.is_floating_point() or t.is_complex()):
-            raise CodecError("requires_grad on a tensor that cannot have gradients")
+            raise CodecError(_("requires_grad on a tensor that cannot have gradients"))
         t.requires_grad_(True)
     return t
 
 
 def _dec_conv(data: dict, depth: int, budget: _Budget) -> nn.Conv2d:
     if data.get("class") != "Conv2d":
-        raise CodecError("a module class that is not rebuilt")
+        raise CodecError(_("a module class that is not rebuilt"))
     config = {k: _dec(v, depth + 1, budget) for k, v in dict(data.get("config") or {}).items()}
     if set(config) != set(_CONV_CONFIG):
-        raise CodecError("a Conv2d without its configuration")
+        raise CodecError(_("a Conv2d without its configuration"))
     for k in ("in_channels", "out_channels", "groups"):
         if not isinstance(config[k], int) or not 0 < config[k] <= 65536:
-            raise CodecError(f"a Conv2d with a bad {k}")
+            raise CodecError(_("a Conv2d with a bad {k}", k=k))
     for k in ("kernel_size", "stride", "dilation", "padding"):
         v = config[k]
         if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(i, int) and 0 <= i <= 4096 for i in v)) \
                 and not (k == "padding" and v in ("same", "valid")):
-            raise CodecError(f"a Conv2d with a bad {k}")
+            raise CodecError(_("a Conv2d with a bad {k}", k=k))
     if config["padding_mode"] not in ("zeros", "reflect", "replicate", "circular"):
-        raise CodecError("a Conv2d with a bad padding_mode")
+        raise CodecError(_("a Conv2d with a bad padding_mode"))
     params = dict(data.get("params") or {})
     weight, bias = (_dec(params.get(k), depth + 1, budget) for k in ("weight", "bias"))
     if not isinstance(weight, Tensor) or not (bias is None or isinstance(bias, Tensor)):
-        raise CodecError("a Conv2d without a weight tensor")
+        raise CodecError(_("a Conv2d without a weight tensor"))
     try:
         conv = nn.Conv2d(**config, bias=bias is not None, device="meta", dtype=weight.dtype)
     except Exception as e:  # noqa: BLE001 - a configuration nn.Conv2d refuses
-        raise CodecError(f"a Conv2d that cannot be built ({type(e).__name__})") from None
+        raise CodecError(_("a Conv2d that cannot be built ({type_e___name})", type_e___name=type(e).__name__)) from None
     conv.weight = nn.Parameter(weight.detach(), requires_grad=weight.requires_grad)
     if bias is not None:
         conv.bias = nn.Parameter(bias.detach(), requires_grad=bias.requires_grad)

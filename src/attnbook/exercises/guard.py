@@ -24,6 +24,7 @@ from .hints import describe, explain_error
 from .limits import TimeUp, one_thread, seeded, time_limit, warn_always
 from .reach import code_keys, reachable, resolve, resolve_or_none, unwrap
 from .registry import NotAttempted, Wrong
+from ..i18n import N_, _
 
 DEFAULT_TIME_LIMIT_S = 10.0
 
@@ -41,8 +42,8 @@ ATTENTION_SHORTCUTS = (
     "attnbook.multihead.MultiHeadAttention", "attnbook.kernels.triton_attention.triton_attention",
 )
 
-REFERENCE_HINT = ("that is the package's own solution, which the chapter uses to show the result: write the "
-                  "function yourself, in the answer cell")
+REFERENCE_HINT = (N_("that is the package's own solution, which the chapter uses to show the result: write the "
+                     "function yourself, in the answer cell"))
 
 
 class Forbidden(BaseException):
@@ -98,7 +99,7 @@ class Raised(Wrong):
 
     def __init__(self, what: str, where: str, error: str, explain: Callable[[str], str | None] | None):
         hint = (explain(error) if explain else None) or _inner_call_hint(error, what) or explain_error(error)
-        super().__init__(f"{what} raised {error}{where}", hint)
+        super().__init__(_("{what} raised {error}{where}", what=what, error=error, where=where), hint)
         self.error = error
 
 
@@ -108,11 +109,12 @@ def _inner_call_hint(error: str, what: str) -> str | None:
     m = re.search(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'", error)
     if m is None or m.group(1) == what:
         return None
-    return (f"{m.group(1)}() has no parameter {m.group(2)!r}: look at how your code calls {m.group(1)} (the check "
-            f"itself calls {what} with the arguments the task gives)")
+    return (_("{m_group_1}() has no parameter {m_group_2!r}: look at how your code calls {m_group_1} (the check "
+              "itself calls {what} with the arguments the task gives)",
+              m_group_1=m.group(1), m_group_2=m.group(2), what=what))
 
 
-def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+def call(fn, *args, what: str = N_("your function"), on: str = "", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
          forbid: Iterable[str | tuple[str, str]] | Callable = (), seed: int | None = 0,
          explain: Callable[[str], str | None] | None = None, observe=None, prepare: Callable | None = None,
          reload: bool = False, **kwargs):
@@ -140,6 +142,7 @@ def call(fn, *args, what: str = "your function", on: str = "", time_limit_s: flo
     Tensor arguments are checked for in-place changes; code slower than `time_limit_s` is stopped (where the
     OS allows) and reported.
     """
+    what, on = _(what), _(on)  # descriptions marked N_, in the language of the moment
     options = {"what": what, "on": on, "time_limit_s": time_limit_s, "forbid": forbid, "seed": seed,
                "explain": explain, "prepare": prepare, "reload": reload}
     if _RUNNER is not None:
@@ -166,21 +169,25 @@ def beside_answer(helper):
 def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s: float, forbid, seed, explain):
     """`call` itself: run the learner's code in this process (see `call`)."""
     if isinstance(fn, str):
-        raise Wrong(f"expected a function, got the string {fn!r}", "pass the function itself: its name without quotes")
+        raise Wrong(_("expected a function, got the string {fn!r}",
+                      fn=fn), _("pass the function itself: its name without quotes"))
     if not callable(fn):
-        raise Wrong(f"expected a function, got {describe(fn)}", "pass the function itself, without calling it")
-    where = f" on {on}" if on else ""
+        raise Wrong(_("expected a function, got {describe_fn}",
+                      describe_fn=describe(fn)), _("pass the function itself, without calling it"))
+    where = _(" on {on}", on=on) if on else ""
     guard = _Forbidding(forbid, fn, _REFERENCES)
     passed_itself = guard.passed_itself()
     if passed_itself is not None:
         path, instead, reference = passed_itself
         if reference:
-            raise Wrong(f"what you passed is {path}, the package's own solution, not an answer of yours",
-                        REFERENCE_HINT + " (if a cell above imported it under this name, your answer cell has "
-                        "not been run: run it, then this check)")
-        raise Wrong(f"what you passed is {path} itself: the task asks you to write this without {path}",
-                    (instead or "write your own function") + " (if a cell above imported it under this name, "
-                    "your answer cell has not been run: run it, then this check)")
+            raise Wrong(_("what you passed is {path}, the package's own solution, not an answer of yours",
+                          path=path),
+                        _(REFERENCE_HINT) + _(" (if a cell above imported it under this name, your answer cell has "
+                                              "not been run: run it, then this check)"))
+        raise Wrong(_("what you passed is {path} itself: the task asks you to write this without {path}",
+                      path=path),
+                    (_(instead) if instead else _("write your own function")) + _(" (if a cell above imported it under this name, "
+                                                                                  "your answer cell has not been run: run it, then this check)"))
     before = {i: a.detach().clone() for i, a in enumerate(args) if isinstance(a, Tensor)}
     before.update({k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, Tensor)})
     start = time.perf_counter()
@@ -204,35 +211,41 @@ def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s:
     if isinstance(error, NotImplementedError):
         raiser = _raising_function(error)
         if raiser is not None and raiser != getattr(fn, "__name__", raiser):
-            raise Wrong(f"{what} called {raiser}, which still raises NotImplementedError{where}",
-                        f"finish {raiser} first (its own exercise), or write those steps inside {what}") from None
-        raise NotAttempted("your code still raises NotImplementedError: replace the stub with your solution") from None
+            raise Wrong(_("{what} called {raiser}, which still raises NotImplementedError{where}",
+                          what=what, raiser=raiser, where=where),
+                        _("finish {raiser} first (its own exercise), or write those steps inside {what}",
+                          raiser=raiser, what=what)) from None
+        raise NotAttempted(_("your code still raises NotImplementedError: replace the stub with your solution")) from None
     if isinstance(error, TimeUp):
-        raise Wrong(f"{what} took longer than {time_limit_s:g} s{where} and was stopped",
-                    "look for a loop that never ends (an index or a condition that never changes), a Python loop "
-                    "over every element where tensor operations would do, or something much bigger than the task "
-                    "needs being built") from None
+        raise Wrong(_("{what} took longer than {time_limit_s:g} s{where} and was stopped",
+                      what=what, time_limit_s=time_limit_s, where=where),
+                    _("look for a loop that never ends (an index or a condition that never changes), a Python loop "
+                      "over every element where tensor operations would do, or something much bigger than the task "
+                      "needs being built")) from None
     if isinstance(error, Forbidden):  # a stand-in of a forbidden function left behind by an earlier call
         path, instead = error.args[0], error.args[1] if len(error.args) > 1 else None
-        raise Wrong(f"{what} called {path}{where}: the task asks you to write this without {path}",
-                    instead or "build it from the basic tensor operations the task names") from None
+        raise Wrong(_("{what} called {path}{where}: the task asks you to write this without {path}",
+                      what=what, path=path, where=where),
+                    _(instead) if instead else _("build it from the basic tensor operations the task names")) from None
     if error is not None:
         message = f"{type(error).__name__}: {error}"
         if any("x.T` on tensors of dimension other than 2" in str(w.message) for w in caught or ()):
+            # part of the error's own text, in English like PyTorch's, which explain_error's patterns read
             message += " (after a warning that .T was used on a tensor that is not 2-D)"
         raise Raised(what, where, message, explain) from None
     elapsed = time.perf_counter() - start
     if elapsed > time_limit_s:
-        raise Wrong(f"{what} took {elapsed:.1f} s{where} (limit {time_limit_s:g} s)",
-                    "look for a Python loop over every element (use tensor operations instead), or for something "
-                    "much bigger than the task needs being built")
+        raise Wrong(_("{what} took {elapsed:.1f} s{where} (limit {time_limit_s:g} s)",
+                      what=what, elapsed=elapsed, where=where, time_limit_s=time_limit_s),
+                    _("look for a Python loop over every element (use tensor operations instead), or for something "
+                      "much bigger than the task needs being built"))
     for k, old in before.items():
         new = args[k] if isinstance(k, int) else kwargs[k]
         if new.shape != old.shape or not torch.equal(new.detach(), old):
             name = f"`{_parameter_name(fn, k)}`" if isinstance(k, int) else f"`{k}`"
-            raise Wrong(f"{what} changed its input {name} in place{where}",
-                        "use out-of-place operations (y = a - b, not a -= b, a.sub_(b) or a[...] = ...), and "
-                        "leave the arguments as they came in")
+            raise Wrong(_("{what} changed its input {name} in place{where}", what=what, name=name, where=where),
+                        _("use out-of-place operations (y = a - b, not a -= b, a.sub_(b) or a[...] = ...), and "
+                          "leave the arguments as they came in"))
     return out
 
 
@@ -352,16 +365,19 @@ class _Forbidding:
     def judge(self, what: str, where: str) -> None:
         """Raise Wrong for the first forbidden reach of the block that just ran (if any)."""
         if self.profile is not None and self.lost_profile:
-            raise Wrong(f"{what} switched off the profiler the check uses to see what it calls (sys.setprofile)"
-                        f"{where}", "leave sys.setprofile alone in an answer")
+            raise Wrong(_("{what} switched off the profiler the check uses to see what it calls "
+                          "(sys.setprofile){where}",
+                          what=what, where=where), _("leave sys.setprofile alone in an answer"))
         if not self.reached:
             return
         path, instead, reference = self.reached[0]
         if reference:
-            raise Wrong(f"{what} calls {path}{where}, the package's own solution, so it is not an answer of yours",
+            raise Wrong(_("{what} calls {path}{where}, the package's own solution, so it is not an answer of "
+                          "yours", what=what, path=path, where=where),
                         REFERENCE_HINT)
-        raise Wrong(f"{what} called {path}{where}: the task asks you to write this without {path}",
-                    instead or "build it from the basic tensor operations the task names")
+        raise Wrong(_("{what} called {path}{where}: the task asks you to write this without {path}",
+                      what=what, path=path, where=where),
+                    _(instead) if instead else _("build it from the basic tensor operations the task names"))
 
     def __enter__(self):
         try:
@@ -517,7 +533,7 @@ def _parameter_name(fn, index: int) -> str:
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         return params[index].name
     except (TypeError, ValueError, IndexError):
-        return f"argument {index + 1}"
+        return _("argument {number}", number=index + 1)
 
 
 def _raising_function(e: BaseException) -> str | None:

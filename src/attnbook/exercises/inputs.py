@@ -22,6 +22,7 @@ from torch import Tensor
 
 from . import codec
 from .codec import CodecError
+from ..i18n import _
 
 RECIPE = "__attnbook_recipe__"  # on an object made by a @builds factory: (name, args, kwargs, index or None)
 _FACTORY = "__attnbook_factory__"
@@ -46,14 +47,14 @@ def builds(factory):
 
 def resolve(name: str, marker: str | None = None):
     """The object `module:qualname` names, in a module of the package; ValueError otherwise."""
-    module, _, qualname = name.partition(":")
+    module, _unused, qualname = name.partition(":")
     if not module.startswith(_PACKAGE) or not qualname or "<" in qualname:
-        raise ValueError(f"not a name in the package: {name[:200]!r}")
+        raise ValueError(_("not a name in the package: {name_200!r}", name_200=name[:200]))
     obj = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
     if marker is not None and not getattr(obj, marker, False):
-        raise ValueError(f"{name[:200]!r} is not what the data says it is")
+        raise ValueError(_("{name_200!r} is not what the data says it is", name_200=name[:200]))
     return obj
 
 
@@ -72,7 +73,7 @@ def function_name(fn) -> str | None:
 def encode(obj, depth: int = 0):
     """Plain data for a call's input (grader side); CodecError for an object that cannot cross."""
     if depth > codec.MAX_DEPTH:
-        raise CodecError("inputs nested too deeply")
+        raise CodecError(_("inputs nested too deeply"))
     recipe = getattr(obj, RECIPE, None) if not isinstance(obj, (Tensor, type)) else None
     if recipe is not None:
         factory, args, kwargs, index = recipe
@@ -96,12 +97,14 @@ def encode(obj, depth: int = 0):
     if callable(obj) and not isinstance(obj, type):
         name = function_name(obj)
         if name is None:
-            raise CodecError(f"the input {getattr(obj, '__qualname__', type(obj).__name__)!r} cannot be sent to "
-                             "the kernel: make it with a @builds factory or a module-level function")
+            raise CodecError(_("the input {getattr_obj___qualname!r} cannot be sent to the kernel: make it with "
+                               "a @builds factory or a module-level function",
+                               getattr_obj___qualname=getattr(obj, '__qualname__', type(obj).__name__)))
         return {"t": "function", "name": name}
     data = codec.encode(obj)
     if isinstance(data, dict) and data.get("t") in ("opaque", "module"):
-        raise CodecError(f"an input of type {type(obj).__name__} cannot be sent to the kernel")
+        raise CodecError(_("an input of type {type_obj___name} cannot be sent to the kernel",
+                           type_obj___name=type(obj).__name__))
     return data
 
 

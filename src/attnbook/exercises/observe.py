@@ -8,6 +8,7 @@ observer reports is evidence the checker judges, never a verdict.
 """
 from __future__ import annotations
 
+from ..i18n import _
 import torch
 from torch import Tensor
 
@@ -35,7 +36,7 @@ def from_spec(name: str, params: dict) -> Observer:
     """The observer that `spec()` described (ValueError for a name that is not an observer)."""
     cls = OBSERVERS.get(name) if isinstance(name, str) else None
     if cls is None or not isinstance(params, dict):
-        raise ValueError(f"no observer called {str(name)[:100]!r}")
+        raise ValueError(_("no observer called {str_name_100!r}", str_name_100=str(name)[:100]))
     return cls(**params)
 
 

@@ -6,6 +6,7 @@ answer is still the stub. Running checkers and recording results is `results.che
 """
 from __future__ import annotations
 
+from ..i18n import _
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -67,13 +68,14 @@ def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str
     `section` is the heading of the chapter section that a failed check points the learner back to;
     `references` are the dotted paths of the package's own implementations of the answer (see `guard.call`)."""
     if answer_kind not in ("function", "value"):
-        raise ValueError(f"answer_kind must be 'function' or 'value', got {answer_kind!r}")
+        raise ValueError(_("answer_kind must be 'function' or 'value', got {answer_kind!r}",
+                           answer_kind=answer_kind))
     if isinstance(references, str):
         references = (references,)
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in REGISTRY:
-            raise ValueError(f"exercise {exercise_id} is registered twice")
+            raise ValueError(_("exercise {exercise_id} is registered twice", exercise_id=exercise_id))
         REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind, section,
                                          answer_name or ANSWER_NAMES.get(exercise_id), tuple(references))
         return checker

@@ -31,10 +31,11 @@ from .codec import CodecError
 from .execute import execute
 from .observe import from_spec
 from .registry import REGISTRY, NotAttempted, Wrong
+from ..i18n import N_, _
 
 MAX_REPLY_BYTES = 11_000_000  # array bytes in one reply (the largest honest one, 8.1's ids, is about 4.8 MB)
 MAX_MESSAGE = 20_000  # characters of a message or hint from the kernel
-OUT_OF_STEP = "the sandboxed run's reply does not fit the check"
+OUT_OF_STEP = N_("the sandboxed run's reply does not fit the check")
 _LOCK = threading.RLock()  # the runner, the seed offset and the check session are process-wide
 
 
@@ -55,7 +56,7 @@ def seeding(run_seed: int):
     """The check inputs of this run: `compare.randn` adds an offset made from `run_seed` to its seeds (0: the
     notebook's inputs). Checkers whose cases are tuned to their seeds use their own generators."""
     if isinstance(run_seed, bool) or not isinstance(run_seed, int) or not 0 <= run_seed < 2 ** 63:
-        raise ValueError(f"run_seed must be an int in [0, 2**63), got {run_seed!r}")
+        raise ValueError(_("run_seed must be an int in [0, 2**63), got {run_seed!r}", run_seed=run_seed))
     previous = compare.SEED_OFFSET
     compare.SEED_OFFSET = (run_seed * 1_000_003) % 2 ** 31
     try:
@@ -89,12 +90,12 @@ def _running(runner):
 
 
 def _where(options: dict) -> str:
-    return f" on {options['on']}" if options.get("on") else ""
+    return _(" on {on}", on=options["on"]) if options.get("on") else ""
 
 
-def _bounded(x, what: str = "a message") -> str:
+def _bounded(x, what: str = N_("a message")) -> str:
     if not isinstance(x, str) or len(x) > MAX_MESSAGE:
-        raise BadReply(f"{OUT_OF_STEP} ({what} cannot be read)")
+        raise BadReply(_("{OUT_OF_STEP} ({what} cannot be read)", OUT_OF_STEP=_(OUT_OF_STEP), what=_(what)))
     return x
 
 
@@ -127,40 +128,40 @@ class Remote:
                                "observe": None if spec is None else [spec[0], inputs.encode(spec[1])]})
         value = _outcome(reply, options)
         if observe is not None and not (isinstance(value, tuple) and len(value) == 2):
-            raise BadReply(f"{OUT_OF_STEP} (an observed call did not return a pair)")
+            raise BadReply(_("{OUT_OF_STEP} (an observed call did not return a pair)", OUT_OF_STEP=_(OUT_OF_STEP)))
         return value
 
     def unit(self, helper, answer, args, kwargs):
         name = inputs.function_name(helper)
         if name is None or answer is not self.stand_in:
-            raise TypeError("a beside_answer helper must be module-level and get the answer being checked")
+            raise TypeError(_("a beside_answer helper must be module-level and get the answer being checked"))
         reply = self.link.ask({"op": "unit", "exercise": self.exercise_id, "helper": name,
                                "args": inputs.encode(list(args)), "kwargs": inputs.encode(dict(kwargs))})
-        return _outcome(reply, {"what": "your function", "on": "", "explain": None})
+        return _outcome(reply, {"what": _("your function"), "on": "", "explain": None})
 
 
 def _outcome(reply, options: dict):
     """Return or raise what the kernel reported; BadReply if it cannot be read."""
     if not isinstance(reply, dict):
-        raise BadReply(f"{OUT_OF_STEP} (a reply that is not an object)")
+        raise BadReply(_("{OUT_OF_STEP} (a reply that is not an object)", OUT_OF_STEP=_(OUT_OF_STEP)))
     if "raise" in reply:
         kind = reply.get("raise")
         if kind == "Wrong":
             hint = reply.get("hint")
-            raise Wrong(_bounded(reply.get("message")), None if hint is None else _bounded(hint, "a hint"))
+            raise Wrong(_bounded(reply.get("message")), None if hint is None else _bounded(hint, N_("a hint")))
         if kind == "NotAttempted":
             raise NotAttempted(_bounded(reply.get("message")))
         if kind == "Raised":
             raise guard.Raised(options["what"], _where(options), _bounded(reply.get("error")), options.get("explain"))
         if kind == "Error":
             raise _error_class(reply.get("type"))(_bounded(reply.get("message")))
-        raise BadReply(f"{OUT_OF_STEP} (an outcome of an unknown kind)")
+        raise BadReply(_("{OUT_OF_STEP} (an outcome of an unknown kind)", OUT_OF_STEP=_(OUT_OF_STEP)))
     if "return" not in reply:
-        raise BadReply(f"{OUT_OF_STEP} (a reply without an outcome)")
+        raise BadReply(_("{OUT_OF_STEP} (a reply without an outcome)", OUT_OF_STEP=_(OUT_OF_STEP)))
     try:
         return codec.decode(reply["return"], max_bytes=MAX_REPLY_BYTES)
     except CodecError as e:
-        raise BadReply(f"{OUT_OF_STEP} (a result cannot be read: {e})") from None
+        raise BadReply(_("{OUT_OF_STEP} (a result cannot be read: {e})", OUT_OF_STEP=_(OUT_OF_STEP), e=e)) from None
 
 
 def judge_exercise(link, exercise_id: str, run_seed: int) -> results.CheckResult:
@@ -176,28 +177,31 @@ def judge_exercise(link, exercise_id: str, run_seed: int) -> results.CheckResult
     with _LOCK, seeding(run_seed):
         reply = link.ask({"op": "describe", "exercise": exercise_id})
         if not isinstance(reply, dict):
-            return failed(f"{OUT_OF_STEP} (its description of your answer cannot be read)")
+            return failed(_("{OUT_OF_STEP} (its description of your answer cannot be read)",
+                            OUT_OF_STEP=_(OUT_OF_STEP)))
         if reply.get("absent") is True:
             return results.CheckResult(exercise_id, results.NOT_ATTEMPTED, 0.0, ex.points,
                                        _absent_message(ex.answer_name))
         if "unreadable" in reply:
             why = reply["unreadable"] if isinstance(reply["unreadable"], str) else "?"
-            return failed(f"your answer could not be read: {why[:1000]}")
+            return failed(_("your answer could not be read: {why_1000}", why_1000=why[:1000]))
         try:
             standing = stand_in(reply.get("answer"))
         except CodecError as e:
-            return failed(f"{OUT_OF_STEP} (its description of your answer cannot be read: {e})")
+            return failed(_("{OUT_OF_STEP} (its description of your answer cannot be read: {e})",
+                            OUT_OF_STEP=_(OUT_OF_STEP), e=e))
         with _fresh_session(), _running(Remote(link, exercise_id, standing)):
             try:
                 return results.check(exercise_id, standing)
             except BadReply as e:
                 return failed(str(e))
             except RecursionError:
-                return failed(f"{OUT_OF_STEP} (a reply cannot be read)")
+                return failed(_("{OUT_OF_STEP} (a reply cannot be read)", OUT_OF_STEP=_(OUT_OF_STEP)))
 
 
 def _absent_message(answer_name: str) -> str:
-    return f"no `{answer_name}` defined (the cell that defines it was deleted, failed, or did not finish)"
+    return _("no `{answer_name}` defined (the cell that defines it was deleted, failed, or did not finish)",
+             answer_name=answer_name)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -217,7 +221,7 @@ class Server:
         op = message.get("op") if isinstance(message, dict) else None
         ex = REGISTRY.get(message.get("exercise")) if isinstance(message, dict) else None
         if ex is None or op not in ("describe", "call", "unit"):
-            return {"raise": "Error", "type": "ValueError", "message": "a message the kernel does not understand"}
+            return {"raise": "Error", "type": "ValueError", "message": _("a message the kernel does not understand")}
         previous, guard._RUNNER = guard._RUNNER, None  # the learner's code runs here, as in a notebook
         try:
             if op == "describe":
@@ -237,7 +241,7 @@ class Server:
             return {"unreadable": str(e)[:1000]}
 
     def _run(self, op: str, message: dict, answer) -> dict:
-        what = "your function"
+        what = _("your function")
         try:
             args, kwargs = inputs.decode(message["args"]), inputs.decode(message["kwargs"])
             if op == "unit":
@@ -264,8 +268,9 @@ class Server:
         except NotAttempted as e:
             return {"raise": "NotAttempted", "message": str(e)[:MAX_MESSAGE]}
         except CodecError as e:
-            return {"raise": "Wrong", "message": f"{what} returned something the check cannot read: {e}"[:MAX_MESSAGE],
-                    "hint": "return plain tensors, numbers or tuples of them, as the task asks"}
+            return {"raise": "Wrong", "message": _("{what} returned something the check cannot read: {e}", what=what,
+                                                          e=e)[:MAX_MESSAGE],
+                    "hint": _("return plain tensors, numbers or tuples of them, as the task asks")}
         except (Exception, KeyboardInterrupt, SystemExit) as e:  # noqa: BLE001 - reported, judged by the grader
             return {"raise": "Error", "type": type(e).__name__[:100], "message": str(e)[:MAX_MESSAGE]}
 
@@ -296,7 +301,7 @@ class RemoteFunction:
         self.code_names = frozenset(code_names)
 
     def __call__(self, *args, **kwargs):
-        raise TypeError("the learner's function runs in the sandboxed kernel: a checker calls it through guard.call")
+        raise TypeError(_("the learner's function runs in the sandboxed kernel: a checker calls it through guard.call"))
 
     def __repr__(self) -> str:
         return f"<function {self.__qualname__} (in the sandboxed kernel)>"
@@ -348,29 +353,29 @@ def stand_in(description):
     if description is None:
         return None
     if not isinstance(description, dict):
-        raise CodecError("an answer description that is not an object")
+        raise CodecError(_("an answer description that is not an object"))
     if description.get("kind") == "value":
         return codec.decode(description.get("value"))
     if description.get("kind") != "function":
-        raise CodecError("an answer description of an unknown kind")
+        raise CodecError(_("an answer description of an unknown kind"))
     name, qualname = description.get("name"), description.get("qualname")
     names = description.get("code_names") or []
     if not (isinstance(name, str) and isinstance(qualname, str) and len(name) <= 200 and len(qualname) <= 200
             and isinstance(names, list) and len(names) <= 2000 and all(isinstance(n, str) for n in names)):
-        raise CodecError("a function description with bad names")
+        raise CodecError(_("a function description with bad names"))
     signature = description.get("signature")
     if signature is not None:
         if not isinstance(signature, list) or len(signature) > 100:
-            raise CodecError("a bad signature")
+            raise CodecError(_("a bad signature"))
         params = []
         try:
             for item in signature:
                 p_name, p_kind, has_default, default = item
                 if not (isinstance(p_name, str) and isinstance(p_kind, int) and isinstance(has_default, bool)):
-                    raise CodecError("a bad parameter")
+                    raise CodecError(_("a bad parameter"))
                 value = codec.decode(default, max_bytes=100_000) if has_default else inspect.Parameter.empty
                 params.append(inspect.Parameter(p_name, inspect._ParameterKind(p_kind), default=value))
             signature = inspect.Signature(params)
         except (TypeError, ValueError) as e:
-            raise CodecError(f"a bad signature ({type(e).__name__})") from None
+            raise CodecError(_("a bad signature ({type_e___name})", type_e___name=type(e).__name__)) from None
     return RemoteFunction(name, qualname, signature, names)

@@ -6,6 +6,7 @@ import html
 from dataclasses import asdict, dataclass
 
 from . import guard
+from ..i18n import N_, _
 from .hints import describe, fmt
 from .registry import REGISTRY, Exercise, NotAttempted, Wrong, id_key
 
@@ -13,7 +14,9 @@ METADATA_KEY = "attnbook"  # output metadata key under which grading tools find 
 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
 _ICONS = {PASSED: "✓", FAILED: "✗", NOT_ATTEMPTED: "○"}
-_LABELS = {PASSED: "passed", FAILED: "failed", NOT_ATTEMPTED: "not attempted yet"}
+_LABELS = {PASSED: N_("passed"), FAILED: N_("failed"), NOT_ATTEMPTED: N_("not attempted yet")}
+SEPARATOR = N_(": ")  # between a label and what follows it (a full-width colon in Chinese)
+_STATES = {PASSED: N_("passed"), FAILED: N_("failed"), NOT_ATTEMPTED: N_("not attempted")}  # in summary()
 _COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", NOT_ATTEMPTED: "#6e7781"}
 
 
@@ -37,7 +40,10 @@ class CheckResult:
 
     def __str__(self) -> str:
         score = f"{fmt(self.points)}/{fmt(self.max_points)}"
-        return f"{_ICONS[self.status]} Exercise {self.exercise_id} {_LABELS[self.status]} [{score}]: {self.message}"
+        return f"{_ICONS[self.status]} {self._headline()} [{score}]{_(SEPARATOR)}{self.message}"
+
+    def _headline(self) -> str:
+        return _("Exercise {exercise_id} {status}", exercise_id=self.exercise_id, status=_(_LABELS[self.status]))
 
     __repr__ = __str__
 
@@ -46,8 +52,8 @@ class CheckResult:
         return (
             f'<div class="attnbook-check attnbook-{self.status.replace(" ", "-")}" '
             f'style="border-left:4px solid {colour};padding:2px 8px;">'
-            f'<b style="color:{colour}">{_ICONS[self.status]} Exercise {html.escape(self.exercise_id)} '
-            f"{_LABELS[self.status]}</b> [{fmt(self.points)}/{fmt(self.max_points)}]: {html.escape(self.message)}</div>"
+            f'<b style="color:{colour}">{_ICONS[self.status]} {html.escape(self._headline())}</b> '
+            f"[{fmt(self.points)}/{fmt(self.max_points)}]{_(SEPARATOR)}{html.escape(self.message)}</div>"
         )
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
@@ -59,8 +65,8 @@ _SESSION: dict[str, CheckResult] = {}
 _PASSED_BEFORE: set[str] = set()  # exercises that passed at least once in this session
 _MISSING = object()
 def _usage(known: str, exercise_id: str = "2.3") -> str:
-    return (f'call it as check("{exercise_id}", your_answer): the exercise id as a string, then your answer; '
-            f"known ids: {known}")
+    return _('call it as check("{exercise_id}", your_answer): the exercise id as a string, then your answer; '
+             "known ids: {known}", exercise_id=exercise_id, known=known)
 
 
 _FAILED_ATTEMPTS: dict[str, int] = {}  # failed checks per exercise in this session
@@ -81,39 +87,46 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
     global _current_attempts
     known = ", ".join(sorted(REGISTRY, key=id_key)) or "none"
     if exercise_id is _MISSING:
-        return CheckResult("?", FAILED, 0.0, 0.0, "check needs the exercise id and your answer; " + _usage(known))
+        return CheckResult("?", FAILED, 0.0, 0.0, _("check needs the exercise id and your answer; ") + _usage(known))
     if not isinstance(exercise_id, (str, int, float)) or isinstance(exercise_id, bool):
         if isinstance(answer, (str, int, float)) and not isinstance(answer, bool) and str(answer) in REGISTRY:
             return CheckResult(str(answer), FAILED, 0.0, REGISTRY[str(answer)].points,
-                               "the arguments are swapped: " + _usage(known, str(answer)))
-        return CheckResult("?", FAILED, 0.0, 0.0, f"the first argument is {describe(exercise_id)}; " + _usage(known))
+                               _("the arguments are swapped: ") + _usage(known, str(answer)))
+        return CheckResult("?", FAILED, 0.0, 0.0, _("the first argument is {what}; ",
+                                                    what=describe(exercise_id)) + _usage(known))
     exercise_id = str(exercise_id).strip().removeprefix("Exercise ").strip()
     ex = REGISTRY.get(exercise_id)
     if ex is None:
-        return CheckResult(exercise_id, FAILED, 0.0, 0.0, f"there is no exercise {exercise_id!r}; known: {known}")
+        return CheckResult(exercise_id, FAILED, 0.0, 0.0, _("there is no exercise {exercise_id!r}; known: {known}",
+                                                                 exercise_id=exercise_id, known=known))
     if answer is _MISSING:
-        what = "function" if ex.answer_kind == "function" else "answer"
-        return _result(ex, FAILED, f"check needs your {what} as its second argument: " + _usage(known, exercise_id))
+        needed = _("check needs your function as its second argument: ") if ex.answer_kind == "function" \
+            else _("check needs your answer as its second argument: ")
+        return _result(ex, FAILED, needed + _usage(known, exercise_id))
     if extra:
-        return _result(ex, FAILED, f"check takes two arguments, got {2 + len(extra)}; " + _usage(known, exercise_id))
+        return _result(ex, FAILED, _("check takes two arguments, got {count}; ", count=2 + len(extra))
+                       + _usage(known, exercise_id))
     if answer is None:
-        result = _result(ex, NOT_ATTEMPTED, "nothing to check yet: fill in your answer above, run it, then this cell")
+        result = _result(ex, NOT_ATTEMPTED, _("nothing to check yet: fill in your answer above, run it, then this cell"))
     else:
         _current_attempts = _FAILED_ATTEMPTS.get(exercise_id, 0)
         try:
             with guard.checking(ex.references):
                 message = ex.checker(answer)
-            result = _result(ex, PASSED, message or "all tests passed")
+            result = _result(ex, PASSED, _(message) if message else _("all tests passed"))
         except NotAttempted as e:
-            result = _result(ex, NOT_ATTEMPTED, str(e) or "your code still raises NotImplementedError: replace the stub")
+            result = _result(ex, NOT_ATTEMPTED, _(str(e)) if str(e) else
+                             _("your code still raises NotImplementedError: replace the stub"))
         except Wrong as e:
-            text = e.message + (("" if e.message.endswith((".", ":", "?", "!")) else ".") + f" Hint: {e.hint}"
-                                if e.hint else "")
+            message, hint = _(e.message), _(e.hint) if e.hint else ""
+            text = message + (("" if message.endswith((".", ":", "?", "!", "。", "：", "？", "！")) else _("."))
+                              + _(" Hint: {hint}", hint=hint) if hint else "")
             if ex.section:
-                text += f' (Re-read "{ex.section}".)'
+                text += _(' (Re-read "{section}".)', section=_(ex.section))
             result = _result(ex, FAILED, text)
         except (Exception, guard.TimeUp, guard.Forbidden) as e:  # a checker must never crash the notebook
-            result = _result(ex, FAILED, f"could not check your answer ({type(e).__name__}: {e})")
+            result = _result(ex, FAILED, _("could not check your answer ({error})",
+                                                  error=f"{type(e).__name__}: {e}"))
         if result.status == FAILED:
             _FAILED_ATTEMPTS[exercise_id] = _FAILED_ATTEMPTS.get(exercise_id, 0) + 1
     _SESSION[exercise_id] = result
@@ -138,9 +151,9 @@ class Summary:
 
     def _status(self, ex: Exercise, result: CheckResult | None) -> str:
         """The latest status, and a note when an earlier attempt passed but the latest did not."""
-        status = result.status if result is not None else "not checked yet"
-        if status != PASSED and ex.exercise_id in self.passed_before:
-            status += " (passed earlier; the latest attempt counts)"
+        status = _(_STATES[result.status]) if result is not None else _("not checked yet")
+        if (result is None or result.status != PASSED) and ex.exercise_id in self.passed_before:
+            status += _(" (passed earlier; the latest attempt counts)")
         return status
 
     def _icon(self, result: CheckResult | None) -> str:
@@ -150,25 +163,29 @@ class Summary:
         return _COLOURS.get(result.status, "#6e7781") if result is not None else "#6e7781"
 
     def __str__(self) -> str:
-        lines = [f"Chapter {self.chapter}: {fmt(self.points)}/{fmt(self.max_points)} points"]
+        lines = [self._caption()]
         for ex, r in self.rows:
-            lines.append(f"  {self._icon(r)} {ex.exercise_id} {ex.title}: {self._status(ex, r)}")
+            lines.append(f"  {self._icon(r)} {ex.exercise_id} {_(ex.title)}{_(SEPARATOR)}{self._status(ex, r)}")
         return "\n".join(lines)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
         body = "".join(
-            f"<tr><td>{ex.exercise_id}</td><td>{html.escape(ex.title)}</td>"
+            f"<tr><td>{ex.exercise_id}</td><td>{html.escape(_(ex.title))}</td>"
             f'<td style="color:{self._colour(r)}">{self._icon(r)} {html.escape(self._status(ex, r))}</td>'
             f"<td>{fmt(r.points if r else 0)}/{fmt(ex.points)}</td></tr>"
             for ex, r in self.rows
         )
         return (
-            f"<table class='attnbook-summary'><caption>Chapter {self.chapter}: "
-            f"{fmt(self.points)}/{fmt(self.max_points)} points</caption>"
-            f"<tr><th>exercise</th><th>title</th><th>status</th><th>points</th></tr>{body}</table>"
+            f"<table class='attnbook-summary'><caption>{html.escape(self._caption())}</caption>"
+            f"<tr><th>{_('exercise')}</th><th>{_('title')}</th><th>{_('status')}</th><th>{_('points')}</th></tr>"
+            f"{body}</table>"
         )
+
+    def _caption(self) -> str:
+        return _("Chapter {chapter}: {points}/{max_points} points", chapter=self.chapter, points=fmt(self.points),
+                 max_points=fmt(self.max_points))
 
     def to_dict(self) -> dict:
         return {
@@ -194,13 +211,14 @@ def summary(chapter=None) -> Summary:
     the chapter of the latest check."""
     if chapter is None:
         if not _SESSION:
-            raise ValueError("summary needs a chapter number, e.g. summary(2), until you have checked an exercise")
+            raise ValueError(_("summary needs a chapter number, e.g. summary(2), until you have checked an exercise"))
         chapter = next(reversed(_SESSION.values())).exercise_id.split(".")[0]
     chapter = str(chapter)
     exercises = sorted((ex for ex in REGISTRY.values() if ex.chapter == chapter), key=lambda e: id_key(e.exercise_id))
     if not exercises:
         chapters = sorted({ex.chapter for ex in REGISTRY.values()}, key=int)
-        raise ValueError(f"chapter={chapter!r} has no exercises; chapters with exercises: {', '.join(chapters)}")
+        raise ValueError(_("chapter={chapter!r} has no exercises; chapters with exercises: {chapters}",
+                           chapter=chapter, chapters=", ".join(chapters)))
     return Summary(chapter, [(ex, _SESSION.get(ex.exercise_id)) for ex in exercises], _PASSED_BEFORE)
 
 

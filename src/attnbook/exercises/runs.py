@@ -15,6 +15,7 @@ from .guard import call
 from .hints import show_pair
 from .observe import Gradients
 from .registry import Wrong
+from ..i18n import N_, _
 
 
 ATOL, RTOL = 1e-5, 1e-4  # the default tolerance of a case
@@ -73,9 +74,11 @@ def expect_shape(got, ref: Tensor, mistakes: dict, runs: list[Run], *, what: str
     if tuple(got.shape) != tuple(ref.shape):
         hint = next((h for h, w in mistakes.items() if w is not None and tuple((w[0] if isinstance(w, tuple) else w)
                      .shape) == tuple(got.shape) and all(_fits(r, h) for r in runs)), None)
-        raise Wrong(f"{what} has shape {tuple(got.shape)} on {on}, expected {tuple(ref.shape)}", hint)
+        raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_ref_shape}",
+                      what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_ref_shape=tuple(ref.shape)), hint)
     if got.is_complex() or got.dtype == torch.bool:
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected real numbers like {ref.dtype}")
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected real numbers like {dtype2}",
+                      what=what, dtype=got.dtype, on=on, dtype2=ref.dtype))
     return got
 
 
@@ -88,24 +91,29 @@ def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | Non
     hint = next((h for h in first.mistakes if any(r.mistakes.get(h) is not None for r in runs)
                  and all(_fits(r, h) for r in runs)), None)
     if hint is not None:
-        raise Wrong(f"{what} has the wrong values on {first.on}", hint)
+        raise Wrong(_("{what} has the wrong values on {on}", what=what, on=first.on), hint)
     g, e = first.got.detach().to(torch.float64).cpu(), first.ref.detach().to(torch.float64).cpu()
     if not torch.isfinite(g).all():
         idx = [int(i) for i in (~torch.isfinite(g)).nonzero()[0]]
-        raise Wrong(f"{what} contains {'NaN' if torch.isnan(g).any() else 'inf'} (first at index {idx}) on "
-                    f"{first.on}", nan_hint)
+        raise Wrong(_("{what} contains {nan_if_torch_isnan_g_any} (first at index {idx}) on {on}",
+                      what=what, nan_if_torch_isnan_g_any='NaN' if torch.isnan(g).any() else 'inf', idx=idx,
+                      on=first.on), nan_hint)
     idx = tuple(int(i) for i in (~torch.isclose(g, e, atol=first.atol, rtol=first.rtol)).nonzero()[0])
     want, have = e[idx].item(), g[idx].item()
     digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want else 0
     dtype = str(first.got.dtype).removeprefix("torch.")
-    close = (f" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
-             f"{round(-math.log10(first.rtol))})" if digits >= 3 else "")
-    raise Wrong(f"{what} has the wrong values on {first.on}: at index {list(idx)} expected "
-                f"{show_pair(want, have)}{close}", rule)
+    close = (_(" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
+               "{round_math_log10_first_r})",
+               digits=digits, dtype=dtype,
+               round_math_log10_first_r=round(-math.log10(first.rtol))) if digits >= 3 else "")
+    raise Wrong(_("{what} has the wrong values on {on}: at index {list_idx} expected {show_pair_want_have}{close}",
+                  what=what, on=first.on, list_idx=list(idx), show_pair_want_have=show_pair(want, have),
+                  close=close), rule)
 
 
-GRAD_HINT = ("the layer is trained by backpropagation, so the result must depend on the inputs through tensor "
-             "operations all the way: no .detach(), torch.no_grad(), .item(), float() or NumPy round trips")
+GRAD_TAIL = N_("no .detach(), torch.no_grad(), .item(), float() or NumPy round trips")
+GRAD_HINT = (N_("the layer is trained by backpropagation, so the result must depend on the inputs through tensor "
+                "operations all the way: no .detach(), torch.no_grad(), .item(), float() or NumPy round trips"))
 
 
 def grad_inputs(args: tuple, names: dict[int, str]) -> tuple[list, list]:
@@ -130,19 +138,21 @@ def compare_gradients(got, grads, leaves: list, names: dict[int, str], reference
     fresh copies of the same arguments, against the same weighting, with respect to the leaves in `names`."""
     listed = ", ".join(names.values())
     if grads is None:
-        raise Wrong(f"{what}'s result carries no gradient back to {listed} on {on} (the check backpropagates "
-                    "through it)", hint)
+        raise Wrong(_("{what}'s result carries no gradient back to {listed} on {on} (the check backpropagates "
+                      "through it)", what=what, listed=listed, on=on), hint)
     if isinstance(grads, str):
-        raise Wrong(f"backpropagating through {what}'s result raised RuntimeError: {grads} on {on}", hint)
+        raise Wrong(_("backpropagating through {what}'s result raised RuntimeError: {grads} on {on}",
+                      what=what, grads=grads, on=on), hint)
     ref_leaves, ref_inputs = grad_inputs(tuple(leaves), names)
     ref = reference(*ref_inputs)
     weights = randn(*ref.shape, seed=77, dtype=ref.dtype)
     theirs = torch.autograd.grad(ref, [ref_leaves[i] for i in names], weights, allow_unused=True)
     for name, g, t in zip(names.values(), grads, theirs):
         if g is None or not torch.allclose(g.to(t.dtype), t, atol=atol, rtol=rtol):
-            state = "missing" if g is None else "wrong"
-            raise Wrong(f"the gradient of {what}'s result with respect to {name} is {state} on {on} (the check "
-                        "backpropagates through it; the values themselves are right)", hint)
+            state = _("missing") if g is None else _("wrong")
+            raise Wrong(_("the gradient of {what}'s result with respect to {name} is {state} on {on} (the check "
+                          "backpropagates through it; the values themselves are right)",
+                          what=what, name=name, state=state, on=on), hint)
 
 
 def expect_gradients(fn, args: tuple, names: dict[int, str], reference, *, what: str, on: str, forbid=(),

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..exercises.results import FAILED, NOT_ATTEMPTED, PASSED
+from ..i18n import LANGUAGES, set_language
 from . import sandbox
 from .gradebook import Gradebook
 from .submission import (DEFAULT_NOTEBOOK_TIMEOUT_S, DEFAULT_TIMEOUT_S, MAX_CHAPTER, SubmissionGrade,
@@ -92,6 +93,8 @@ def parser() -> argparse.ArgumentParser:
                    metavar="SECONDS", help=f"limit per submission, reruns included (default "
                                            f"{DEFAULT_NOTEBOOK_TIMEOUT_S:g})")
     p.add_argument("--jobs", type=_positive(int), default=1, metavar="N", help="submissions run at a time")
+    p.add_argument("--lang", choices=LANGUAGES, default=None,
+                   help="the language of the feedback: en or zh (default: ATTNBOOK_LANG, else en)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without the sandbox (only for trusted files; every row says so)")
     p.add_argument("--recorded", action="store_true",
@@ -104,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     """The attnbook-grade command; exit status 0 when every submission was graded, 1 otherwise, 2 when the
     sandbox cannot run here (one line says why and how to allow it)."""
     args = parser().parse_args(argv)
+    if args.lang:
+        set_language(args.lang)  # the checks run in this process; the kernels get it through ATTNBOOK_LANG
     start = time.monotonic()
     paths = distinct(args.submissions)
     box = None

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import attnbook
 
+from ..i18n import get_language
 from . import protocol
 
 SANDBOX_FOLDER = "/work/submission"
@@ -128,7 +129,8 @@ class Sandbox:
     def environment(self) -> dict[str, str]:
         env = {"PATH": os.pathsep.join([os.path.dirname(self.python), "/usr/local/bin", "/usr/bin", "/bin"]),
                "HOME": SANDBOX_HOME, "USER": "student", "LOGNAME": "student", "LANG": "C.UTF-8",
-               "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
+               "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+               "ATTNBOOK_LANG": get_language()}  # feedback composed in the kernel in the grader's language
         if self.package_root:
             env["PYTHONPATH"] = self.package_root
         return env
@@ -182,7 +184,7 @@ def unsandboxed_command(folder: str) -> tuple[list[str], dict[str, str]]:
     """The runner without a sandbox (--no-sandbox): same minimal environment, the folder as working directory."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": folder, "PYTHONNOUSERSITE": "1",
-           "PYTHONPATH": package_root()}
+           "PYTHONPATH": package_root(), "ATTNBOOK_LANG": get_language()}
     return [sys.executable, "-m", "attnbook.grading.runner", folder], env
 
 

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from ..compare import randn
 from ..registry import Wrong
+from ...i18n import _
 
 _ATOL64, _RTOL64 = 1e-8, 1e-7  # float64 inputs: tight enough to tell eps inside the sqrt from eps outside it
 
@@ -26,6 +27,7 @@ def expect_dtype(got, x: Tensor, what: str, on: str) -> None:
     if (isinstance(got, Tensor) and got.is_floating_point() and tuple(got.shape) == tuple(x.shape)
             and got.dtype != x.dtype):
         name = str(x.dtype).removeprefix("torch.")
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {x.dtype} like the input",
-                    f"return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no "
-                    "constants of another dtype")
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2} like the input",
+                      what=what, dtype=got.dtype, on=on, dtype2=x.dtype),
+                    _("return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no "
+                      "constants of another dtype", name=name))

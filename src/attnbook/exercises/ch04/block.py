@@ -8,8 +8,9 @@ from ...layers import EncoderBlock, LayerNorm
 from ..guard import call
 from ..inputs import builds
 from ..registry import exercise
-from ..runs import GRAD_HINT, Run, collect, expect_gradients, expect_shape, verdict
+from ..runs import GRAD_HINT, GRAD_TAIL, Run, collect, expect_gradients, expect_shape, verdict
 from ._shared import expect_dtype, randn64, tolerance
+from ...i18n import N_, _
 
 
 def _randomize_(module: nn.Module, seed: int) -> nn.Module:
@@ -22,7 +23,7 @@ def _randomize_(module: nn.Module, seed: int) -> nn.Module:
 
 
 BLOCK_FORBIDDEN = [
-    (name, "compose the four callables yourself, in the order of the pre-norm diagram")
+    (name, N_("compose the four callables yourself, in the order of the pre-norm diagram"))
     for name in ("attnbook.layers.EncoderBlock", "torch.nn.TransformerEncoderLayer")
 ]
 
@@ -33,57 +34,58 @@ def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
     a_y, a_x, a_n2 = attn(y), attn(x), attn(norm2(x))  # the attention outputs the mistakes share
     h, z, post_h, half = x + a_y, y + a_y, norm1(x + a_x), 0.5 * (x + a_y)
     out = h + ffn(norm2(h))
-    post = ("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
-            "only the input of each sublayer and adds the sublayer's output to the un-normalised stream")
-    order = "the sublayers come in the other order: attention first, then the feed-forward network, each with its norm"
+    post = (_("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
+              "only the input of each sublayer and adds the sublayer's output to the un-normalised stream"))
+    order = _("the sublayers come in the other order: attention first, then the feed-forward network, each with its norm")
     return {
         post: norm2(post_h + ffn(post_h)),
-        post + " (your second sublayer also reads x instead of h, so the attention output is lost)": norm2(x + ffn(x)),
-        post + " (your second residual also starts from x instead of h)": norm2(x + ffn(post_h)),
-        "the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
-        "block (attention with its residual), through its own norm": h + ffn(norm2(x)),
-        "the second residual starts from x: it must start from h, the output of the first sublayer block; as "
-        "written, the attention output never reaches the result": x + ffn(norm2(h)),
-        "you forgot the first residual connection: the attention sublayer's output is added to the block's input x":
+        post + _(" (your second sublayer also reads x instead of h, so the attention output is lost)"): norm2(x + ffn(x)),
+        post + _(" (your second residual also starts from x instead of h)"): norm2(x + ffn(post_h)),
+        _("the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
+          "block (attention with its residual), through its own norm"): h + ffn(norm2(x)),
+        _("the second residual starts from x: it must start from h, the output of the first sublayer block; as "
+          "written, the attention output never reaches the result"): x + ffn(norm2(h)),
+        _("you forgot the first residual connection: the attention sublayer's output is added to the block's input x"):
             a_y + ffn(norm2(a_y)),
-        "you forgot the second residual connection: the feed-forward sublayer's output is added to its input "
-        "stream h": ffn(norm2(h)),
-        "you forgot both residual connections: each sublayer's output is added to the stream it read from":
+        _("you forgot the second residual connection: the feed-forward sublayer's output is added to its input "
+          "stream h"): ffn(norm2(h)),
+        _("you forgot both residual connections: each sublayer's output is added to the stream it read from"):
             ffn(norm2(a_y)),
-        "you applied the norms to the sublayer outputs; in a pre-norm block each norm normalises the input of its "
-        "sublayer": (x + norm1(a_x)) + norm2(ffn(x + norm1(a_x))),
-        "the residual must carry the un-normalised x: normalise only what goes into attn": z + ffn(norm2(z)),
-        "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer":
+        _("you applied the norms to the sublayer outputs; in a pre-norm block each norm normalises the input of its "
+          "sublayer"): (x + norm1(a_x)) + norm2(ffn(x + norm1(a_x))),
+        _("the residual must carry the un-normalised x: normalise only what goes into attn"): z + ffn(norm2(z)),
+        _("the residuals must carry the un-normalised stream: normalise only what goes into each sublayer"):
             norm2(z) + ffn(norm2(z)),
-        "the second residual must carry the un-normalised h: normalise only what goes into ffn":
+        _("the second residual must carry the un-normalised h: normalise only what goes into ffn"):
             norm2(h) + ffn(norm2(h)),
-        "you used norm1 twice: the feed-forward sublayer has its own norm, norm2": h + ffn(norm1(h)),
-        "norm1 and norm2 are swapped: norm1 belongs to the attention sublayer, norm2 to the feed-forward sublayer":
+        _("you used norm1 twice: the feed-forward sublayer has its own norm, norm2"): h + ffn(norm1(h)),
+        _("norm1 and norm2 are swapped: norm1 belongs to the attention sublayer, norm2 to the feed-forward sublayer"):
             (x + a_n2) + ffn(norm1(x + a_n2)),
         order: (x + ffn(norm1(x))) + attn(norm2(x + ffn(norm1(x)))),
-        order + " (yours have the right norms)": (x + ffn(norm2(x))) + attn(norm1(x + ffn(norm2(x)))),
-        "you stopped after the attention sublayer: the block goes on with the feed-forward sublayer and its own "
-        "residual connection": h,
-        "attn returns one tensor, not an (output, weights) tuple: use its result as it is, without [0]":
+        order + _(" (yours have the right norms)"): (x + ffn(norm2(x))) + attn(norm1(x + ffn(norm2(x)))),
+        _("you stopped after the attention sublayer: the block goes on with the feed-forward sublayer and its own "
+          "residual connection"): h,
+        _("attn returns one tensor, not an (output, weights) tuple: use its result as it is, without [0]"):
             (x + a_y[0]) + ffn(norm2(x + a_y[0])),
-        "you added the block's input x once more at the end: each residual connection adds a sublayer's output "
-        "once, to the stream it read from": out + x,
-        "a pre-norm block does not normalise its output: the norms only normalise what goes into the sublayers":
+        _("you added the block's input x once more at the end: each residual connection adds a sublayer's output "
+          "once, to the stream it read from"): out + x,
+        _("a pre-norm block does not normalise its output: the norms only normalise what goes into the sublayers"):
             norm2(out),
-        "the residual connections add the sublayer's output to the stream as it is, unscaled (no averaging)":
+        _("the residual connections add the sublayer's output to the stream as it is, unscaled (no averaging)"):
             0.5 * (half + ffn(norm2(half))),
     }
 
 
 def _block_error_hint(message: str) -> str | None:
-    if "attn takes one tensor of shape (batch, n, d)" in message or "must have shape (batch, seq" in message:
-        return ("keep x as it is, (batch, n, d): attention mixes the positions within each sequence, so do not "
-                "flatten or reshape x (to (batch * n, d)) before calling attn")
+    # the stand-ins' own ValueError (below, in the language of the moment), or PyTorch's
+    if _("attn takes one tensor of shape (batch, n, d)") in message or "must have shape (batch, seq" in message:
+        return (_("keep x as it is, (batch, n, d): attention mixes the positions within each sequence, so do not "
+                  "flatten or reshape x (to (batch * n, d)) before calling attn"))
     if "TypeError" in message and ("positional argument" in message or "takes" in message):
-        return ("each of attn, ffn, norm1 and norm2 takes one tensor of shape (batch, n, d) and returns one: call "
-                "attn with the normalised tensor alone, not attn(q, k, v)")
+        return (_("each of attn, ffn, norm1 and norm2 takes one tensor of shape (batch, n, d) and returns one: call "
+                  "attn with the normalised tensor alone, not attn(q, k, v)"))
     if "not subscriptable" in message or "tuple" in message:
-        return "attn returns one tensor (not an (output, weights) tuple): use its result directly"
+        return _("attn returns one tensor (not an (output, weights) tuple): use its result directly")
     return None
 
 
@@ -93,7 +95,8 @@ def _named(fn, name: str, three_d: bool = False):
 
     def sublayer(t):
         if three_d and isinstance(t, Tensor) and t.dim() != 3:
-            raise ValueError(f"{name} takes one tensor of shape (batch, n, d), got shape {tuple(t.shape)}")
+            raise ValueError(_("{name} takes one tensor of shape (batch, n, d), got shape {tuple_t_shape}",
+                               name=name, tuple_t_shape=tuple(t.shape)))
         return fn(t)
 
     sublayer.__name__ = sublayer.__qualname__ = name
@@ -139,21 +142,21 @@ def _block_cases():
     x = randn64(2, 5, 8, seed=32)
     with torch.no_grad():
         ref = block(x)
-    cases.append(("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
-                  "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta",
+    cases.append((_("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
+                    "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta"),
                   x, *_block_from(block), ref))
     # 2. plain functions that mix positions, batch of one
     x = randn64(1, 3, 4, seed=38)
-    cases.append(("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
-                  "LayerNorms", x, *_mixing_sublayers(), None))
+    cases.append((_("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
+                    "LayerNorms"), x, *_mixing_sublayers(), None))
     # 3. one token per sequence, odd width
     x = randn64(3, 1, 6, seed=40)
-    cases.append(("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
-                  "6 -> 5 -> 6 and two LayerNorms", x, *_block_from(_encoder_block(6, 3, 5, 39)), None))
+    cases.append((_("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
+                    "6 -> 5 -> 6 and two LayerNorms"), x, *_block_from(_encoder_block(6, 3, 5, 39)), None))
     # 4. float32: the result keeps the input's dtype
     x = randn64(2, 4, 6, seed=42, dtype=torch.float32)
-    cases.append(("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
-                  "and two LayerNorms, all in float32", x, *_block_from(_encoder_block(6, 2, 12, 41, False)), None))
+    cases.append((_("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
+                    "and two LayerNorms, all in float32"), x, *_block_from(_encoder_block(6, 2, 12, 41, False)), None))
     return cases
 
 
@@ -170,20 +173,20 @@ def check_pre_norm_block(pre_norm_block) -> str:
             mistakes = _block_mistakes(x, attn, ffn, norm1, norm2)
             got = call(pre_norm_block, x, attn, ffn, norm1, norm2, what="pre_norm_block", on=desc,
                        forbid=BLOCK_FORBIDDEN, explain=_block_error_hint)
-        expect_dtype(got, x, "your result", desc)
-        got = expect_shape(got, ref, mistakes, runs, what="your result", on=desc)
+        expect_dtype(got, x, _("your result"), desc)
+        got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=desc)
         return Run(desc, got, ref, mistakes, *tolerance(x))
 
-    verdict(collect(cases, one), what="your result",
-            rule="the attention sublayer reads norm1 of the stream and adds its output to the stream; then the "
-                 "feed-forward sublayer does the same with norm2")
-    desc, x, *sublayers, _ = cases[0]
+    verdict(collect(cases, one), what=_("your result"),
+            rule=_("the attention sublayer reads norm1 of the stream and adds its output to the stream; then the "
+                   "feed-forward sublayer does the same with norm2"))
+    desc, x, *sublayers, _unused = cases[0]
     expect_gradients(pre_norm_block, (x, *sublayers), {0: "x"}, _block_ref, what="pre_norm_block", on=desc,
                      forbid=BLOCK_FORBIDDEN, explain=_block_error_hint,
-                     hint="the gradient must reach x through every path, the residual connections (the skip paths) "
-                          "included: " + GRAD_HINT.split(": ", 1)[1])
-    return (f"the pre-norm block is right on {len(cases)} inputs, including a batch of one, one token per sequence "
-            "and float32")
+                     hint=_("the gradient must reach x through every path, the residual connections (the skip paths) "
+                            "included: ") + _(GRAD_TAIL))
+    return (_("the pre-norm block is right on {len_cases} inputs, including a batch of one, one token per "
+              "sequence and float32", len_cases=len(cases)))
 
 
 def _block_ref(x, attn, ffn, norm1, norm2):

@@ -14,6 +14,7 @@ from ..compare import expect_tensor
 from ..guard import unwrap
 from ..hints import describe, show_pair
 from ..registry import Wrong
+from ...i18n import _
 
 F64 = torch.float64
 
@@ -22,7 +23,7 @@ def kind_of(x) -> str:
     """describe(x), with NumPy arrays named as such ("a NumPy array of shape (2, 2)")."""
     if type(x).__module__ == "numpy" and hasattr(x, "shape") and hasattr(x, "__array__") and \
             type(x).__name__ == "ndarray":
-        return f"a NumPy array of shape {tuple(x.shape)}"
+        return _("a NumPy array of shape {tuple_x_shape}", tuple_x_shape=tuple(x.shape))
     return describe(x)
 
 
@@ -52,8 +53,9 @@ def _first_wrong(got: Tensor, expected: Tensor, atol: float) -> str:
     err = (got - expected).abs()
     bad = (err > atol) | err.isnan()
     idx = tuple(int(i) for i in bad.nonzero()[0])
-    return (f"at index {list(idx)} expected {show_pair(expected[idx].item(), got[idx].item())} "
-            f"(max abs error {err.max().item():.2g})")
+    return (_("at index {list_idx} expected {show_pair_expected_idx_i} (max abs error {err_max_item:.2g})",
+              list_idx=list(idx), show_pair_expected_idx_i=show_pair(expected[idx].item(), got[idx].item()),
+              err_max_item=err.max().item()))
 
 
 def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
@@ -61,23 +63,28 @@ def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tupl
     """Wrong unless `got` is a real floating-point tensor of `shape` and `dtype` (the dtype is checked before the
     values, so a table in another precision gets the dtype message)."""
     if got is not None and not isinstance(got, Tensor):
-        raise Wrong(f"{what} is {kind_of(got)} on {on}, expected a torch.Tensor",
-                    "the task asks for a torch tensor: build it with torch operations, or convert an array with "
-                    "torch.from_numpy(...) and .to(the dtype the task asks for)")
+        raise Wrong(_("{what} is {kind_of_got} on {on}, expected a torch.Tensor",
+                      what=what, kind_of_got=kind_of(got), on=on),
+                    _("the task asks for a torch tensor: build it with torch operations, or convert an array with "
+                      "torch.from_numpy(...) and .to(the dtype the task asks for)"))
     got = expect_tensor(got, what=what, on=on, finite=False)
     if tuple(got.shape) != tuple(shape):
-        raise Wrong(f"{what} has shape {tuple(got.shape)} on {on}, expected {tuple(shape)}",
+        raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_shape}",
+                      what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_shape=tuple(shape)),
                     shape_hints.get(tuple(got.shape)))
     if got.is_complex() or got.dtype == torch.bool:
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected real floating-point numbers")
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected real floating-point numbers",
+                      what=what, dtype=got.dtype, on=on))
     if not got.is_floating_point():
-        raise Wrong(f"{what} has the integer dtype {got.dtype} on {on}, expected floating point",
-                    "sines and cosines are fractions: keep the computation in floating point (no .int() or .long())")
+        raise Wrong(_("{what} has the integer dtype {dtype} on {on}, expected floating point",
+                      what=what, dtype=got.dtype, on=on),
+                    _("sines and cosines are fractions: keep the computation in floating point (no .int() or .long())"))
     if got.dtype != dtype:
         if got.dtype in (torch.float16, torch.bfloat16):
-            dtype_hint = ("half precision keeps only about 3 significant digits, far too few for positions; "
+            dtype_hint = (_("half precision keeps only about 3 significant digits, far too few for positions; ")
                           + dtype_hint)
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {dtype}{like}", dtype_hint)
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}{like}",
+                      what=what, dtype=got.dtype, on=on, dtype2=dtype, like=like), dtype_hint)
     return got
 
 
@@ -102,16 +109,16 @@ def check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, re
             continue
         outputs += [_f64(quietly(lambda c=later: run(c))) for later in cases[n + 1:]]
         table = [mistakes(c) for c in cases]
-        for h, (hint, _, _) in enumerate(table[n]):
+        for h, (hint, _unused, _unused) in enumerate(table[n]):
             if all(same_values(outputs[j], table[j][h][1], table[j][h][2]) for j in range(len(cases))):
-                raise Wrong(f"{what} has the wrong values on {on}", hint)
+                raise Wrong(_("{what} has the wrong values on {on}", what=what, on=on), hint)
         expect_tensor(got, what=what, on=on)  # NaN or inf that no known mistake explains
         detail = _first_wrong(g, ref, atol)
         refs = [ref if j == n else reference(c) for j, c in enumerate(cases)]
         if all(o is not None and o.shape == r.shape and bool(((o - r).abs() <= band(c) + atol).all())
                for o, r, c in zip(outputs, refs, cases)):
-            raise Wrong(f"{what} has the wrong values on {on}: {detail}", half_hint)
-        raise Wrong(f"{what} has the wrong values on {on}: {detail}")
+            raise Wrong(_("{what} has the wrong values on {on}: {detail}", what=what, on=on, detail=detail), half_hint)
+        raise Wrong(_("{what} has the wrong values on {on}: {detail}", what=what, on=on, detail=detail))
 
 
 def import_transformers_first(fn) -> None:

@@ -15,6 +15,7 @@ from ..inputs import builds
 from ..hints import describe
 from ..registry import exercise, Wrong
 from ._shared import F64, kind_of, quietly, reference_table
+from ...i18n import N_, _
 
 randn = functools.partial(_varying_randn, vary=False)  # cases tuned to their seeds: the same in every run
 
@@ -57,17 +58,17 @@ def _equivariance_cases():
     """(description, f, x, perm, exact answer or None), ordered so that each mistake first shows where it is clear."""
     ramp = _ramp_f(4, 4, 4)
     return [
-        ("f(x) = x + P with P[b, i, j] = 10 * b + i * (j + 1) (not equivariant), x of shape (4, 4, 4), "
-         "perm [3, 0, 1, 2]", ramp, randn(4, 4, 4, seed=51, dtype=F64), torch.tensor([3, 0, 1, 2]), 4 * 3.0),
-        ("the same f, x of shape (4, 4, 4), perm [1, 2, 3, 0]",
+        (_("f(x) = x + P with P[b, i, j] = 10 * b + i * (j + 1) (not equivariant), x of shape (4, 4, 4), "
+           "perm [3, 0, 1, 2]"), ramp, randn(4, 4, 4, seed=51, dtype=F64), torch.tensor([3, 0, 1, 2]), 4 * 3.0),
+        (_("the same f, x of shape (4, 4, 4), perm [1, 2, 3, 0]"),
          ramp, randn(4, 4, 4, seed=52, dtype=F64), torch.tensor([1, 2, 3, 0]), 4 * 3.0),
-        ("multi-head self-attention without positions (equivariant), x of shape (2, 5, 8), perm [2, 4, 1, 0, 3]",
+        (_("multi-head self-attention without positions (equivariant), x of shape (2, 5, 8), perm [2, 4, 1, 0, 3]"),
          _attention_f(8, 2, seed=53, positions=False), randn(2, 5, 8, seed=54, dtype=F64),
          torch.tensor([2, 4, 1, 0, 3]), None),
-        ("multi-head self-attention with sinusoidal positions added, x of shape (1, 6, 8), perm [5, 4, 3, 2, 1, 0]",
+        (_("multi-head self-attention with sinusoidal positions added, x of shape (1, 6, 8), perm [5, 4, 3, 2, 1, 0]"),
          _attention_f(8, 2, seed=55, positions=True), randn(1, 6, 8, seed=56, dtype=F64),
          torch.tensor([5, 4, 3, 2, 1, 0]), None),
-        ("f = a running sum over the positions (x.cumsum(dim=1)), x of shape (3, 4, 2), perm [1, 3, 0, 2]",
+        (_("f = a running sum over the positions (x.cumsum(dim=1)), x of shape (3, 4, 2), perm [1, 3, 0, 2]"),
          _cumsum_f, randn(3, 4, 2, seed=57, dtype=F64), torch.tensor([1, 3, 0, 2]), None),
     ]
 
@@ -83,12 +84,12 @@ def _maybe(fn) -> float | None:
         return None
 
 
-_EVERY_ENTRY = "take the largest absolute difference over every entry: all sequences, positions and features"
-_SAME_PERM = "reorder both sides with the same perm, as given"
-_BATCH_AXIS = ("you permuted the batch axis (dim 0); perm reorders the positions, dim 1 of x (batch, n, d), on both "
-               "sides")
-_NOT_ZERO = ("this f is not equivariant, so the answer is clearly above 0: compare two different computations, f of "
-             "the permuted input and the permuted output of f (perm reorders the positions, dim 1 of x)")
+_EVERY_ENTRY = N_("take the largest absolute difference over every entry: all sequences, positions and features")
+_SAME_PERM = N_("reorder both sides with the same perm, as given")
+_BATCH_AXIS = (N_("you permuted the batch axis (dim 0); perm reorders the positions, dim 1 of x (batch, n, d), on both "
+                  "sides"))
+_NOT_ZERO = (N_("this f is not equivariant, so the answer is clearly above 0: compare two different computations, f of "
+                "the permuted input and the permuted output of f (perm reorders the positions, dim 1 of x)"))
 
 
 def _equivariance_mistakes(f, x: Tensor, perm: Tensor) -> list[tuple[str, float | None]]:
@@ -98,48 +99,48 @@ def _equivariance_mistakes(f, x: Tensor, perm: Tensor) -> list[tuple[str, float 
     b = lambda: f(x)[:, perm]  # noqa: E731  (B, n, d): f, then permute
     return [
         (_BATCH_AXIS, _maybe(lambda: (f(x[perm]) - f(x)[perm]).abs().max())),
-        ("you permuted the feature axis (the last one); perm reorders the positions, dim 1 of x (batch, n, d), on "
-         "both sides", _maybe(lambda: (f(x[..., perm]) - f(x)[..., perm]).abs().max())),
-        ("you reordered the output with the inverse permutation; " + _SAME_PERM,
+        (_("you permuted the feature axis (the last one); perm reorders the positions, dim 1 of x (batch, n, d), on "
+           "both sides"), _maybe(lambda: (f(x[..., perm]) - f(x)[..., perm]).abs().max())),
+        (_("you reordered the output with the inverse permutation; ") + _(_SAME_PERM),
          _maybe(lambda: (a() - f(x)[:, inv]).abs().max())),
-        ("you reordered the input with the inverse permutation; " + _SAME_PERM,
+        (_("you reordered the input with the inverse permutation; ") + _(_SAME_PERM),
          _maybe(lambda: (f(x[:, inv]) - b()).abs().max())),
-        ("you compared f of the permuted input with f(x) in its original order; an equivariant f reorders its "
-         "output the same way, so compare with the permuted output", _maybe(lambda: (a() - f(x)).abs().max())),
-        ("you compared f of the permuted input with the permuted input itself; compare it with the permuted "
-         "output: f applied first, then the same perm", _maybe(lambda: (a() - x[:, perm]).abs().max())),
-        ("you returned the mean of the absolute differences; the task asks for the largest one",
+        (_("you compared f of the permuted input with f(x) in its original order; an equivariant f reorders its "
+           "output the same way, so compare with the permuted output"), _maybe(lambda: (a() - f(x)).abs().max())),
+        (_("you compared f of the permuted input with the permuted input itself; compare it with the permuted "
+           "output: f applied first, then the same perm"), _maybe(lambda: (a() - x[:, perm]).abs().max())),
+        (_("you returned the mean of the absolute differences; the task asks for the largest one"),
          _maybe(lambda: (a() - b()).abs().mean())),
-        ("you returned the largest signed difference; the task asks for the largest absolute difference, so a "
-         "large negative difference counts as much as a positive one", _maybe(lambda: (a() - b()).max())),
-        ("you returned the largest signed difference; the task asks for the largest absolute difference, so a "
-         "large negative difference counts as much as a positive one", _maybe(lambda: (b() - a()).max())),
-        ("you returned the sum of the absolute differences; the task asks for the largest one",
+        (_("you returned the largest signed difference; the task asks for the largest absolute difference, so a "
+           "large negative difference counts as much as a positive one"), _maybe(lambda: (a() - b()).max())),
+        (_("you returned the largest signed difference; the task asks for the largest absolute difference, so a "
+           "large negative difference counts as much as a positive one"), _maybe(lambda: (b() - a()).max())),
+        (_("you returned the sum of the absolute differences; the task asks for the largest one"),
          _maybe(lambda: (a() - b()).abs().sum())),
-        ("you returned the (Euclidean) norm of the differences; the task asks for the largest absolute difference",
+        (_("you returned the (Euclidean) norm of the differences; the task asks for the largest absolute difference"),
          _maybe(lambda: (a() - b()).norm())),
-        ("you returned the smallest absolute difference; the task asks for the largest one",
+        (_("you returned the smallest absolute difference; the task asks for the largest one"),
          _maybe(lambda: (a() - b()).abs().min())),
-        ("you divided by the size of the outputs (a relative error); the task asks for the absolute difference "
-         "itself", _maybe(lambda: (a() - b()).abs().max() / f(x).abs().max())),
-        *[(f"you rounded the result to {k} decimals; return it as it is (round only when you print it)",
+        (_("you divided by the size of the outputs (a relative error); the task asks for the absolute difference "
+           "itself"), _maybe(lambda: (a() - b()).abs().max() / f(x).abs().max())),
+        *[(_("you rounded the result to {k} decimals; return it as it is (round only when you print it)", k=k),
            _maybe(lambda k=k: round(float((a() - b()).abs().max()), k))) for k in range(1, 7)],
-        ("you looked at one position only (the first or the last); " + _EVERY_ENTRY,
+        (_("you looked at one position only (the first or the last); ") + _(_EVERY_ENTRY),
          _maybe(lambda: (a() - b())[:, 0].abs().max())),
-        ("you looked at one position only (the first or the last); " + _EVERY_ENTRY,
+        (_("you looked at one position only (the first or the last); ") + _(_EVERY_ENTRY),
          _maybe(lambda: (a() - b())[:, -1].abs().max())),
-        ("you looked at one sequence of the batch only; " + _EVERY_ENTRY, _maybe(lambda: (a() - b())[0].abs().max())),
-        ("you looked at one sequence of the batch only; " + _EVERY_ENTRY, _maybe(lambda: (a() - b())[-1].abs().max())),
-        ("you looked at one feature only (the first or the last); " + _EVERY_ENTRY,
+        (_("you looked at one sequence of the batch only; ") + _(_EVERY_ENTRY), _maybe(lambda: (a() - b())[0].abs().max())),
+        (_("you looked at one sequence of the batch only; ") + _(_EVERY_ENTRY), _maybe(lambda: (a() - b())[-1].abs().max())),
+        (_("you looked at one feature only (the first or the last); ") + _(_EVERY_ENTRY),
          _maybe(lambda: (a() - b())[..., 0].abs().max())),
-        ("you looked at one feature only (the first or the last); " + _EVERY_ENTRY,
+        (_("you looked at one feature only (the first or the last); ") + _(_EVERY_ENTRY),
          _maybe(lambda: (a() - b())[..., -1].abs().max())),
     ]
 
 
-_RETURN_KINDS = "a Python float, a NumPy float or a 0-d floating-point tensor"
-_HALF_NUMBER = ("half precision keeps only about 3 significant digits: leave the number in the precision f returns "
-                "(no .half())")
+_RETURN_KINDS = N_("a Python float, a NumPy float or a 0-d floating-point tensor")
+_HALF_NUMBER = (N_("half precision keeps only about 3 significant digits: leave the number in the precision f returns "
+                   "(no .half())"))
 
 
 def _as_float(got, on: str) -> float:
@@ -147,50 +148,62 @@ def _as_float(got, on: str) -> float:
     least single precision, the kinds the task allows; else Wrong."""
     fn = "max_equivariance_error"
     if got is None:
-        raise Wrong(f"{fn} returned None on {on}", "did you forget the `return` statement?")
+        raise Wrong(_("{fn} returned None on {on}", fn=fn, on=on), _("did you forget the `return` statement?"))
     if type(got).__name__ in ("max", "min") and isinstance(got, tuple):  # torch.return_types.max
-        raise Wrong(f"{fn} returned a (values, indices) pair on {on}, expected one number",
-                    "x.max(dim=...) returns values and indices; a maximum with no dim is one number")
-    int_hint = ("int(...) and integer tensors drop the fractional part (0.93 becomes 0): return the largest "
-                "difference itself, as a floating-point number")
+        raise Wrong(_("{fn} returned a (values, indices) pair on {on}, expected one number", fn=fn, on=on),
+                    _("x.max(dim=...) returns values and indices; a maximum with no dim is one number"))
+    int_hint = (_("int(...) and integer tensors drop the fractional part (0.93 becomes 0): return the largest "
+                  "difference itself, as a floating-point number"))
     if isinstance(got, Tensor):
         if got.is_complex() or got.dtype == torch.bool:
-            raise Wrong(f"{fn} returned a tensor of dtype {got.dtype} on {on}, expected one real number")
+            raise Wrong(_("{fn} returned a tensor of dtype {dtype} on {on}, expected one real number",
+                          fn=fn, dtype=got.dtype, on=on))
         if got.numel() != 1:
-            raise Wrong(f"{fn} returned a tensor of shape {tuple(got.shape)} on {on}, expected one number",
-                        "reduce the differences to one number: the largest absolute difference over every entry")
+            raise Wrong(_("{fn} returned a tensor of shape {tuple_got_shape} on {on}, expected one number",
+                          fn=fn, tuple_got_shape=tuple(got.shape), on=on),
+                        _("reduce the differences to one number: the largest absolute difference over every entry"))
         if not got.is_floating_point():
-            raise Wrong(f"{fn} returned an integer tensor (dtype {got.dtype}) on {on}, expected {_RETURN_KINDS}",
+            raise Wrong(_("{fn} returned an integer tensor (dtype {dtype}) on {on}, expected {_RETURN_KINDS}",
+                          fn=fn, dtype=got.dtype, on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
                         int_hint)
         if got.dim() != 0:
-            raise Wrong(f"{fn} returned a tensor of shape {tuple(got.shape)} on {on}, expected {_RETURN_KINDS}",
-                        "take the maximum over all entries (no dim), or return the number itself")
+            raise Wrong(_("{fn} returned a tensor of shape {tuple_got_shape} on {on}, expected {_RETURN_KINDS}",
+                          fn=fn, tuple_got_shape=tuple(got.shape), on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
+                        _("take the maximum over all entries (no dim), or return the number itself"))
         if got.dtype in (torch.float16, torch.bfloat16):
-            raise Wrong(f"{fn} returned a tensor of dtype {got.dtype} on {on}, expected {_RETURN_KINDS} in at "
-                        "least single precision", _HALF_NUMBER)
+            raise Wrong(_("{fn} returned a tensor of dtype {dtype} on {on}, expected {_RETURN_KINDS} in at least "
+                          "single precision",
+                          fn=fn, dtype=got.dtype, on=on, _RETURN_KINDS=_(_RETURN_KINDS)), _HALF_NUMBER)
         value = got.detach().double().item()
     elif isinstance(got, bool):
-        raise Wrong(f"{fn} returned a bool on {on}, expected {_RETURN_KINDS}",
-                    "return how far apart the two sides are, not whether they are equal")
+        raise Wrong(_("{fn} returned a bool on {on}, expected {_RETURN_KINDS}",
+                      fn=fn, on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
+                    _("return how far apart the two sides are, not whether they are equal"))
     elif isinstance(got, numbers.Integral):
-        raise Wrong(f"{fn} returned the {type(got).__name__} {int(got)} on {on}, expected {_RETURN_KINDS}",
+        raise Wrong(_("{fn} returned the {type_got___name} {int_got} on {on}, expected {_RETURN_KINDS}",
+                      fn=fn, type_got___name=type(got).__name__, int_got=int(got),
+                      on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
                     int_hint)
     elif isinstance(got, float):  # a Python float, or a NumPy float64 (a subclass of float)
         value = float(got)
     elif type(got).__module__ == "numpy" and isinstance(got, numbers.Real) and hasattr(got, "itemsize"):
         if got.itemsize < 4:  # np.float16
-            raise Wrong(f"{fn} returned a NumPy {type(got).__name__} on {on}, expected {_RETURN_KINDS} in at "
-                        "least single precision", _HALF_NUMBER)
+            raise Wrong(_("{fn} returned a NumPy {type_got___name} on {on}, expected {_RETURN_KINDS} in at least "
+                          "single precision",
+                          fn=fn, type_got___name=type(got).__name__, on=on,
+                          _RETURN_KINDS=_(_RETURN_KINDS)), _HALF_NUMBER)
         value = float(got)  # np.float32, np.longdouble
     elif hasattr(got, "__array__") or isinstance(got, numbers.Number):  # a NumPy array or another kind of number
-        raise Wrong(f"{fn} returned {kind_of(got)} on {on}, expected {_RETURN_KINDS}",
-                    "return one number: compute with torch on the tensors f returns, or convert with float(...)")
+        raise Wrong(_("{fn} returned {kind_of_got} on {on}, expected {_RETURN_KINDS}",
+                      fn=fn, kind_of_got=kind_of(got), on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
+                    _("return one number: compute with torch on the tensors f returns, or convert with float(...)"))
     else:
-        raise Wrong(f"{fn} returned {describe(got)} on {on}, expected {_RETURN_KINDS}",
-                    "return one number: the largest absolute difference over every entry")
+        raise Wrong(_("{fn} returned {describe_got} on {on}, expected {_RETURN_KINDS}",
+                      fn=fn, describe_got=describe(got), on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
+                    _("return one number: the largest absolute difference over every entry"))
     if math.isnan(value):
-        raise Wrong(f"{fn} returned nan on {on}",
-                    "the differences of two ordinary tensors are ordinary numbers: check each step")
+        raise Wrong(_("{fn} returned nan on {on}", fn=fn, on=on),
+                    _("the differences of two ordinary tensors are ordinary numbers: check each step"))
     return value
 
 
@@ -223,7 +236,7 @@ def check_max_equivariance_error(max_equivariance_error) -> str:
     cases = _equivariance_cases()
 
     def run(case):
-        desc, f, x, perm, _ = case  # copies: code that changes them in place is told so, and the case stays intact
+        desc, f, x, perm, _unused = case  # copies: code that changes them in place is told so, and the case stays intact
         return _as_float(call(max_equivariance_error, f, x.clone(), perm.clone(), what="max_equivariance_error",
                               on=desc), desc)
 
@@ -240,13 +253,14 @@ def check_max_equivariance_error(max_equivariance_error) -> str:
             continue
         values += [quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
         table = [_equivariance_mistakes(c[1], c[2], c[3]) for c in cases]
-        hint = next((h for i, (h, _) in enumerate(table[n]) if _explains(values, [t[i][1] for t in table])), None)
+        hint = next((h for i, (h, _unused) in enumerate(table[n]) if _explains(values, [t[i][1] for t in table])), None)
         if hint is None and ref > 1e-3 and abs(value) < 1e-6:
             hint = _NOT_ZERO  # a fact about this case, not a guess at the mistake
         shown, expected = _two_numbers(value, ref)
         if ref < 1e-9:
-            expected = "about 0 (this f is equivariant)"
-        raise Wrong(f"max_equivariance_error returned {shown} for {desc}, expected {expected}", hint)
-    return (f"right on {len(cases)} functions: 0 for attention without positions, the exact answer for a known f, "
-            "and clearly above 0 for attention with positions")
+            expected = _("about 0 (this f is equivariant)")
+        raise Wrong(_("max_equivariance_error returned {shown} for {desc}, expected {expected}",
+                      shown=shown, desc=desc, expected=expected), hint)
+    return (_("right on {len_cases} functions: 0 for attention without positions, the exact answer for a known "
+              "f, and clearly above 0 for attention with positions", len_cases=len(cases)))
 

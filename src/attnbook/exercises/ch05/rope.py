@@ -10,6 +10,7 @@ from ..compare import randn
 from ..guard import call
 from ..registry import exercise
 from ._shared import F64, check_tensor_cases, expect_type, half_band, import_transformers_first
+from ...i18n import N_, _
 
 
 def _rope_angles(d: int, positions: Tensor, *, exponent: str = "2i", divide: bool = True, shift: int = 0,
@@ -68,36 +69,36 @@ def _rope_band(x: Tensor, positions: Tensor) -> Tensor:
     return half_band(a) * (xa + partner)
 
 
-_ROPE_INTERLEAVED = ("you rotated adjacent pairs (x_0, x_1), (x_2, x_3), ... (the GPT-J / original RoFormer "
-                     "layout); the rotate-half convention of LLaMA and Hugging Face pairs x_i with x_{i + d/2}")
-_ROPE_SIGN = ("you rotated by -angle: pair i must turn by +p * theta_i; check the sign in your rotate_half (the "
-              "task's rotate_half(x) = (-x_2, x_1) puts the minus on the second half) and in front of sin")
-_ROPE_EXP = ("the frequencies are theta_i = 10000^(-2i/d) for the pair index i = 0 .. d/2 - 1, so the exponents "
-             "step by 2/d; you used 10000^(-i/d)")
-_ROPE_SHIFT = "use the positions as given: position p turns pair i by p * theta_i (you used p + 1)"
-_ROPE_FROM_ZERO = ("you shifted the positions so that they start at 0; use the positions exactly as given: row t "
-                   "turns by positions[t] * theta_i, whatever the first or smallest position is")
-_ROPE_CONSECUTIVE = ("you assumed consecutive positions, positions[0], positions[0] + 1, ...; use the positions "
-                     "exactly as given: row t turns by positions[t] * theta_i (they may jump or go backwards)")
-_ROPE_IGNORE = ("you ignored the positions argument and used 0, 1, ..., seq-1; rotate row t by positions[t] * theta_i "
-                "(the positions need not start at 0 or be consecutive)")
-_ROPE_MULTIPLY = "theta_i = 1 / 10000^(2i/d): divide by 10000^(2i/d), do not multiply by it"
-_ROPE_REPEAT = ("you repeated each frequency twice in a row, [f0, f0, f1, f1, ...] (repeat_interleave, the layout of "
-                "adjacent pairs); with rotate_half the angle of pair i must sit at columns i and i + d/2, so the "
-                "d/2 angles are repeated as a block, not each one in place")
-_ROPE_NO_MINUS = "rotate_half(x) is (-x_2, x_1), with a minus on the second half x_2; you left the minus out"
-_ROPE_HALF_POSITIONS = ("your result is wrong only at positions above 2048: float16 (half precision) holds whole "
-                        "numbers exactly only up to 2048 (2049 becomes 2048, 4097 becomes 4096); keep the positions "
-                        "as integers or in float32 or float64, not float16")
-_ROPE_HALF = ("your values are off by about the rounding error of float16: half precision keeps only about 3 "
-              "significant digits, too few for angles p * theta_i that grow with the position. If a step "
-              "(positions, theta, angles, cos or sin) is in float16 (.half() or dtype=torch.float16), keep it in "
-              "float32 or float64 and cast only the result to x's dtype")
-_ROPE_CAT_HINT = ("cos and sin have one column per pair (d/2 of them); each angle is used twice, for feature i and "
-                  "feature i + d/2, so they need d columns before they multiply x: the d/2 angles repeated as a block")
+_ROPE_INTERLEAVED = (N_("you rotated adjacent pairs (x_0, x_1), (x_2, x_3), ... (the GPT-J / original RoFormer "
+                        "layout); the rotate-half convention of LLaMA and Hugging Face pairs x_i with x_{i + d/2}"))
+_ROPE_SIGN = (N_("you rotated by -angle: pair i must turn by +p * theta_i; check the sign in your rotate_half (the "
+                 "task's rotate_half(x) = (-x_2, x_1) puts the minus on the second half) and in front of sin"))
+_ROPE_EXP = (N_("the frequencies are theta_i = 10000^(-2i/d) for the pair index i = 0 .. d/2 - 1, so the exponents "
+                "step by 2/d; you used 10000^(-i/d)"))
+_ROPE_SHIFT = N_("use the positions as given: position p turns pair i by p * theta_i (you used p + 1)")
+_ROPE_FROM_ZERO = (N_("you shifted the positions so that they start at 0; use the positions exactly as given: row t "
+                      "turns by positions[t] * theta_i, whatever the first or smallest position is"))
+_ROPE_CONSECUTIVE = (N_("you assumed consecutive positions, positions[0], positions[0] + 1, ...; use the positions "
+                        "exactly as given: row t turns by positions[t] * theta_i (they may jump or go backwards)"))
+_ROPE_IGNORE = (N_("you ignored the positions argument and used 0, 1, ..., seq-1; rotate row t by positions[t] * theta_i "
+                   "(the positions need not start at 0 or be consecutive)"))
+_ROPE_MULTIPLY = N_("theta_i = 1 / 10000^(2i/d): divide by 10000^(2i/d), do not multiply by it")
+_ROPE_REPEAT = (N_("you repeated each frequency twice in a row, [f0, f0, f1, f1, ...] (repeat_interleave, the layout of "
+                   "adjacent pairs); with rotate_half the angle of pair i must sit at columns i and i + d/2, so the "
+                   "d/2 angles are repeated as a block, not each one in place"))
+_ROPE_NO_MINUS = N_("rotate_half(x) is (-x_2, x_1), with a minus on the second half x_2; you left the minus out")
+_ROPE_HALF_POSITIONS = (N_("your result is wrong only at positions above 2048: float16 (half precision) holds whole "
+                           "numbers exactly only up to 2048 (2049 becomes 2048, 4097 becomes 4096); keep the positions "
+                           "as integers or in float32 or float64, not float16"))
+_ROPE_HALF = (N_("your values are off by about the rounding error of float16: half precision keeps only about 3 "
+                 "significant digits, too few for angles p * theta_i that grow with the position. If a step "
+                 "(positions, theta, angles, cos or sin) is in float16 (.half() or dtype=torch.float16), keep it in "
+                 "float32 or float64 and cast only the result to x's dtype"))
+_ROPE_CAT_HINT = (N_("cos and sin have one column per pair (d/2 of them); each angle is used twice, for feature i and "
+                     "feature i + d/2, so they need d columns before they multiply x: the d/2 angles repeated as a block"))
 
-_ROPE_INSTEAD = ("write both yourself: split x into halves x1, x2, rotate_half(x) = cat(-x2, x1), and "
-                 "x * cos + rotate_half(x) * sin")
+_ROPE_INSTEAD = (N_("write both yourself: split x into halves x1, x2, rotate_half(x) = cat(-x2, x1), and "
+                    "x * cos + rotate_half(x) * sin"))
 # attnbook's RoPE, and Hugging Face's, by pattern: every model module has its own copy of rotate_half and
 # apply_rotary_pos_emb (llama, mixtral, falcon, gemma3, ...), and a few have variants (apply_rotary_pos_emb_vision,
 # apply_multimodal_rotary_pos_emb, rotate_half_text); the patterns catch them wherever they are imported from.
@@ -121,17 +122,17 @@ def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
     2049 and 4097 catch positions kept in float16 (exact only up to 2048); they sit in cases with d <= 4, whose
     frequencies (1 and 0.01) keep a float32 computation of the angles right to 1e-6."""
     return [
-        ("2-D x of shape (6, 8) at positions 0..5", randn(6, 8, seed=61), torch.arange(6)),
-        ("x of shape (2, 5, 8) at positions [7, 3, 4, 10, 5]", randn(2, 5, 8, seed=67),
+        (_("2-D x of shape (6, 8) at positions 0..5"), randn(6, 8, seed=61), torch.arange(6)),
+        (_("x of shape (2, 5, 8) at positions [7, 3, 4, 10, 5]"), randn(2, 5, 8, seed=67),
          torch.tensor([7, 3, 4, 10, 5])),
-        ("x of shape (2, 3, 5, 8) (batch, heads, seq, d) at positions [3, 4, 5, 6, 7]", randn(2, 3, 5, 8, seed=62),
+        (_("x of shape (2, 3, 5, 8) (batch, heads, seq, d) at positions [3, 4, 5, 6, 7]"), randn(2, 3, 5, 8, seed=62),
          torch.arange(3, 8)),
-        ("x of shape (1, 4, 16) at positions [0, 10, 100, 1000]", randn(1, 4, 16, seed=63),
+        (_("x of shape (1, 4, 16) at positions [0, 10, 100, 1000]"), randn(1, 4, 16, seed=63),
          torch.tensor([0, 10, 100, 1000])),
-        ("float64 x of shape (2, 7, 6) at positions [5, 3, 0, 2, 9, 1, 4]", randn(2, 7, 6, seed=64, dtype=F64),
+        (_("float64 x of shape (2, 7, 6) at positions [5, 3, 0, 2, 9, 1, 4]"), randn(2, 7, 6, seed=64, dtype=F64),
          torch.tensor([5, 3, 0, 2, 9, 1, 4])),
-        ("x of shape (3, 2) (one pair) at positions [0, 1, 4097]", randn(3, 2, seed=65), torch.tensor([0, 1, 4097])),
-        ("one position: x of shape (1, 1, 1, 4) at positions [2049]", randn(1, 1, 1, 4, seed=66),
+        (_("x of shape (3, 2) (one pair) at positions [0, 1, 4097]"), randn(3, 2, seed=65), torch.tensor([0, 1, 4097])),
+        (_("one position: x of shape (1, 1, 1, 4) at positions [2049]"), randn(1, 1, 1, 4, seed=66),
          torch.tensor([2049])),
     ]
 
@@ -151,9 +152,10 @@ def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, floa
         (_ROPE_REPEAT, _rope(x, positions, freqs="repeat_interleave"), tol),
         (_ROPE_NO_MINUS, _rope(x, positions, freqs="no_minus"), tol),
         (_ROPE_HALF_POSITIONS, _rope(x, positions, half_positions=True), tol),
-        (_ROPE_INTERLEAVED + "; also, " + _ROPE_SIGN, _rope(x, positions, pairing="interleaved", sign=-1.0), tol),
+        (_(_ROPE_INTERLEAVED) + _("; also, ") + _(_ROPE_SIGN), _rope(x, positions, pairing="interleaved",
+                                                  sign=-1.0), tol),
         (_ROPE_MULTIPLY, _rope(x, positions, divide=False), 5e-2),
-        ("you returned x unchanged: rotate each pair (x_i, x_{i + d/2}) by the angle position * theta_i",
+        (_("you returned x unchanged: rotate each pair (x_i, x_{i + d/2}) by the angle position * theta_i"),
          x.to(F64), 1e-7),
     ]
 
@@ -170,16 +172,16 @@ def check_apply_rope(apply_rope) -> str:
 
     def validate(got, case):
         desc, x, positions = case
-        shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): "return all d features: the rotated first halves "
-                       "of the pairs and the rotated second halves, side by side"}
-        return expect_type(got, tuple(x.shape), what="your result", on=desc, shape_hints=shape_hints,
-                            dtype=x.dtype, like=" like x",
-                            dtype_hint="return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
-                                       "them from x")
+        shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): _("return all d features: the rotated first halves "
+                                                                   "of the pairs and the rotated second halves, side by side")}
+        return expect_type(got, tuple(x.shape), what=_("your result"), on=desc, shape_hints=shape_hints,
+                            dtype=x.dtype, like=_(" like x"),
+                            dtype_hint=_("return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
+                                         "them from x"))
 
-    check_tensor_cases(cases, run, validate, what="your result", atol=1e-4,
+    check_tensor_cases(cases, run, validate, what=_("your result"), atol=1e-4,
                         reference=lambda c: _rope(c[1], c[2]), mistakes=lambda c: _rope_mistakes(c[1], c[2]),
                         band=lambda c: _rope_band(c[1], c[2]), half_hint=_ROPE_HALF)
-    return (f"right on {len(cases)} inputs: 2-D to 4-D, positions that do not start at 0 or are not consecutive, "
-            "large positions, float64 and a single pair")
+    return (_("right on {len_cases} inputs: 2-D to 4-D, positions that do not start at 0 or are not consecutive, "
+              "large positions, float64 and a single pair", len_cases=len(cases)))
 

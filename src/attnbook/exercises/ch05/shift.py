@@ -10,6 +10,7 @@ from ..compare import as_value, expect_value
 from ..guard import call
 from ..registry import exercise, Wrong
 from ._shared import F64, kind_of, quietly, same_values
+from ...i18n import N_, _
 
 
 def _pair(angle: Tensor) -> Tensor:
@@ -35,43 +36,44 @@ def _shift_mistakes(k, omega) -> list[tuple[str, Tensor]]:
     ca, sa = math.cos(omega * abs(k)), math.sin(omega * abs(k))
     cd, sd = math.cos(math.radians(omega * k)), math.sin(math.radians(omega * k))
     return [
-        ("your matrix is right for k >= 0 but not for negative k: a negative k moves (sin, cos) back to an earlier "
-         "position p + k < p, which is not the same as moving forward by |k| (do not take abs(k))", _rot(ca, sa)),
-        ("your matrix turns the pair the wrong way: it moves (sin, cos) back by k positions instead of forward, "
-         "or it is written for vectors ordered (cos, sin); here v = (sin(omega p), cos(omega p)), sine first. "
-         "Check the signs of the sine terms against the angle-sum formulas for sin(a + b) and cos(a + b)",
+        (_("your matrix is right for k >= 0 but not for negative k: a negative k moves (sin, cos) back to an earlier "
+           "position p + k < p, which is not the same as moving forward by |k| (do not take abs(k))"), _rot(ca, sa)),
+        (_("your matrix turns the pair the wrong way: it moves (sin, cos) back by k positions instead of forward, "
+           "or it is written for vectors ordered (cos, sin); here v = (sin(omega p), cos(omega p)), sine first. "
+           "Check the signs of the sine terms against the angle-sum formulas for sin(a + b) and cos(a + b)"),
          _rot(c, -s)),
-        ("the angle of the rotation is omega * k; you used k alone", _rot(math.cos(k), math.sin(k))),
-        ("the angle of the rotation is omega * k; you used omega alone (a shift by one position)",
+        (_("the angle of the rotation is omega * k; you used k alone"), _rot(math.cos(k), math.sin(k))),
+        (_("the angle of the rotation is omega * k; you used omega alone (a shift by one position)"),
          _rot(math.cos(omega), math.sin(omega))),
-        ("the angle omega * k is in radians, which is what math.cos and math.sin expect: do not convert it from "
-         "degrees", _rot(cd, sd)),
-        ("your rows are swapped: row 0 must produce sin(omega (p + k)), the first entry of the shifted vector, "
-         "and row 1 cos(omega (p + k))", torch.tensor([[-s, c], [c, s]], dtype=F64)),
-        ("your columns are swapped: column 0 multiplies sin(omega p), the first entry of v, and column 1 "
-         "multiplies cos(omega p)", torch.tensor([[s, c], [c, -s]], dtype=F64)),
-        ("you swapped cos and sin inside the matrix: in the angle-sum formula for sin(a + b), see which of "
-         "cos(b) and sin(b) multiplies sin(a) and which multiplies cos(a)", torch.tensor([[s, c], [-c, s]], dtype=F64)),
-        ("your matrix is a reflection (determinant -1), not a rotation: it flips the pair over instead of turning "
-         "it. Check the signs against the angle-sum formulas for sin(a + b) and cos(a + b)",
+        (_("the angle omega * k is in radians, which is what math.cos and math.sin expect: do not convert it from "
+           "degrees"), _rot(cd, sd)),
+        (_("your rows are swapped: row 0 must produce sin(omega (p + k)), the first entry of the shifted vector, "
+           "and row 1 cos(omega (p + k))"), torch.tensor([[-s, c], [c, s]], dtype=F64)),
+        (_("your columns are swapped: column 0 multiplies sin(omega p), the first entry of v, and column 1 "
+           "multiplies cos(omega p)"), torch.tensor([[s, c], [c, -s]], dtype=F64)),
+        (_("you swapped cos and sin inside the matrix: in the angle-sum formula for sin(a + b), see which of "
+           "cos(b) and sin(b) multiplies sin(a) and which multiplies cos(a)"), torch.tensor([[s, c], [-c, s]],
+         dtype=F64)),
+        (_("your matrix is a reflection (determinant -1), not a rotation: it flips the pair over instead of turning "
+           "it. Check the signs against the angle-sum formulas for sin(a + b) and cos(a + b)"),
          torch.tensor([[c, s], [s, -c]], dtype=F64)),
-        ("that is the identity, which leaves every position where it is (a shift by k = 0); a shift by k "
-         "turns each pair by the angle omega * k", torch.eye(2, dtype=F64)),
+        (_("that is the identity, which leaves every position where it is (a shift by k = 0); a shift by k "
+           "turns each pair by the angle omega * k"), torch.eye(2, dtype=F64)),
     ]
 
 
 SHIFT_FORBIDDEN = [  # both are the exercise's references, "the package's own solution"
-    (name, "derive the four entries yourself, from the angle-sum formulas for sin(a + b) and cos(a + b)")
+    (name, N_("derive the four entries yourself, from the angle-sum formulas for sin(a + b) and cos(a + b)"))
     for name in ("attnbook.positional.shift_matrix", "attnbook.positional.shift_operator")
 ]
 
 
 def _shift_error_hint(message: str) -> str | None:
     if "must be Tensor, not" in message:
-        return ("k and omega are plain Python numbers, and torch.sin / torch.cos need tensors: use math.cos and "
-                "math.sin on numbers, then put the four entries into torch.tensor")
+        return (_("k and omega are plain Python numbers, and torch.sin / torch.cos need tensors: use math.cos and "
+                  "math.sin on numbers, then put the four entries into torch.tensor"))
     if "only one element tensors" in message or "could not infer" in message or "appears to be" in message:
-        return "build the matrix from numbers: torch.tensor([[a, b], [c, d]]) with a, b, c, d floats"
+        return _("build the matrix from numbers: torch.tensor([[a, b], [c, d]]) with a, b, c, d floats")
     return None
 
 
@@ -80,19 +82,22 @@ def _shift_matrix_of(got, k, omega, on: str) -> Tensor:
     float32 or float64 (a list, a NumPy array, an integer or half-precision tensor is refused). The shape and
     NaN are left to expect_value."""
     if got is None:
-        raise Wrong(f"pe_shift_matrix returned None for {on}", "did you forget the `return` statement?")
+        raise Wrong(_("pe_shift_matrix returned None for {on}", on=on), _("did you forget the `return` statement?"))
     if not isinstance(got, Tensor):
-        raise Wrong(f"pe_shift_matrix returned {kind_of(got)} for {on}, expected a torch.Tensor of shape (2, 2)",
-                    "the task asks for a tensor: wrap the four entries as torch.tensor([[a, b], [c, d]])")
+        raise Wrong(_("pe_shift_matrix returned {kind_of_got} for {on}, expected a torch.Tensor of shape (2, 2)",
+                      kind_of_got=kind_of(got), on=on),
+                    _("the task asks for a tensor: wrap the four entries as torch.tensor([[a, b], [c, d]])"))
     if got.dtype in (torch.float16, torch.bfloat16):
-        raise Wrong(f"pe_shift_matrix returned a tensor of dtype {got.dtype} for {on}, expected float32 or "
-                    "float64", "half precision keeps only about 3 significant digits: leave out .half() and "
-                    "dtype=torch.float16")
+        raise Wrong(_("pe_shift_matrix returned a tensor of dtype {dtype} for {on}, expected float32 or float64",
+                      dtype=got.dtype,
+                      on=on), _("half precision keeps only about 3 significant digits: leave out .half() and "
+                                "dtype=torch.float16"))
     if got.dtype not in (torch.float32, torch.float64):
-        raise Wrong(f"pe_shift_matrix returned a tensor of dtype {got.dtype} for {on}, expected float32 or float64",
-                    "the entries are cosines and sines, fractions: write them as floats (no .int() or .long(), "
-                    "no integer or complex dtype)")
-    return as_value(got, what=f"pe_shift_matrix({k}, {omega:g})", expected="a 2x2 matrix")
+        raise Wrong(_("pe_shift_matrix returned a tensor of dtype {dtype} for {on}, expected float32 or float64",
+                      dtype=got.dtype, on=on),
+                    _("the entries are cosines and sines, fractions: write them as floats (no .int() or .long(), "
+                      "no integer or complex dtype)"))
+    return as_value(got, what=f"pe_shift_matrix({k}, {omega:g})", expected=_("a 2x2 matrix"))
 
 
 @exercise("5.4", "The shift matrix of one frequency", section="Moving by k positions is a rotation",
@@ -128,10 +133,12 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
         expect_value(
             R, _shift_reference(k, omega), what=f"pe_shift_matrix({k}, {omega:g})", atol=1e-5,
             mistakes=explained,
-            hint="expand sin(omega (p + k)) and cos(omega (p + k)) with the angle-sum formulas: each is a "
-                 "combination of sin(omega p) and cos(omega p) whose coefficients are the entries of R",
-            nan_hint="every entry is a cosine or a sine of omega * k, an ordinary number",
+            hint=_("expand sin(omega (p + k)) and cos(omega (p + k)) with the angle-sum formulas: each is a "
+                   "combination of sin(omega p) and cos(omega p) whose coefficients are the entries of R"),
+            nan_hint=_("every entry is a cosine or a sine of omega * k, an ordinary number"),
         )
-        raise Wrong(f"pe_shift_matrix({k}, {omega:g}) does not map (sin, cos) at position p to position p + k",
-                    "R @ [sin(omega p), cos(omega p)] must equal [sin(omega (p + k)), cos(omega (p + k))] for every p")
-    return f"R moves (sin, cos) by k positions for all {len(cases)} (k, omega), including k = 0 and k < 0"
+        raise Wrong(_("pe_shift_matrix({k}, {omega:g}) does not map (sin, cos) at position p to position p + k",
+                      k=k, omega=omega),
+                    _("R @ [sin(omega p), cos(omega p)] must equal [sin(omega (p + k)), cos(omega (p + k))] for every p"))
+    return _("R moves (sin, cos) by k positions for all {len_cases} (k, omega), including k = 0 and k < 0",
+             len_cases=len(cases))

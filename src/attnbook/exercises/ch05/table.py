@@ -7,37 +7,38 @@ from torch import Tensor
 from ..guard import call
 from ..registry import exercise
 from ._shared import check_tensor_cases, expect_type, half_band, import_transformers_first, reference_table, table_angles
+from ...i18n import N_, _
 
 
-_HALVES = ("you put all the sines first and all the cosines after them (the concatenated-halves layout); this "
-           "exercise asks for the paper's interleaved layout: column 2i holds the sine of pair i and column 2i+1 "
-           "the cosine of the same angle")
-_SWAPPED = "sin and cos are swapped: even columns (2i) hold the sine, odd columns (2i+1) the cosine"
-_EXP_I = ("the exponent is 2i/d_model, where i is the pair index (column 2i and 2i+1 share it); you used i/d_model, "
-          "which makes the frequencies fall half as fast")
-_EXP_J = ("columns 2i and 2i+1 share one frequency, 1 / 10000^(2i/d_model), with i the pair index; you used the "
-          "column index j in the exponent (j/d_model), so each cosine got a frequency of its own")
-_EXP_2J = ("the exponent is 2i/d_model with i the pair index, so the exponents are 0, 2, 4, ... over d_model, one "
-           "per pair; you used twice the column index, 2j/d_model")
-_T2T = ("your frequencies are spaced as in tensor2tensor and fairseq, 10000^(-i/(d_model/2 - 1)); the paper and "
-        "this exercise use 10000^(-2i/d_model), so the slowest pair is not quite 1/10000")
-_BASE = ("the frequencies use base 10000: the angle is pos / 10000^(2i/d_model); your table matches base 1000")
-_MULTIPLY = ("you multiplied the position by 10000^(2i/d_model); divide by it: the angle is pos / 10000^(2i/d), "
-             "so the first pair turns fastest (wavelength 2 pi) and later pairs ever more slowly")
-_START_1 = "positions start at 0: row 0 is position 0 (sin 0 = 0 and cos 0 = 1), row max_len - 1 the last one"
-_DEGREES = ("the angle pos / 10000^(2i/d) is in radians, which is what torch.sin expects: do not convert it with "
-            "pi / 180")
-_ONLY_SIN = "only the even columns are sines; the odd columns (2i+1) hold cos of the same angle"
-_ONLY_COS = "the even columns (2i) hold sines; only the odd columns (2i+1) hold cosines"
-_HALF_POSITIONS = ("your rows past position 2048 hold the values of other positions: float16 (half precision) "
-                   "holds whole numbers exactly only up to 2048 (2049 becomes 2048, 2051 becomes 2052); make the "
-                   "positions in float32 or float64, not float16")
-_TABLE_HALF = ("your values are off by about the rounding error of float16: half precision keeps only about 3 "
-               "significant digits, too few for angles that grow with the position. If a step (positions, "
-               "exponents, angles, sin/cos) is in float16 (.half() or dtype=torch.float16), keep it in float32")
+_HALVES = (N_("you put all the sines first and all the cosines after them (the concatenated-halves layout); this "
+              "exercise asks for the paper's interleaved layout: column 2i holds the sine of pair i and column 2i+1 "
+              "the cosine of the same angle"))
+_SWAPPED = N_("sin and cos are swapped: even columns (2i) hold the sine, odd columns (2i+1) the cosine")
+_EXP_I = (N_("the exponent is 2i/d_model, where i is the pair index (column 2i and 2i+1 share it); you used i/d_model, "
+             "which makes the frequencies fall half as fast"))
+_EXP_J = (N_("columns 2i and 2i+1 share one frequency, 1 / 10000^(2i/d_model), with i the pair index; you used the "
+             "column index j in the exponent (j/d_model), so each cosine got a frequency of its own"))
+_EXP_2J = (N_("the exponent is 2i/d_model with i the pair index, so the exponents are 0, 2, 4, ... over d_model, one "
+              "per pair; you used twice the column index, 2j/d_model"))
+_T2T = (N_("your frequencies are spaced as in tensor2tensor and fairseq, 10000^(-i/(d_model/2 - 1)); the paper and "
+           "this exercise use 10000^(-2i/d_model), so the slowest pair is not quite 1/10000"))
+_BASE = (N_("the frequencies use base 10000: the angle is pos / 10000^(2i/d_model); your table matches base 1000"))
+_MULTIPLY = (N_("you multiplied the position by 10000^(2i/d_model); divide by it: the angle is pos / 10000^(2i/d), "
+                "so the first pair turns fastest (wavelength 2 pi) and later pairs ever more slowly"))
+_START_1 = N_("positions start at 0: row 0 is position 0 (sin 0 = 0 and cos 0 = 1), row max_len - 1 the last one")
+_DEGREES = (N_("the angle pos / 10000^(2i/d) is in radians, which is what torch.sin expects: do not convert it with "
+               "pi / 180"))
+_ONLY_SIN = N_("only the even columns are sines; the odd columns (2i+1) hold cos of the same angle")
+_ONLY_COS = N_("the even columns (2i) hold sines; only the odd columns (2i+1) hold cosines")
+_HALF_POSITIONS = (N_("your rows past position 2048 hold the values of other positions: float16 (half precision) "
+                      "holds whole numbers exactly only up to 2048 (2049 becomes 2048, 2051 becomes 2052); make the "
+                      "positions in float32 or float64, not float16"))
+_TABLE_HALF = (N_("your values are off by about the rounding error of float16: half precision keeps only about 3 "
+                  "significant digits, too few for angles that grow with the position. If a step (positions, "
+                  "exponents, angles, sin/cos) is in float16 (.half() or dtype=torch.float16), keep it in float32"))
 
-_TABLE_INSTEAD = ("no library sinusoidal table (attnbook's or Hugging Face's): build it yourself from torch.arange, "
-                  "a division by 10000^(2i/d_model), torch.sin and torch.cos")
+_TABLE_INSTEAD = (N_("no library sinusoidal table (attnbook's or Hugging Face's): build it yourself from torch.arange, "
+                     "a division by 10000^(2i/d_model), torch.sin and torch.cos"))
 # attnbook's table and everything in attnbook.positional that contains it (the public functions come before the
 # private helper they call, so that a message names the function the learner called; sinusoidal_table and
 # SinusoidalPositionalEncoding are the exercise's references, "the package's own solution"). Hugging Face's
@@ -74,15 +75,15 @@ def _table_mistakes(max_len: int, d: int) -> list[tuple[str, Tensor, float]]:
         (_HALF_POSITIONS, reference_table(max_len, d, half_positions=True), tol),
         # Angles up to max_len * 10000 lose about 1e-2 in float32, so this one is matched more loosely.
         (_MULTIPLY, reference_table(max_len, d, divide=False), 5e-2),
-        (_HALVES + "; also, " + _SWAPPED, reference_table(max_len, d, layout="halves", swap=True), tol),
+        (_(_HALVES) + _("; also, ") + _(_SWAPPED), reference_table(max_len, d, layout="halves", swap=True), tol),
     ]
 
 
 
 def _table_error_hint(message: str) -> str | None:
     if "must be Tensor, not" in message:
-        return ("torch.sin and torch.cos need tensors, and math.sin a single number: make the positions and the "
-                "exponents tensors with torch.arange before dividing")
+        return (_("torch.sin and torch.cos need tensors, and math.sin a single number: make the positions and the "
+                  "exponents tensors with torch.arange before dividing"))
     return None
 
 
@@ -93,7 +94,8 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
 
     2100 rows: float16 holds positions exactly only up to 2048, and a float32 table is still right to 1e-4 there.
     """
-    cases = [(f"max_len={n}, d_model={d}", n, d) for n, d in [(10, 8), (6, 4), (2100, 8), (7, 6), (1, 2), (3, 64)]]
+    cases = [(_("max_len={n}, d_model={d}",
+                n=n, d=d), n, d) for n, d in [(10, 8), (6, 4), (2100, 8), (7, 6), (1, 2), (3, 64)]]
     def run(case):
         on, max_len, d = case
         return call(sinusoidal_table, max_len, d, what="sinusoidal_table", on=on, forbid=TABLE_FORBIDDEN,
@@ -102,17 +104,17 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
     def validate(got, case):
         on, max_len, d = case
         shape_hints = {
-            (d, max_len): "your table is transposed: one row per position, one column per feature",
-            (max_len, d // 2): "return all d_model columns: sin in the even ones and cos in the odd ones",
-            (1, max_len, d): "return a 2-D table (max_len, d_model), without a batch dimension",
+            (d, max_len): _("your table is transposed: one row per position, one column per feature"),
+            (max_len, d // 2): _("return all d_model columns: sin in the even ones and cos in the odd ones"),
+            (1, max_len, d): _("return a 2-D table (max_len, d_model), without a batch dimension"),
         }
-        return expect_type(got, (max_len, d), what="your table", on=on, shape_hints=shape_hints,
+        return expect_type(got, (max_len, d), what=_("your table"), on=on, shape_hints=shape_hints,
                             dtype=torch.float32,
-                            dtype_hint="make the table in float32, the dtype of model weights: build it from float32 "
-                                       "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end")
+                            dtype_hint=_("make the table in float32, the dtype of model weights: build it from float32 "
+                                         "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end"))
 
-    check_tensor_cases(cases, run, validate, what="your table", atol=1e-4,
+    check_tensor_cases(cases, run, validate, what=_("your table"), atol=1e-4,
                         reference=lambda c: reference_table(c[1], c[2]), mistakes=lambda c: _table_mistakes(c[1], c[2]),
                         band=lambda c: half_band(table_angles(c[1], c[2])), half_hint=_TABLE_HALF)
-    return f"right on {len(cases)} sizes, from one position and d_model=2 to d_model=64"
+    return _("right on {len_cases} sizes, from one position and d_model=2 to d_model=64", len_cases=len(cases))
 

@@ -9,15 +9,16 @@ from torch import Tensor
 
 from ..hints import describe
 from ..registry import Wrong
+from ...i18n import N_, _
 
 ADDITIVE_HINT = (
-    "that is the additive form (0 where allowed, -inf where blocked) that nn.Transformer's "
-    "generate_square_subsequent_mask returns; this book's masks are boolean with True = may attend"
+    N_("that is the additive form (0 where allowed, -inf where blocked) that nn.Transformer's "
+       "generate_square_subsequent_mask returns; this book's masks are boolean with True = may attend")
 )
-STRICT = ("a position may attend to itself: keep the diagonal (query i may see key j = i; tril's default "
-          "diagonal=0, not diagonal=-1)")
-UPPER = ("you kept the upper triangle: row i is query i, and it may attend to the keys j <= i, which lie on and "
-         "below the diagonal; use tril, not triu")
+STRICT = (N_("a position may attend to itself: keep the diagonal (query i may see key j = i; tril's default "
+             "diagonal=0, not diagonal=-1)"))
+UPPER = (N_("you kept the upper triangle: row i is query i, and it may attend to the keys j <= i, which lie on and "
+            "below the diagonal; use tril, not triu"))
 
 
 class Case:
@@ -50,9 +51,10 @@ def mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tu
     """Wrong unless `got` is a boolean tensor of expected's shape (a shape that only a known mistake gives gets
     its hint)."""
     if got is None:
-        raise Wrong(f"{what} is None on {on}", "did you forget a `return` statement?")
+        raise Wrong(_("{what} is None on {on}", what=what, on=on), _("did you forget a `return` statement?"))
     if not isinstance(got, Tensor):
-        raise Wrong(f"{what} is {describe(got)} on {on}, expected a boolean torch.Tensor")
+        raise Wrong(_("{what} is {describe_got} on {on}, expected a boolean torch.Tensor",
+                      what=what, describe_got=describe(got), on=on))
     shape, want = tuple(got.shape), tuple(expected.shape)
     if shape != want:
         hint = (shape_hints or {}).get(shape)
@@ -61,15 +63,18 @@ def mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tu
                 if tuple(wrong.shape) == shape:
                     hint = mistake_hint
                     break
-        raise Wrong(f"{what} has shape {shape} on {on}, expected {want}", hint)
+        raise Wrong(_("{what} has shape {shape} on {on}, expected {want}",
+                      what=what, shape=shape, on=on, want=want), hint)
     if got.dtype != torch.bool:
         if got.is_floating_point() and bool(torch.isinf(got).any()) and bool((got[~torch.isinf(got)] == 0).all()):
-            raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected torch.bool", ADDITIVE_HINT)
+            raise Wrong(_("{what} has dtype {dtype} on {on}, expected torch.bool",
+                          what=what, dtype=got.dtype, on=on), ADDITIVE_HINT)
         zero_one = not got.is_complex() and bool(((got == 0) | (got == 1)).all())
-        hint = ("a mask holds True/False, not numbers: build it with a comparison, or call .bool() on a 0/1 tensor "
-                "(torch.ones(n, n, dtype=torch.bool) starts you off boolean)" if zero_one else
-                "a mask holds True/False: build it with comparisons and &, |, ~")
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected torch.bool (True = may attend)", hint)
+        hint = (_("a mask holds True/False, not numbers: build it with a comparison, or call .bool() on a 0/1 tensor "
+                  "(torch.ones(n, n, dtype=torch.bool) starts you off boolean)") if zero_one else
+                _("a mask holds True/False: build it with comparisons and &, |, ~"))
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected torch.bool (True = may attend)",
+                      what=what, dtype=got.dtype, on=on), hint)
 
 
 def _judge(cases: list[Case], *, what: str, detail) -> None:
@@ -80,10 +85,11 @@ def _judge(cases: list[Case], *, what: str, detail) -> None:
             continue
         hint = _explained(cases, case)
         if hint is not None:
-            raise Wrong(f"{what} has the wrong values on {case.on}", hint)
+            raise Wrong(_("{what} has the wrong values on {on}", what=what, on=case.on), hint)
         got = case.got.detach().cpu()
         index = tuple(int(i) for i in (got != case.ref).nonzero()[0])
-        raise Wrong(f"{what} has the wrong values on {case.on}: {detail(case, index)}")
+        raise Wrong(_("{what} has the wrong values on {on}: {detail_case_index}",
+                      what=what, on=case.on, detail_case_index=detail(case, index)))
 
 
 def run_masks(inputs, run, *, what: str, detail) -> None:

@@ -8,6 +8,7 @@ from torch import Tensor
 from ..guard import call
 from ..registry import exercise, Wrong
 from ._shared import Case, mask_type, run_masks, tf
+from ...i18n import N_, _
 
 
 def _convert_cases() -> list[tuple[str, Tensor, Tensor]]:
@@ -21,56 +22,56 @@ def _convert_cases() -> list[tuple[str, Tensor, Tensor]]:
     bert = torch.tensor([[True, True, False], [True, True, True]])  # (2, 3) allow
     blocked_inf = torch.zeros(4, 4).masked_fill(~causal, float("-inf"))
     return [
-        ("a boolean attn_mask of shape (4, 4) in nn.MultiheadAttention's convention (the causal mask: True above "
-         "the diagonal)", ~causal, causal),
-        ("an additive float mask of shape (4, 4) with 0 and -inf (what nn.Transformer.generate_square_subsequent_mask "
-         "returns)", blocked_inf, causal),
-        ("a boolean key_padding_mask of shape (3, 5), True at the padding", ~key_pad, key_pad),
-        ("an additive float mask of shape (6, 3, 5) with 0 and -1e9",
+        (_("a boolean attn_mask of shape (4, 4) in nn.MultiheadAttention's convention (the causal mask: True above "
+           "the diagonal)"), ~causal, causal),
+        (_("an additive float mask of shape (4, 4) with 0 and -inf (what nn.Transformer.generate_square_subsequent_mask "
+           "returns)"), blocked_inf, causal),
+        (_("a boolean key_padding_mask of shape (3, 5), True at the padding"), ~key_pad, key_pad),
+        (_("an additive float mask of shape (6, 3, 5) with 0 and -1e9"),
          torch.zeros(6, 3, 5).masked_fill(~rand, -1e9), rand),
-        ("an additive float64 mask of shape (2, 1, 1, 3) with 0 and -10000 (BERT's extended attention mask)",
+        (_("an additive float64 mask of shape (2, 1, 1, 3) with 0 and -10000 (BERT's extended attention mask)"),
          torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(~bert[:, None, None, :], -10000.0),
          bert[:, None, None, :]),
-        ("a boolean attn_mask of shape (6, 3, 5) in nn.MultiheadAttention's convention", ~rand, rand),
-        ("an additive float16 mask of shape (3, 5) that blocks nothing (every entry 0)",
+        (_("a boolean attn_mask of shape (6, 3, 5) in nn.MultiheadAttention's convention"), ~rand, rand),
+        (_("an additive float16 mask of shape (3, 5) that blocks nothing (every entry 0)"),
          torch.zeros(3, 5, dtype=torch.float16), torch.ones(3, 5, dtype=torch.bool)),
     ]
 
 
 def _convert_error_hint(message: str) -> str | None:
     if "bitwise_not" in message or "only implemented on integer and Boolean" in message:
-        return ("~ works on boolean tensors only; an additive mask is floating point, so compare its entries "
-                "with a number instead. Tell the two kinds of mask apart by their dtype")
+        return (_("~ works on boolean tensors only; an additive mask is floating point, so compare its entries "
+                  "with a number instead. Tell the two kinds of mask apart by their dtype"))
     if "Boolean value of Tensor with more than one" in message:
-        return ("`if mask:` asks about the whole tensor; to tell the two kinds of mask apart, test its dtype")
+        return (_("`if mask:` asks about the whole tensor; to tell the two kinds of mask apart, test its dtype"))
     return None
 
 
 CONVERT_FORBIDDEN = [
-    ("attnbook.masks.convert_mask", "a boolean mask needs ~; an additive one a comparison")
+    ("attnbook.masks.convert_mask", N_("a boolean mask needs ~; an additive one a comparison"))
 ]
 
 
 def _convert_mistakes(mask: Tensor, ref: Tensor) -> dict[str, tuple[str, Tensor]]:
     if mask.dtype == torch.bool:
         return {
-            "not inverted": ("nn.MultiheadAttention's True means 'blocked', ours means 'may attend': invert a "
-                             "boolean mask", mask.clone()),
-            "all true": ("this boolean mask came out all True: you treated it like an additive mask; a boolean "
-                         "mask is converted by inverting it", torch.ones_like(mask)),
+            _("not inverted"): (_("nn.MultiheadAttention's True means 'blocked', ours means 'may attend': invert a "
+                                  "boolean mask"), mask.clone()),
+            _("all true"): (_("this boolean mask came out all True: you treated it like an additive mask; a boolean "
+                              "mask is converted by inverting it"), torch.ones_like(mask)),
         }
     m = mask.double()
     return {
-        "inverted": ("your mask is inverted: in an additive mask 0 means 'allowed' (adding 0 leaves the score "
-                     "unchanged) and a large negative number means 'blocked'", ~ref),
-        "only -inf": ("a large negative number such as -1e9 or -10000 blocks attention just like -inf (after the "
-                      "softmax its weight is 0): every large negative entry is blocked, not only -inf",
+        "inverted": (_("your mask is inverted: in an additive mask 0 means 'allowed' (adding 0 leaves the score "
+                       "unchanged) and a large negative number means 'blocked'"), ~ref),
+        _("only -inf"): (_("a large negative number such as -1e9 or -10000 blocks attention just like -inf (after the "
+                           "softmax its weight is 0): every large negative entry is blocked, not only -inf"),
                       m != float("-inf")),
-        "not -10000": ("BERT's -10000 blocks attention too (after the softmax its weight is about e^-10000 = 0): "
-                       "every large negative entry is blocked, -10000 included", m >= -10000.0),
-        "all true": ("every entry came out True: in an additive mask the large negative entries (-inf, -1e9, "
-                     "-10000) are the blocked ones", torch.ones(mask.shape, dtype=torch.bool)),
-        "none allowed": ("every entry came out False: in an additive mask the entries equal to 0 are allowed",
+        "not -10000": (_("BERT's -10000 blocks attention too (after the softmax its weight is about e^-10000 = 0): "
+                         "every large negative entry is blocked, -10000 included"), m >= -10000.0),
+        _("all true"): (_("every entry came out True: in an additive mask the large negative entries (-inf, -1e9, "
+                          "-10000) are the blocked ones"), torch.ones(mask.shape, dtype=torch.bool)),
+        _("none allowed"): (_("every entry came out False: in an additive mask the entries equal to 0 are allowed"),
                          torch.zeros(mask.shape, dtype=torch.bool)),
     }
 
@@ -80,12 +81,14 @@ def _convert_detail(mask: Tensor):
         want = bool(case.ref[index])
         entry = mask[index].item()
         if mask.dtype == torch.bool:
-            meaning = f"the input there is {entry}, which in nn.MultiheadAttention's convention means " + \
-                      ("'blocked'" if entry else "'allowed'")
+            meaning = _("the input there is {entry}, which in nn.MultiheadAttention's convention means ",
+                        entry=entry) + \
+                      (_("'blocked'") if entry else _("'allowed'"))
         else:
-            meaning = f"the input there is {entry:g}, which in an additive mask means " + \
-                      ("'allowed'" if entry == 0 else "'blocked'")
-        return f"entry {list(index)} is {tf(not want)}, expected {tf(want)}: {meaning}"
+            meaning = _("the input there is {entry:g}, which in an additive mask means ", entry=entry) + \
+                      (_("'allowed'") if entry == 0 else _("'blocked'"))
+        return _("entry {list_index} is {tf_not_want}, expected {tf_want}: {meaning}",
+                 list_index=list(index), tf_not_want=tf(not want), tf_want=tf(want), meaning=meaning)
     return detail
 
 
@@ -103,21 +106,22 @@ def check_to_allow_mask(to_allow_mask) -> str:
         same_shape = isinstance(got, Tensor) and tuple(got.shape) == tuple(ref.shape)
         if same_shape and got.dtype != torch.bool and not got.is_complex():
             if got.is_floating_point() and mask.is_floating_point() and torch.equal(got.to(mask.dtype), mask):
-                raise Wrong(f"to_allow_mask returned the additive mask unchanged on {desc}",
-                            "turn it into booleans: True where the entry is 0 (allowed), False where it is a large "
-                            "negative number")
+                raise Wrong(_("to_allow_mask returned the additive mask unchanged on {desc}", desc=desc),
+                            _("turn it into booleans: True where the entry is 0 (allowed), False where it is a large "
+                              "negative number"))
             if bool(((got == 0) | (got == 1)).all()) and torch.equal(got.bool(), ref):
-                raise Wrong(f"to_allow_mask returned dtype {got.dtype} on {desc}, expected torch.bool",
-                            "return booleans: a comparison already gives a bool tensor (no .float() or .int() "
-                            "after it)")
-        mask_type(got, ref, what="your mask", on=desc,
+                raise Wrong(_("to_allow_mask returned dtype {dtype} on {desc}, expected torch.bool",
+                              dtype=got.dtype, desc=desc),
+                            _("return booleans: a comparison already gives a bool tensor (no .float() or .int() "
+                              "after it)"))
+        mask_type(got, ref, what=_("your mask"), on=desc,
                    shape_hints={tuple(ref.shape[:1]) + (1, 1) + tuple(ref.shape[1:]):
-                                "keep the shape of the input: only the meaning of the entries changes"}
+                                _("keep the shape of the input: only the meaning of the entries changes")}
                    if ref.dim() == 2 else None)
         details[desc] = _convert_detail(mask)
         return Case(desc, got, ref, _convert_mistakes(mask, ref),
                      kind="boolean" if mask.dtype == torch.bool else "additive")
 
-    run_masks(inputs, run, what="your mask", detail=lambda case, index: details[case.on](case, index))
-    return (f"right on {len(inputs)} masks: boolean attn_mask and key_padding_mask, additive with -inf, -1e9 "
-            "and -10000")
+    run_masks(inputs, run, what=_("your mask"), detail=lambda case, index: details[case.on](case, index))
+    return (_("right on {len_inputs} masks: boolean attn_mask and key_padding_mask, additive with -inf, -1e9 and "
+              "-10000", len_inputs=len(inputs)))

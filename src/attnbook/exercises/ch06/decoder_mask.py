@@ -6,13 +6,14 @@ import torch
 from ..guard import call
 from ..registry import exercise
 from ._shared import STRICT, UPPER, Case, mask_type, run_masks, tf
+from ...i18n import N_, _
 
-INVERTED = "your mask is inverted: True must mean 'may attend'"
-NO_CAUSAL = "the causal part is missing: query i must not see the keys j > i"
+INVERTED = N_("your mask is inverted: True must mean 'may attend'")
+NO_CAUSAL = N_("the causal part is missing: query i must not see the keys j > i")
 
 
 MASK_FORBIDDEN = [
-    (name, "write it with torch.arange comparisons (or torch.tril) and &")
+    (name, N_("write it with torch.arange comparisons (or torch.tril) and &"))
     for name in ("attnbook.masks.causal_mask", "attnbook.masks.padding_mask", "attnbook.masks.combine_masks",
                  "attnbook.masks.convert_mask", "torch.nn.Transformer.generate_square_subsequent_mask",
                  "torch.nn.modules.transformer._generate_square_subsequent_mask",
@@ -21,18 +22,20 @@ MASK_FORBIDDEN = [
 
 
 def _self_mask_detail(case: Case, index: tuple[int, ...]) -> str:
-    b, _, i, j = index
+    b, _unused, i, j = index
     length = case.lengths[b]
     want = bool(case.ref[index])
     if want:
-        rule = (f"key j={j} is a real token (j < lengths[b] = {length}) and not after query i={i} (j <= i), so "
-                "query i may attend to it" + (" (padding queries are not blocked)" if i >= length else ""))
+        rule = (_("key j={j} is a real token (j < lengths[b] = {length}) and not after query i={i} (j <= i), so "
+                  "query i may attend to it",
+                  j=j, length=length, i=i) + (_(" (padding queries are not blocked)") if i >= length else ""))
     elif j > i:
-        rule = f"key j={j} comes after query i={i} (j > i), so the causal part blocks it"
+        rule = _("key j={j} comes after query i={i} (j > i), so the causal part blocks it", j=j, i=i)
     else:
-        rule = f"key j={j} is padding (j >= lengths[b] = {length}), so it is blocked"
-    return (f"for sequence {b} (length {length}), entry [{b}, 0, {i}, {j}] (query {i}, key {j}) is "
-            f"{tf(not want)}, expected {tf(want)}: {rule}")
+        rule = _("key j={j} is padding (j >= lengths[b] = {length}), so it is blocked", j=j, length=length)
+    return (_("for sequence {b} (length {length}), entry [{b}, 0, {i}, {j}] (query {i}, key {j}) is "
+              "{tf_not_want}, expected {tf_want}: {rule}",
+              b=b, length=length, i=i, j=j, tf_not_want=tf(not want), tf_want=tf(want), rule=rule))
 
 
 @exercise("6.2", "Padding and causal masks combined", section="Padding and causal together",
@@ -41,12 +44,12 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
     """decoder_self_mask(lengths, n) -> bool (batch, 1, n, n): query i may attend to key j when j <= i and
     j < lengths[b]."""
     inputs = [
-        ([3, 5, 1], 5, torch.int64, "lengths [3, 5, 1] and n=5"),
-        ([2], 4, torch.int64, "a batch of one: lengths [2] and n=4"),
-        ([4, 0, 2], 4, torch.int64, "lengths [4, 0, 2] and n=4 (an empty sequence)"),
-        ([3, 3], 3, torch.int64, "lengths [3, 3] and n=3 (no padding)"),
-        ([1], 1, torch.int64, "lengths [1] and n=1"),
-        ([2, 6, 4], 6, torch.int32, "int32 lengths [2, 6, 4] and n=6"),
+        ([3, 5, 1], 5, torch.int64, _("lengths [3, 5, 1] and n=5")),
+        ([2], 4, torch.int64, _("a batch of one: lengths [2] and n=4")),
+        ([4, 0, 2], 4, torch.int64, _("lengths [4, 0, 2] and n=4 (an empty sequence)")),
+        ([3, 3], 3, torch.int64, _("lengths [3, 3] and n=3 (no padding)")),
+        ([1], 1, torch.int64, _("lengths [1] and n=1")),
+        ([2, 6, 4], 6, torch.int32, _("int32 lengths [2, 6, 4] and n=6")),
     ]
 
     def run(item) -> Case:
@@ -63,35 +66,36 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
         ref = causal & key_ok
         mistakes = {
             "inverted": (INVERTED, ~ref),
-            "queries": ("padding queries are not blocked: your mask blocks every key for the padding queries (the "
-                        "rows i >= lengths[b]), as if the padding were on the query axis or on both axes. Block only "
-                        "the padding KEYS (the columns j >= lengths[b]): a padding query still attends to the real "
-                        "tokens before it, and the loss ignores its output", causal & query_ok),
-            "or": ("combine the two masks with AND (&): a key must be allowed by both, not by either (|)",
+            "queries": (_("padding queries are not blocked: your mask blocks every key for the padding queries (the "
+                          "rows i >= lengths[b]), as if the padding were on the query axis or on both axes. Block only "
+                          "the padding KEYS (the columns j >= lengths[b]): a padding query still attends to the real "
+                          "tokens before it, and the loss ignores its output"), causal & query_ok),
+            "or": (_("combine the two masks with AND (&): a key must be allowed by both, not by either (|)"),
                    causal | key_ok),
-            "no causal": (NO_CAUSAL, key_ok),
-            "no padding": ("the padding part is missing: keys at positions >= lengths[b] are padding and must be "
-                           "blocked", causal.clone()),
-            "off by one": ("off by one: key j is a real token when j < length (positions count from 0), not "
-                           "j <= length", causal & (j <= length)),
-            "transposed": ("queries are the rows (axis -2) and keys the columns (axis -1): your mask is transposed",
+            _("no causal"): (NO_CAUSAL, key_ok),
+            _("no padding"): (_("the padding part is missing: keys at positions >= lengths[b] are padding and must be "
+                                "blocked"), causal.clone()),
+            _("off by one"): (_("off by one: key j is a real token when j < length (positions count from 0), not "
+                                "j <= length"), causal & (j <= length)),
+            "transposed": (_("queries are the rows (axis -2) and keys the columns (axis -1): your mask is transposed"),
                            ref.transpose(-2, -1)),
             "strict": (STRICT, (j < i) & key_ok),
             "upper": (UPPER, (j >= i) & key_ok),
         }
         shape_hints = {
-            (B, n, n): "add the head axis: the result must be (batch, 1, n, n), so that it broadcasts over the "
-                       "heads of (batch, heads, n, n) scores",
-            (B, 1, 1, n): "that is only the padding part, (batch, 1, 1, n); AND it with the (n, n) causal mask, "
-                          "which broadcasts it to (batch, 1, n, n)",
-            (n, n): "that is only the causal part, (n, n); AND it with the padding mask of shape (batch, 1, 1, n)",
-            (B, 1, n): "the padding mask needs two size-1 axes, for heads and queries: (batch, 1, 1, n)",
+            (B, n, n): _("add the head axis: the result must be (batch, 1, n, n), so that it broadcasts over the "
+                         "heads of (batch, heads, n, n) scores"),
+            (B, 1, 1, n): _("that is only the padding part, (batch, 1, 1, n); AND it with the (n, n) causal mask, "
+                            "which broadcasts it to (batch, 1, n, n)"),
+            (n, n): _("that is only the causal part, (n, n); AND it with the padding mask of shape (batch, 1, 1, n)"),
+            (B, 1, n): _("the padding mask needs two size-1 axes, for heads and queries: (batch, 1, 1, n)"),
         }
-        shape_hints.setdefault((1, B, n, n), "the batch axis comes first: (batch, 1, n, n)")
-        mask_type(got, ref, what="your mask", on=on, shape_hints=shape_hints)
+        shape_hints.setdefault((1, B, n, n), _("the batch axis comes first: (batch, 1, n, n)"))
+        mask_type(got, ref, what=_("your mask"), on=on, shape_hints=shape_hints)
         case = Case(on, got, ref, mistakes)
         case.lengths = values
         return case
 
-    run_masks(inputs, run, what="your mask", detail=_self_mask_detail)
-    return f"right on {len(inputs)} batches, including an empty sequence, no padding and a batch of one"
+    run_masks(inputs, run, what=_("your mask"), detail=_self_mask_detail)
+    return _("right on {len_inputs} batches, including an empty sequence, no padding and a batch of one",
+             len_inputs=len(inputs))

@@ -12,6 +12,7 @@ from ..observe import Training
 from ..hints import describe
 from ..registry import exercise, Wrong
 from ._shared import same_mask
+from ...i18n import N_, _
 
 
 PAD, VOCAB = 0, 13  # the padding id and vocabulary size of the chapter's reversal task (its <bos> is 1, <eos> 2)
@@ -60,12 +61,12 @@ def _decode_cases() -> list[tuple[str, Tensor, int, int, int]]:
     """(description, src, max_len, bos_id, eos_id). The ids vary, so that fixed ids fail; rows end at different
     steps, and the first row to end is not always the same one."""
     return [
-        ("a batch of 4 padded sources (lengths 6, 3, 5, 2) with max_len=12, bos_id=1, eos_id=2",
+        (_("a batch of 4 padded sources (lengths 6, 3, 5, 2) with max_len=12, bos_id=1, eos_id=2"),
          _src([[5, 12, 3, 6, 5, 2], [3, 11, 2], [9, 9, 5, 7, 2], [9, 2]]), 12, 1, 2),
-        ("a batch of 3 sources (lengths 2, 4, 7) with max_len=6, bos_id=3, eos_id=9",
+        (_("a batch of 3 sources (lengths 2, 4, 7) with max_len=6, bos_id=3, eos_id=9"),
          _src([[6, 2], [3, 3, 9, 2], [10, 4, 6, 8, 12, 5, 2]]), 6, 3, 9),
-        ("a batch of one: src [[8, 6, 11, 2]] with max_len=9, bos_id=6, eos_id=12", _src([[8, 6, 11, 2]]), 9, 6, 12),
-        ("a batch of 2 sources (lengths 3, 5) with max_len=1 (room for BOS only), bos_id=5, eos_id=2",
+        (_("a batch of one: src [[8, 6, 11, 2]] with max_len=9, bos_id=6, eos_id=12"), _src([[8, 6, 11, 2]]), 9, 6, 12),
+        (_("a batch of 2 sources (lengths 3, 5) with max_len=1 (room for BOS only), bos_id=5, eos_id=2"),
          _src([[9, 4, 2], [3, 5, 7, 4, 2]]), 1, 5, 2),
     ]
 
@@ -112,9 +113,9 @@ def _greedy(model, src: Tensor, max_len: int, bos: int, eos: int, *, feed: str =
     return ys if with_bos else ys[:, 1:]
 
 
-_FROM_BOS = ("every token was predicted from BOS alone: the decoder must read the whole prefix (BOS and every "
-             "token appended so far), and the next token comes from the LAST position's logits; the first position "
-             "sees only BOS, so reading it gives the same token at every step")
+_FROM_BOS = (N_("every token was predicted from BOS alone: the decoder must read the whole prefix (BOS and every "
+                "token appended so far), and the next token comes from the LAST position's logits; the first position "
+                "sees only BOS, so reading it gives the same token at every step"))
 
 
 def _decode_mistake_specs(bos: int, eos: int) -> dict[str, tuple[str, dict]]:
@@ -122,43 +123,43 @@ def _decode_mistake_specs(bos: int, eos: int) -> dict[str, tuple[str, dict]]:
     ids; the outputs are computed only when needed (`_decode_hint`), as each greedy run costs a few ms."""
     g = dict
     return {
-        "no bos": ("each row must start with bos_id, followed by the generated tokens: keep the BOS column in the "
-                   "result", g(with_bos=False)),
-        "fixed bos": (f"start each row with the bos_id argument (here {bos}): the ids vary from model to model, so "
-                      "a fixed <bos> id such as the chapter's 1 is wrong here", g(bos_used=1)),
-        "fixed eos": (f"a row ends when it produces the eos_id argument (here {eos}): the ids vary from model to "
-                      "model, so a fixed <eos> id such as the chapter's 2 is wrong here", g(eos_used=2)),
-        "from bos": (_FROM_BOS, g(feed="bos")),
-        "last token": ("the decoder must read the whole prefix generated so far (BOS and every token since), not "
-                       "only the latest token", g(feed="last")),
-        "overwrite": ("keep the EOS token itself: only the positions AFTER a row's EOS become PAD",
+        _("no bos"): (_("each row must start with bos_id, followed by the generated tokens: keep the BOS column in the "
+                        "result"), g(with_bos=False)),
+        _("fixed bos"): (_("start each row with the bos_id argument (here {bos}): the ids vary from model to model, "
+                           "so a fixed <bos> id such as the chapter's 1 is wrong here", bos=bos), g(bos_used=1)),
+        _("fixed eos"): (_("a row ends when it produces the eos_id argument (here {eos}): the ids vary from model "
+                           "to model, so a fixed <eos> id such as the chapter's 2 is wrong here", eos=eos), g(eos_used=2)),
+        _("from bos"): (_FROM_BOS, g(feed="bos")),
+        _("last token"): (_("the decoder must read the whole prefix generated so far (BOS and every token since), not "
+                            "only the latest token"), g(feed="last")),
+        "overwrite": (_("keep the EOS token itself: only the positions AFTER a row's EOS become PAD"),
                       g(fill="overwrite")),
-        "source": ("the decoder must read its own predictions (BOS and the tokens generated so far), not the "
-                   "source tokens: at generation time there is no target to teacher-force with", g(feed="source")),
-        "positions": ("the argmax must run over the vocabulary (the last axis) of the last position's logits; you "
-                      "took it over the positions", g(position="positions")),
-        "no fill": ("after a row has produced EOS, fill its remaining positions with PAD (model.config.pad_id), "
-                    "not with further predictions", g(fill="none")),
-        "eos fill": ("after a row has produced EOS, fill its remaining positions with PAD (model.config.pad_id = 0), "
-                     "not EOS", g(fill="eos")),
-        "stop any": ("stop once EVERY row has produced EOS, not as soon as one row has; the other rows still need "
-                     "their tokens", g(stop="any")),
-        "stop first": ("stop once EVERY row has produced EOS, not when the first row has: the rows end at "
-                       "different steps", g(stop="first")),
-        "never stop": ("stop as soon as every row has produced EOS: after that step nothing but padding would "
-                       "follow", g(stop="never")),
-        "never stop, no fill": ("stop as soon as every row has produced EOS, and fill the finished rows with PAD "
-                                "(model.config.pad_id)", g(stop="never", fill="none")),
-        "extra step": ("max_len counts every position of the result, BOS included: generate at most max_len - 1 "
-                       "tokens", g(steps_delta=1)),
-        "short": ("one step short: max_len counts every position of the result, BOS included, so up to max_len - 1 "
-                  "tokens are generated after it (not max_len - 2)", g(steps_delta=-1)),
-        "memory mask": ("the cross-attention must not read the source padding: pass the source mask "
-                        "(model.make_src_mask(src)) to decode, or call model(src, ys), which builds it",
+        "source": (_("the decoder must read its own predictions (BOS and the tokens generated so far), not the "
+                     "source tokens: at generation time there is no target to teacher-force with"), g(feed="source")),
+        "positions": (_("the argmax must run over the vocabulary (the last axis) of the last position's logits; you "
+                        "took it over the positions"), g(position="positions")),
+        _("no fill"): (_("after a row has produced EOS, fill its remaining positions with PAD (model.config.pad_id), "
+                         "not with further predictions"), g(fill="none")),
+        _("eos fill"): (_("after a row has produced EOS, fill its remaining positions with PAD (model.config.pad_id = 0), "
+                          "not EOS"), g(fill="eos")),
+        _("stop any"): (_("stop once EVERY row has produced EOS, not as soon as one row has; the other rows still need "
+                          "their tokens"), g(stop="any")),
+        _("stop first"): (_("stop once EVERY row has produced EOS, not when the first row has: the rows end at "
+                            "different steps"), g(stop="first")),
+        _("never stop"): (_("stop as soon as every row has produced EOS: after that step nothing but padding would "
+                            "follow"), g(stop="never")),
+        _("never stop, no fill"): (_("stop as soon as every row has produced EOS, and fill the finished rows with PAD "
+                                     "(model.config.pad_id)"), g(stop="never", fill="none")),
+        _("extra step"): (_("max_len counts every position of the result, BOS included: generate at most max_len - 1 "
+                            "tokens"), g(steps_delta=1)),
+        "short": (_("one step short: max_len counts every position of the result, BOS included, so up to max_len - 1 "
+                    "tokens are generated after it (not max_len - 2)"), g(steps_delta=-1)),
+        _("memory mask"): (_("the cross-attention must not read the source padding: pass the source mask "
+                             "(model.make_src_mask(src)) to decode, or call model(src, ys), which builds it"),
                         g(memory_mask=False)),
-        "no masks": ("the source padding must be masked in the encoder and in the cross-attention: pass the source "
-                     "mask (model.make_src_mask(src)) to encode and to decode, or call model(src, ys), which builds "
-                     "it", g(memory_mask=False, encoder_mask=False)),
+        _("no masks"): (_("the source padding must be masked in the encoder and in the cross-attention: pass the source "
+                          "mask (model.make_src_mask(src)) to encode and to decode, or call model(src, ys), which builds "
+                          "it"), g(memory_mask=False, encoder_mask=False)),
     }
 
 
@@ -211,21 +212,21 @@ def _decode_hint(results: list[tuple[int, Tensor]], first: int) -> str | None:
 
 def _decode_error_hint(message: str) -> str | None:
     if "only one element tensors" in message or "a Tensor with" in message and "cannot be converted" in message:
-        return ("with a batch, the argmax gives one id per row: compare whole tensors (one boolean per row) and "
-                "stop when every row has produced EOS")
+        return (_("with a batch, the argmax gives one id per row: compare whole tensors (one boolean per row) and "
+                  "stop when every row has produced EOS"))
     if "Boolean value of Tensor with more than one" in message:
-        return ("an `if` on a comparison with the new ids asks about a whole batch at once: keep one boolean per "
-                "row that says whether the row has ended, and stop when all of them are True")
+        return (_("an `if` on a comparison with the new ids asks about a whole batch at once: keep one boolean per "
+                  "row that says whether the row has ended, and stop when all of them are True"))
     if "must be an integer tensor of token ids" in message:
-        return "token ids are integers (torch.long): the BOS column and the argmax results must stay integer"
+        return _("token ids are integers (torch.long): the BOS column and the argmax results must stay integer")
     if "Tensors must have same number of dimensions" in message or "Sizes of tensors must match" in message:
-        return ("the new ids must have shape (batch, 1) to be appended to ys (batch, t): one id per row, from the "
-                "last position's logits, with an axis added")
+        return (_("the new ids must have shape (batch, 1) to be appended to ys (batch, t): one id per row, from the "
+                  "last position's logits, with an axis added"))
     return None
 
 
 GREEDY_FORBIDDEN = [
-    (name, "write the loop yourself: encode once, then decode, take the argmax of the last position, append")
+    (name, N_("write the loop yourself: encode once, then decode, take the argmax of the last position, append"))
     for name in ("attnbook.models.transformer.greedy_decode",)
 ]
 
@@ -233,20 +234,24 @@ GREEDY_FORBIDDEN = [
 def _decode_type(got, on: str, B: int) -> None:
     """Wrong unless `got` is a 2-D torch.long tensor with one row per source sequence."""
     if got is None:
-        raise Wrong(f"greedy_decode returned None on {on}", "did you forget a `return` statement?")
+        raise Wrong(_("greedy_decode returned None on {on}", on=on), _("did you forget a `return` statement?"))
     if not isinstance(got, Tensor):
-        raise Wrong(f"greedy_decode returned {describe(got)} on {on}, expected a (batch, length) tensor of "
-                    "token ids", "return ys, the tensor you appended the tokens to")
+        raise Wrong(_("greedy_decode returned {describe_got} on {on}, expected a (batch, length) tensor of token "
+                      "ids", describe_got=describe(got), on=on), _("return ys, the tensor you appended the tokens to"))
     if got.dtype != torch.long:
-        raise Wrong(f"greedy_decode returned a tensor of dtype {got.dtype} on {on}, expected torch.long (int64) "
-                    "token ids", "keep the ids as torch.long, as the task asks: argmax already returns int64, so "
-                                 "no conversion (.int(), .float()) is needed")
+        raise Wrong(_("greedy_decode returned a tensor of dtype {dtype} on {on}, expected torch.long (int64) "
+                      "token ids",
+                      dtype=got.dtype,
+                      on=on), _("keep the ids as torch.long, as the task asks: argmax already returns int64, so "
+                                 "no conversion (.int(), .float()) is needed"))
     if got.dim() != 2:
-        raise Wrong(f"greedy_decode returned shape {tuple(got.shape)} on {on}, expected (batch, length)",
-                    "return a 2-D (batch, length) tensor: BOS, then one column per generated token")
+        raise Wrong(_("greedy_decode returned shape {tuple_got_shape} on {on}, expected (batch, length)",
+                      tuple_got_shape=tuple(got.shape), on=on),
+                    _("return a 2-D (batch, length) tensor: BOS, then one column per generated token"))
     if got.size(0) != B:
-        raise Wrong(f"greedy_decode returned shape {tuple(got.shape)} on {on}, expected {B} rows",
-                    "the result has one row per source sequence: (batch, length)"
+        raise Wrong(_("greedy_decode returned shape {tuple_got_shape} on {on}, expected {B} rows",
+                      tuple_got_shape=tuple(got.shape), on=on, B=B),
+                    _("the result has one row per source sequence: (batch, length)")
                     if got.size(1) == B else None)
 
 
@@ -257,13 +262,14 @@ def _decode_detail(model, src: Tensor, max_len: int, bos: int, eos: int, got: Te
     got = got.cpu()
     B, L = got.shape
     if L > max_len:
-        return (f"the result has {L} positions, more than max_len={max_len} (BOS counts): stop at max_len "
-                "tokens")
+        return (_("the result has {L} positions, more than max_len={max_len} (BOS counts): stop at max_len tokens",
+                  L=L, max_len=max_len))
     if L == 0:
-        return "the result has no positions: every row starts with bos_id"
+        return _("the result has no positions: every row starts with bos_id")
     for b in range(B):
         if int(got[b, 0]) != bos:
-            return f"row {b} starts with {int(got[b, 0])}: every row starts with bos_id={bos}"
+            return _("row {b} starts with {int_got_b_0}: every row starts with bos_id={bos}",
+                     b=b, int_got_b_0=int(got[b, 0]), bos=bos)
     src_mask = model.make_src_mask(src)
     memory = model.encode(src, src_mask)
     ids = got.clamp(0, VOCAB - 1)
@@ -274,30 +280,33 @@ def _decode_detail(model, src: Tensor, max_len: int, bos: int, eos: int, got: Te
             token = int(got[b, t])
             if ended[b] is not None:
                 if token != PAD:
-                    return (f"row {b} produced eos_id={eos} at position {ended[b]}, so its position {t} must hold "
-                            f"pad_id={PAD}, got {token}")
+                    return (_("row {b} produced eos_id={eos} at position {ended_b}, so its position {t} must "
+                              "hold pad_id={PAD}, got {token}",
+                              b=b, eos=eos, ended_b=ended[b], t=t, PAD=PAD, token=token))
                 continue
             best = int(logits[b, t - 1].argmax())
             if token != best:
-                return (f"row {b}, position {t} holds {token}, but the argmax over the vocabulary of the model's "
-                        f"last-position logits after that row's positions 0..{t - 1} is {best}: each step appends "
-                        "that argmax, for every row that has not ended")
+                return (_("row {b}, position {t} holds {token}, but the argmax over the vocabulary of the "
+                          "model's last-position logits after that row's positions 0..{t_1} is {best}: each step "
+                          "appends that argmax, for every row that has not ended",
+                          b=b, t=t, token=token, t_1=t - 1, best=best))
             if token == eos:
                 ended[b] = t
     if all(e is not None for e in ended):
         last = max(ended)
         if L > last + 1:
-            return (f"every row had produced eos_id={eos} by position {last}, so decoding stops there, but the "
-                    f"result has {L} positions")
+            return (_("every row had produced eos_id={eos} by position {last}, so decoding stops there, but the "
+                      "result has {L} positions", eos=eos, last=last, L=L))
     elif L < max_len:
         b = ended.index(None)
-        return (f"row {b} has not produced eos_id={eos} yet, so decoding goes on until the result has "
-                f"max_len={max_len} positions, but it stops at {L}")
+        return (_("row {b} has not produced eos_id={eos} yet, so decoding goes on until the result has "
+                  "max_len={max_len} positions, but it stops at {L}", b=b, eos=eos, max_len=max_len, L=L))
     ref = _greedy(model, src, max_len, bos, eos)  # rarely needed: every rule above held
     if tuple(ref.shape) != tuple(got.shape):
-        return f"the result has shape {tuple(got.shape)}, expected {tuple(ref.shape)}"
+        return _("the result has shape {tuple_got_shape}, expected {tuple_ref_shape}",
+                 tuple_got_shape=tuple(got.shape), tuple_ref_shape=tuple(ref.shape))
     b, t = (int(i) for i in (got != ref).nonzero()[0])
-    return f"row {b} differs from the argmax loop at position {t}"
+    return _("row {b} differs from the argmax loop at position {t}", b=b, t=t)
 
 
 @exercise("6.3", "Greedy decoding", section="Greedy decoding",
@@ -325,16 +334,16 @@ def check_greedy_decode(greedy_decode) -> str:
             wrong.append(index)
         results.append((index, got))
     if not wrong:
-        return (f"right on {len(cases)} batches: BOS first, argmax fed back, PAD after EOS, stops when every row "
-                "has ended or at max_len")
+        return (_("right on {len_cases} batches: BOS first, argmax fed back, PAD after EOS, stops when every row "
+                  "has ended or at max_len", len_cases=len(cases)))
     first = wrong[0]
     desc, src, max_len, bos, eos = cases[first]
     hint = _decode_hint(results, first)
     if hint is not None:
-        raise Wrong(f"greedy_decode gave the wrong tokens on {desc}", hint)
+        raise Wrong(_("greedy_decode gave the wrong tokens on {desc}", desc=desc), hint)
     with _OneThread():
         detail = _decode_detail(_eval_model(first), src, max_len, bos, eos, dict(results)[first])
-    raise Wrong(f"greedy_decode gave the wrong tokens on {desc}: {detail}")
+    raise Wrong(_("greedy_decode gave the wrong tokens on {desc}: {detail}", desc=desc, detail=detail))
 
 
 def _explain_randomness(greedy_decode, src, max_len, bos, eos, on, got, left_training) -> None:
@@ -345,8 +354,8 @@ def _explain_randomness(greedy_decode, src, max_len, bos, eos, on, got, left_tra
     if isinstance(again, Tensor) and tuple(again.shape) == tuple(got.shape) and torch.equal(again, got):
         return
     if left_training:
-        raise Wrong(f"greedy_decode gives different tokens from run to run on {on}",
-                    "the model comes in training mode, so dropout is on: switch it to evaluation mode before "
-                    "decoding (model.eval())")
-    raise Wrong(f"greedy_decode gives different tokens from run to run on {on}",
-                "greedy decoding has no randomness: take the argmax of the logits, do not sample from the softmax")
+        raise Wrong(_("greedy_decode gives different tokens from run to run on {on}", on=on),
+                    _("the model comes in training mode, so dropout is on: switch it to evaluation mode before "
+                      "decoding (model.eval())"))
+    raise Wrong(_("greedy_decode gives different tokens from run to run on {on}", on=on),
+                _("greedy decoding has no randomness: take the argmax of the logits, do not sample from the softmax"))

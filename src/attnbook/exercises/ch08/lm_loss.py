@@ -11,18 +11,19 @@ from torch import Tensor
 from ..compare import expect_close, expect_tensor
 from ..guard import call
 from ..registry import exercise, Wrong
+from ...i18n import N_, _
 
 # a pattern, matched by name when called: resolving the path would import transformers (1 s or more)
-LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.*", "shift the logits and the ids yourself")]
-CLASS_DIM_HINT = ("F.cross_entropy wants the classes in dimension 1: flatten the logits to (batch * positions, "
-                  "vocab_size) and the targets to (batch * positions,), or pass logits.transpose(1, 2)")
+LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.*", N_("shift the logits and the ids yourself"))]
+CLASS_DIM_HINT = (N_("F.cross_entropy wants the classes in dimension 1: flatten the logits to (batch * positions, "
+                     "vocab_size) and the targets to (batch * positions,), or pass logits.transpose(1, 2)"))
 
 
 def _loss_error_hint(message: str) -> str | None:
     if "Expected target size" in message or ("Expected input batch_size" in message and "target batch_size" in message):
         return CLASS_DIM_HINT
     if "expected scalar type Long" in message or "expected target dtype" in message:
-        return "the targets of F.cross_entropy are class indices: pass the integer ids (no .float())"
+        return _("the targets of F.cross_entropy are class indices: pass the integer ids (no .float())")
     return None
 
 
@@ -35,44 +36,44 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
 
     right = ce(logits[:, :-1], ids[:, 1:])
     out = {
-        "no shift: the output at position t predicts the NEXT token, the one at position t + 1, not its own":
+        _("no shift: the output at position t predicts the NEXT token, the one at position t + 1, not its own"):
             ce(logits, ids),
-        "the shift goes the wrong way: the output at position t predicts the token at t + 1, not the one at t - 1":
+        _("the shift goes the wrong way: the output at position t predicts the token at t + 1, not the one at t - 1"):
             ce(logits[:, 1:], ids[:, :-1]),
-        "you summed the losses; take the mean over all batch * (seq - 1) predictions": ce(logits[:, :-1], ids[:, 1:],
+        _("you summed the losses; take the mean over all batch * (seq - 1) predictions"): ce(logits[:, :-1], ids[:, 1:],
                                                                                           "sum"),
-        "you applied a softmax before F.cross_entropy, which applies log-softmax itself: pass the raw logits":
+        _("you applied a softmax before F.cross_entropy, which applies log-softmax itself: pass the raw logits"):
             ce(torch.softmax(logits, dim=-1)[:, :-1], ids[:, 1:]),
-        "F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits":
+        _("F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits"):
             F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
-        "shift by exactly one position: the output at t predicts the token at t + 1, not t + 2":
+        _("shift by exactly one position: the output at t predicts the token at t + 1, not t + 2"):
             ce(logits[:, :-2], ids[:, 2:]) if T > 2 else right + 1.0,
-        "the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)": -right,
-        "you took the mean over each sequence, then summed over the batch; take one mean over all predictions":
+        _("the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)"): -right,
+        _("you took the mean over each sequence, then summed over the batch; take one mean over all predictions"):
             ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
     }
     out.update({
-        "you summed over the positions of each sequence, then took the mean over the batch; take one mean over all "
-        "batch * (seq - 1) predictions": ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
-        "ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
-        "ignore_index out": F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
+        _("you summed over the positions of each sequence, then took the mean over the batch; take one mean over all "
+          "batch * (seq - 1) predictions"): ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
+        _("ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
+          "ignore_index out"): F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
         if bool((ids[:, 1:] == 0).any()) else right + 1.0,
-        "your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1": F.nll_loss(
+        _("your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1"): F.nll_loss(
             torch.log_softmax(logits, dim=1)[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
     })
     out.update({
-        "you divided the summed loss by batch * seq; there are batch * (seq - 1) predictions":
+        _("you divided the summed loss by batch * seq; there are batch * (seq - 1) predictions"):
             ce(logits[:, :-1], ids[:, 1:], "sum") / (B * T),
-        "you scored only the last prediction of each sequence; the mean runs over all batch * (seq - 1) predictions":
+        _("you scored only the last prediction of each sequence; the mean runs over all batch * (seq - 1) predictions"):
             ce(logits[:, -2], ids[:, -1]),
-        "your logits and targets are flattened in different orders (one position-major, one batch-major), so "
-        "predictions are scored against the tokens of other positions: flatten both the same way":
+        _("your logits and targets are flattened in different orders (one position-major, one batch-major), so "
+          "predictions are scored against the tokens of other positions: flatten both the same way"):
             ce(logits[:, :-1].transpose(0, 1), ids[:, 1:]),
-        "label_smoothing changes the loss: the task asks for the plain cross-entropy": F.cross_entropy(
+        _("label_smoothing changes the loss: the task asks for the plain cross-entropy"): F.cross_entropy(
             logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1),
     })
     if B > 1:
-        out["you used only the first sequence of the batch; the mean runs over every sequence"] = ce(
+        out[_("you used only the first sequence of the batch; the mean runs over every sequence")] = ce(
             logits[:1, :-1], ids[:1, 1:])
     return {hint: value for hint, value in out.items() if not torch.allclose(value, right)}
 
@@ -90,46 +91,52 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
         return logits.requires_grad_(), ids
 
     cases = [
-        ("logits of shape (2, 5, 7) and ids of shape (2, 5)", *case(2, 5, 7, 820)),
-        ("logits (3, 9, 11) and ids (3, 9)", *case(3, 9, 11, 821)),
-        ("a batch of 1: logits (1, 6, 13) and ids (1, 6)", *case(1, 6, 13, 822)),
-        ("two tokens, so one prediction: logits (4, 2, 5) and ids (4, 2)", *case(4, 2, 5, 823)),
-        ("float32 logits (2, 12, 50) and ids (2, 12)", *case(2, 12, 50, 824, torch.float32)),
+        (_("logits of shape (2, 5, 7) and ids of shape (2, 5)"), *case(2, 5, 7, 820)),
+        (_("logits (3, 9, 11) and ids (3, 9)"), *case(3, 9, 11, 821)),
+        (_("a batch of 1: logits (1, 6, 13) and ids (1, 6)"), *case(1, 6, 13, 822)),
+        (_("two tokens, so one prediction: logits (4, 2, 5) and ids (4, 2)"), *case(4, 2, 5, 823)),
+        (_("float32 logits (2, 12, 50) and ids (2, 12)"), *case(2, 12, 50, 824, torch.float32)),
     ]
-    large = ("large float32 logits, from about -300 to 300, of shape (2, 4, 9) and ids (2, 4)",
+    large = (_("large float32 logits, from about -300 to 300, of shape (2, 4, 9) and ids (2, 4)"),
              *case(2, 4, 9, 825, torch.float32, 100.0))  # not counted in the success message, which predates it
     for on, logits, ids in cases + [large]:
         got = call(causal_lm_loss, logits, ids, what="causal_lm_loss", on=on, forbid=LM_LOSS_FORBIDDEN,
                    explain=_loss_error_hint)
         if isinstance(got, numbers.Real) and not isinstance(got, bool):
-            raise Wrong(f"causal_lm_loss returned a Python {type(got).__name__} on {on}, expected a tensor",
-                        "return the loss tensor itself, without .item() or float(): training calls "
-                        "loss.backward() on it")
-        got = expect_tensor(got, what="your loss", on=on, finite=False)
+            raise Wrong(_("causal_lm_loss returned a Python {type_got___name} on {on}, expected a tensor",
+                          type_got___name=type(got).__name__, on=on),
+                        _("return the loss tensor itself, without .item() or float(): training calls "
+                          "loss.backward() on it"))
+        got = expect_tensor(got, what=_("your loss"), on=on, finite=False)
         V = logits.size(-1)
         right = F.cross_entropy(logits.detach()[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))  # ()
         if got.numel() != 1:
             per_position = F.cross_entropy(logits.detach()[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
                                            reduction="none")
-            hint = ("you returned one loss per prediction (reduction='none'): return their mean, a single number"
-                    if got.numel() == per_position.numel() else "return one number: the mean loss over all predictions")
-            raise Wrong(f"your loss has shape {tuple(got.shape)} on {on}, expected a single number (shape ())", hint)
+            hint = (_("you returned one loss per prediction (reduction='none'): return their mean, a single number")
+                    if got.numel() == per_position.numel() else _("return one number: the mean loss over all predictions"))
+            raise Wrong(_("your loss has shape {tuple_got_shape} on {on}, expected a single number (shape ())",
+                          tuple_got_shape=tuple(got.shape), on=on), hint)
         if got.dim() != 0:
-            raise Wrong(f"your loss has shape {tuple(got.shape)} on {on}, expected a 0-dimensional tensor (shape ())",
-                        "the mean over all predictions is already 0-dimensional: no reshape, view or unsqueeze")
+            raise Wrong(_("your loss has shape {tuple_got_shape} on {on}, expected a 0-dimensional tensor (shape "
+                          "())", tuple_got_shape=tuple(got.shape), on=on),
+                        _("the mean over all predictions is already 0-dimensional: no reshape, view or unsqueeze"))
         if not got.is_floating_point():
-            raise Wrong(f"your loss has dtype {got.dtype} on {on}, expected floating point",
-                        "keep the loss in floating point (no .long() or .int())")
+            raise Wrong(_("your loss has dtype {dtype} on {on}, expected floating point", dtype=got.dtype, on=on),
+                        _("keep the loss in floating point (no .long() or .int())"))
         if not torch.isfinite(got).all():
-            raise Wrong(f"your loss is {got.item()} on {on}, expected {right.item():.6g}", (
-                "exp of a large logit overflows (inf / inf is NaN): compute log-probabilities with log_softmax or "
-                "logsumexp, which subtract the maximum, or use F.cross_entropy on the raw logits" if got.isnan() else
-                "a probability that underflows to 0 has log -inf: take log_softmax (or logsumexp), not the log of a "
-                "softmax, or use F.cross_entropy on the raw logits"))
-        expect_close(got.detach(), right, what="your loss", on=on, atol=1e-5, rtol=1e-5,
+            raise Wrong(_("your loss is {got_item} on {on}, expected {right_item:.6g}",
+                          got_item=got.item(), on=on, right_item=right.item()), (
+                _("exp of a large logit overflows (inf / inf is NaN): compute log-probabilities with log_softmax or "
+                  "logsumexp, which subtract the maximum, or use F.cross_entropy on the raw logits") if got.isnan() else
+                _("a probability that underflows to 0 has log -inf: take log_softmax (or logsumexp), not the log of a "
+                  "softmax, or use F.cross_entropy on the raw logits")))
+        expect_close(got.detach(), right, what=_("your loss"), on=on, atol=1e-5, rtol=1e-5,
                      mistakes=_lm_mistakes(logits.detach(), ids))
         if not got.requires_grad:
-            raise Wrong(f"your loss has the right value on {on} but no gradient can flow back to the logits",
-                        "compute it from logits with tensor operations; .item(), float() or torch.tensor(...) "
-                        "cut it off from the graph, and training calls loss.backward()")
-    return f"right on {len(cases)} inputs, including a batch of 1, a single prediction and float32"
+            raise Wrong(_("your loss has the right value on {on} but no gradient can flow back to the logits",
+                          on=on),
+                        _("compute it from logits with tensor operations; .item(), float() or torch.tensor(...) "
+                          "cut it off from the graph, and training calls loss.backward()"))
+    return _("right on {len_cases} inputs, including a batch of 1, a single prediction and float32",
+             len_cases=len(cases))

@@ -8,30 +8,32 @@ from ..compare import expect_tensor, expect_tuple
 from ..guard import call
 from ..registry import exercise, Wrong
 from ._shared import is_integer_tensor, within_window, drawn_from
+from ...i18n import N_, _
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
 _P_CHOOSE, _P_MASK, _P_RANDOM = 0.15, 0.8, 0.1
-RANDOM_IDS = "draw the random ids uniformly from all of [0, vocab_size) (torch.randint), with generator=generator"
-GENERATOR_HINT = ("draw every random number from the generator you are given: pass generator=generator to "
-                  "torch.rand, torch.randint, torch.bernoulli, torch.multinomial or torch.randperm")
-OVERLAP_HINT = ("your cases overlap: a position picked for [MASK] can also be picked for a random id (two independent "
-                "draws, one overriding the other); split the chosen positions into three disjoint groups of 80%, 10% "
-                "and 10%")
-_MLM_INSTEAD = "write the masking yourself, from random numbers drawn with generator=generator"
+RANDOM_IDS = N_("draw the random ids uniformly from all of [0, vocab_size) (torch.randint), with generator=generator")
+GENERATOR_HINT = (N_("draw every random number from the generator you are given: pass generator=generator to "
+                     "torch.rand, torch.randint, torch.bernoulli, torch.multinomial or torch.randperm"))
+OVERLAP_HINT = (N_("your cases overlap: a position picked for [MASK] can also be picked for a random id (two independent "
+                   "draws, one overriding the other); split the chosen positions into three disjoint groups of 80%, 10% "
+                   "and 10%"))
+_MLM_INSTEAD = N_("write the masking yourself, from random numbers drawn with generator=generator")
 # The package's masker, and transformers' collators (DataCollatorForLanguageModeling.torch_mask_tokens and the
 # rest of that module), matched by a pattern wherever they are imported from.
 MLM_FORBIDDEN = [("attnbook.data.mlm_mask", _MLM_INSTEAD),
                  ("transformers.data.data_collator.*mask_tokens*", _MLM_INSTEAD),
                  ("transformers.data.data_collator.*", _MLM_INSTEAD)]
-INDEPENDENT_HINT = ("choose each position independently with probability 0.15, with a random number of its own (not "
-                    "one per row or per column, and not a fixed number of positions): the number chosen then varies "
-                    "from row to row and from call to call like a binomial count")
+INDEPENDENT_HINT = (N_("choose each position independently with probability 0.15, with a random number of its own (not "
+                       "one per row or per column, and not a fixed number of positions): the number chosen then varies "
+                       "from row to row and from call to call like a binomial count"))
 
 
 def _expect_used(used: bool, what: str, on: str, hint: str) -> None:
     """Wrong if the generator has not been drawn from (`used`, see drawn_from): the answer used other randomness."""
     if not used:
-        raise Wrong(f"{what} drew no random number from `generator` on {on} (its state is unchanged after the call)",
+        raise Wrong(_("{what} drew no random number from `generator` on {on} (its state is unchanged after the "
+                      "call)", what=what, on=on),
                     hint)
 
 
@@ -46,28 +48,33 @@ def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: in
                      seed=seed, explain=_mlm_error_hint, observe=drawn_from(3, gen_seed))
     _expect_used(used, "mlm_mask", on, GENERATOR_HINT)
     if isinstance(got, (tuple, list)) and len(got) == 3:
-        raise Wrong(f"mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)",
-                    "return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "
-                    "this exercise does not)")
+        raise Wrong(_("mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)", on=on),
+                    _("return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "
+                      "this exercise does not)"))
     masked, labels = expect_tuple(got, ("masked_ids", "labels"), "mlm_mask", on)
     if (isinstance(masked, Tensor) and isinstance(labels, Tensor) and bool((masked == -100).any())
             and not bool((labels == -100).any())):
-        raise Wrong(f"the first tensor you return holds -100s on {on} and the second none: they look swapped",
-                    "return (masked_ids, labels) in this order: the masked ids first, the labels (-100 where not "
-                    "chosen) second")
+        raise Wrong(_("the first tensor you return holds -100s on {on} and the second none: they look swapped",
+                      on=on),
+                    _("return (masked_ids, labels) in this order: the masked ids first, the labels (-100 where not "
+                      "chosen) second"))
     for name, t in (("masked_ids", masked), ("labels", labels)):
-        t = expect_tensor(t, what=f"{name} (the {'first' if name == 'masked_ids' else 'second'} item you return)",
+        item = _("{name} (the first item you return)", name=name) if name == "masked_ids" \
+            else _("{name} (the second item you return)", name=name)
+        t = expect_tensor(t, what=item,
                           on=on, finite=False)
         if tuple(t.shape) != tuple(ids.shape):
-            raise Wrong(f"{name} has shape {tuple(t.shape)} on {on}, expected the shape of ids {tuple(ids.shape)}",
-                        "keep one entry per position of ids: build the result with torch.where or masked_fill "
-                        "rather than by indexing, which flattens")
+            raise Wrong(_("{name} has shape {tuple_t_shape} on {on}, expected the shape of ids {tuple_ids_shape}",
+                          name=name, tuple_t_shape=tuple(t.shape), on=on, tuple_ids_shape=tuple(ids.shape)),
+                        _("keep one entry per position of ids: build the result with torch.where or masked_fill "
+                          "rather than by indexing, which flattens"))
         if t.dtype != ids.dtype:
-            raise Wrong(f"{name} has dtype {t.dtype} on {on}, expected {ids.dtype}, the dtype of ids",
-                        "token ids are integers, and F.cross_entropy takes int64 (torch.long) targets: build the "
-                        "result from ids (torch.where, masked_fill) and keep the random ids of torch.randint, int64"
-                        if is_integer_tensor(t) else "token ids are integers: build the result from ids (torch.where, "
-                        "masked_fill) and keep the random ids of torch.randint")
+            raise Wrong(_("{name} has dtype {dtype} on {on}, expected {dtype2}, the dtype of ids",
+                          name=name, dtype=t.dtype, on=on, dtype2=ids.dtype),
+                        _("token ids are integers, and F.cross_entropy takes int64 (torch.long) targets: build the "
+                          "result from ids (torch.where, masked_fill) and keep the random ids of torch.randint, int64")
+                        if is_integer_tensor(t) else _("token ids are integers: build the result from ids (torch.where, "
+                                                       "masked_fill) and keep the random ids of torch.randint"))
     return masked, labels
 
 
@@ -80,39 +87,43 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, mask_id: int, 
     if (n >= 10 and bool(chosen.all())) or (n >= 100 and not chosen.any()):
         zeros = int((labels == 0).sum())
         if zeros > 0.5 * n:
-            raise Wrong(f"labels has no -100 on {on}; {zeros / n:.0%} of its entries are 0",
-                        "positions that are not chosen must be labelled -100, the ignore_index of F.cross_entropy "
-                        "(0 is the id of a real token, [PAD] in the chapter, and would be trained on)")
+            raise Wrong(_("labels has no -100 on {on}; {zeros_n:.0%} of its entries are 0",
+                          on=on, zeros_n=zeros / n),
+                        _("positions that are not chosen must be labelled -100, the ignore_index of F.cross_entropy "
+                          "(0 is the id of a real token, [PAD] in the chapter, and would be trained on)"))
         if torch.equal(labels, ids):
-            raise Wrong(f"labels equals ids at every position on {on}",
-                        "label only the chosen positions: the original id where chosen, -100 everywhere else, so "
-                        "that the loss is computed at the chosen 15% only")
+            raise Wrong(_("labels equals ids at every position on {on}", on=on),
+                        _("label only the chosen positions: the original id where chosen, -100 everywhere else, so "
+                          "that the loss is computed at the chosen 15% only"))
         if not chosen.any():
-            raise Wrong(f"every label is -100 on {on}: no position was chosen",
-                        "choose each position with probability 0.15 and label it with its original id")
-        raise Wrong(f"labels has no -100 on {on}: every position is labelled",
-                    "label only the chosen positions: the original id where chosen, -100 everywhere else")
+            raise Wrong(_("every label is -100 on {on}: no position was chosen", on=on),
+                        _("choose each position with probability 0.15 and label it with its original id"))
+        raise Wrong(_("labels has no -100 on {on}: every position is labelled", on=on),
+                    _("label only the chosen positions: the original id where chosen, -100 everywhere else"))
     if not torch.equal(labels[chosen], ids[chosen]):
         if torch.equal(labels[chosen], masked[chosen]):
-            raise Wrong(f"labels holds the masked ids at the chosen positions on {on}",
-                        "the label of a chosen position is its ORIGINAL id (what the model must recover), not "
-                        "[MASK] or the random id that replaced it")
-        raise Wrong(f"labels holds ids other than the original ones at chosen positions on {on}",
-                    "at a chosen position the label is ids at that position; elsewhere it is -100")
+            raise Wrong(_("labels holds the masked ids at the chosen positions on {on}", on=on),
+                        _("the label of a chosen position is its ORIGINAL id (what the model must recover), not "
+                          "[MASK] or the random id that replaced it"))
+        raise Wrong(_("labels holds ids other than the original ones at chosen positions on {on}", on=on),
+                    _("at a chosen position the label is ids at that position; elsewhere it is -100"))
     changed = masked != ids
     if changed.any() and not (changed & chosen).any():
-        raise Wrong(f"every position that you changed is labelled -100 on {on}, and every other one holds its id",
-                    "your labels are inverted: a chosen position (one that may change) holds its original id, and "
-                    "-100 marks the positions that were NOT chosen")
+        raise Wrong(_("every position that you changed is labelled -100 on {on}, and every other one holds its id",
+                      on=on),
+                    _("your labels are inverted: a chosen position (one that may change) holds its original id, and "
+                      "-100 marks the positions that were NOT chosen"))
     if (changed & ~chosen).any():
         share = float((changed & ~chosen).sum()) / max(1, int((~chosen).sum()))
-        hint = ("label every chosen position, also those that got a random id or kept their own: a position that "
-                "changed must have a label" if share < 0.1 else
-                "only chosen positions may change: apply the 80/10/10 split to the chosen positions only")
-        raise Wrong(f"masked_ids differs from ids at {share:.1%} of the positions labelled -100 on {on}", hint)
+        hint = (_("label every chosen position, also those that got a random id or kept their own: a position that "
+                  "changed must have a label") if share < 0.1 else
+                _("only chosen positions may change: apply the 80/10/10 split to the chosen positions only"))
+        raise Wrong(_("masked_ids differs from ids at {share:.1%} of the positions labelled -100 on {on}",
+                      share=share, on=on), hint)
     if int(masked.min()) < 0 or int(masked.max()) >= vocab_size:
-        raise Wrong(f"masked_ids holds values in [{int(masked.min())}, {int(masked.max())}] on {on}, outside "
-                    f"[0, vocab_size={vocab_size})",
+        raise Wrong(_("masked_ids holds values in [{int_masked_min}, {int_masked_max}] on {on}, outside [0, "
+                      "vocab_size={vocab_size})",
+                      int_masked_min=int(masked.min()), int_masked_max=int(masked.max()), on=on, vocab_size=vocab_size),
                     RANDOM_IDS)
     k, to_mask = int(chosen.sum()), int((masked[chosen] == mask_id).sum())
     if k >= 200 and to_mask < k / 2:  # a right answer: probability below 1e-19
@@ -120,9 +131,11 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, mask_id: int, 
         mode = int(replaced.mode().values) if replaced.numel() else -1
         share = int((replaced == mode).sum()) / k
         if share > 0.5:
-            raise Wrong(f"{to_mask / k:.1%} of the {k:,} chosen positions hold mask_id={mask_id} on {on}, and "
-                        f"{share:.1%} hold {mode}", "your [MASK] ignores the mask_id argument: use mask_id itself, "
-                        "whatever its value (it is not the same in every call)")
+            raise Wrong(_("{to_mask_k:.1%} of the {k:,} chosen positions hold mask_id={mask_id} on {on}, and "
+                          "{share:.1%} hold {mode}",
+                          to_mask_k=to_mask / k, k=k, mask_id=mask_id, on=on, share=share,
+                          mode=mode), _("your [MASK] ignores the mask_id argument: use mask_id itself, "
+                                        "whatever its value (it is not the same in every call)"))
     return chosen
 
 
@@ -134,25 +147,28 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
     # Independent choices make every row (and column) differ: equal rows or all-or-nothing rows have probability
     # below 1e-30 here.
     per_row = chosen.sum(dim=1)  # (rows,): equal counts in all 200 rows have probability below 0.06^199
-    for what, bad in (("the same positions are chosen in every row", (chosen == chosen[:1]).all()),
-                      ("each row is chosen entirely or not at all", (chosen.all(dim=1) | ~chosen.any(dim=1)).all()),
-                      (f"every row has exactly {int(per_row[0])} chosen positions", (per_row == per_row[0]).all())):
+    for what, bad in ((_("the same positions are chosen in every row"), (chosen == chosen[:1]).all()),
+                      (_("each row is chosen entirely or not at all"), (chosen.all(dim=1) | ~chosen.any(dim=1)).all()),
+                      (_("every row has exactly {int_per_row_0} chosen positions",
+                         int_per_row_0=int(per_row[0])), (per_row == per_row[0]).all())):
         if bool(bad):
-            raise Wrong(f"{what} on {on}", INDEPENDENT_HINT)
+            raise Wrong(_("{what} on {on}", what=what, on=on), INDEPENDENT_HINT)
     if not within_window(k, n, _P_CHOOSE):
         all_masked = bool((masked[chosen] == _MASK).all())
         all_changed = bool((masked[chosen] != ids[chosen]).all())
-        known = [(_P_CHOOSE * _P_MASK, all_masked, "you labelled only the positions that became [MASK]: label every "
-                  "chosen position, also those that got a random id or kept their own"),
-                 (_P_CHOOSE * (_P_MASK + _P_RANDOM), all_changed, "you labelled only the positions that changed: "
-                  "label every chosen position, also the 10% that keep their id"),
-                 (1 - _P_CHOOSE, True, "your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
-                  "labelled -100")]
+        known = [(_P_CHOOSE * _P_MASK, all_masked, _("you labelled only the positions that became [MASK]: label every "
+                                                     "chosen position, also those that got a random id or kept their own")),
+                 (_P_CHOOSE * (_P_MASK + _P_RANDOM), all_changed, _("you labelled only the positions that changed: "
+                                                                    "label every chosen position, also the 10% that keep their id")),
+                 (1 - _P_CHOOSE, True, _("your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
+                                         "labelled -100"))]
         for p, confirmed, hint in known:
             if confirmed and within_window(k, n, p):
-                raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%", hint)
-        raise Wrong(f"{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
-                    "choose each position independently with probability 0.15")
+                raise Wrong(_("{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
+                              share=share, on=on), hint)
+        raise Wrong(_("{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
+                      share=share, on=on),
+                    _("choose each position independently with probability 0.15"))
     to_mask = int((masked[chosen] == _MASK).sum())
     same = int((masked[chosen] == ids[chosen]).sum())
     got = (to_mask, same, k - to_mask - same)  # [MASK], unchanged, another id
@@ -162,30 +178,34 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
         return p_mask + p_random / _V, p_keep + p_random / _V, p_random * (_V - 2) / _V
 
     if not all(within_window(c, k, p) for c, p in zip(got, observed(_P_MASK, _P_RANDOM, 1 - _P_MASK - _P_RANDOM))):
-        shares = f"{got[0] / k:.1%} [MASK], {got[2] / k:.1%} another id, {got[1] / k:.1%} unchanged"
-        known = [((1.0, 0.0, 0.0), "every chosen position became [MASK]: replace 80% of them by [MASK], 10% by a "
-                  "random id, and leave 10% unchanged"),
-                 ((0.8, 0.0, 0.2), "no chosen position got a random id: 10% of them must get a random id"),
-                 ((0.8, 0.2, 0.0), "no chosen position kept its id: 10% of them must stay unchanged (they are "
-                  "still labelled, so the model learns that any token may be wrong)"),
-                 ((0.1, 0.8, 0.1), "the split is the wrong way round: 80% of the chosen positions become [MASK], "
-                  "10% a random id"),
-                 ((0.1, 0.1, 0.8), "the split is the wrong way round: 80% of the chosen positions become [MASK], "
-                  "10% stay unchanged"),
+        shares = _("{got_0_k:.1%} [MASK], {got_2_k:.1%} another id, {got_1_k:.1%} unchanged",
+                   got_0_k=got[0] / k, got_2_k=got[2] / k, got_1_k=got[1] / k)
+        known = [((1.0, 0.0, 0.0), _("every chosen position became [MASK]: replace 80% of them by [MASK], 10% by a "
+                                     "random id, and leave 10% unchanged")),
+                 ((0.8, 0.0, 0.2), _("no chosen position got a random id: 10% of them must get a random id")),
+                 ((0.8, 0.2, 0.0), _("no chosen position kept its id: 10% of them must stay unchanged (they are "
+                                     "still labelled, so the model learns that any token may be wrong)")),
+                 ((0.1, 0.8, 0.1), _("the split is the wrong way round: 80% of the chosen positions become [MASK], "
+                                     "10% a random id")),
+                 ((0.1, 0.1, 0.8), _("the split is the wrong way round: 80% of the chosen positions become [MASK], "
+                                     "10% stay unchanged")),
                  ((0.72, 0.1, 0.18), OVERLAP_HINT), ((0.8, 0.02, 0.18), OVERLAP_HINT)]
         for actions, hint in known:
             if all(within_window(c, k, p) for c, p in zip(got, observed(*actions))):
-                raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", hint)
-        raise Wrong(f"of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%",
-                    "split the chosen positions into three disjoint groups with probabilities 0.8 ([MASK]), 0.1 "
-                    "(a random id) and 0.1 (unchanged)")
+                raise Wrong(_("of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%",
+                              on=on, shares=shares), hint)
+        raise Wrong(_("of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", on=on, shares=shares),
+                    _("split the chosen positions into three disjoint groups with probabilities 0.8 ([MASK]), 0.1 "
+                      "(a random id) and 0.1 (unchanged)"))
     replaced = masked[chosen & (masked != ids) & (masked != _MASK)].double()  # (other,) the random ids
     m = replaced.numel()
     low, high = int((replaced < _V / 2).sum()), int((replaced >= 0.9 * _V).sum())  # uniform: half, a tenth
     if m and not (within_window(low, m, 0.5) and within_window(high, m, 0.1)):
-        raise Wrong(f"the random ids on {on} lie in [{int(replaced.min())}, {int(replaced.max())}], {low / m:.0%} of "
-                    f"them below {_V // 2}; ids drawn uniformly from [0, vocab_size={_V}) spread over the whole "
-                    "range, half of them below the middle", RANDOM_IDS)
+        raise Wrong(_("the random ids on {on} lie in [{int_replaced_min}, {int_replaced_max}], {low_m:.0%} of "
+                      "them below {v_2}; ids drawn uniformly from [0, vocab_size={_V}) spread over the whole "
+                      "range, half of them below the middle",
+                      on=on, int_replaced_min=int(replaced.min()), int_replaced_max=int(replaced.max()),
+                      low_m=low / m, v_2=_V // 2, _V=_V), RANDOM_IDS)
 
 
 def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int, vocab_size: int, on: str) -> None:
@@ -193,8 +213,9 @@ def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int,
     also 0, vocab_size - 1, ids absent from the batch, mask_id and the original id (vocab_size + 1 windows)."""
     k = int(chosen.sum())
     p_each = _P_RANDOM / vocab_size
-    where = (f"among the {k:,} chosen positions on {on}, where each id in [0, {vocab_size}) should come as the "
-             f"random id 10% x 1/{vocab_size} = {p_each:.1%} of the time")
+    where = (_("among the {k:,} chosen positions on {on}, where each id in [0, {vocab_size}) should come as the "
+               "random id 10% x 1/{vocab_size} = {p_each:.1%} of the time",
+               k=k, on=on, vocab_size=vocab_size, p_each=p_each))
     present = set(ids.unique().tolist())
     shares, failed = {}, []  # id -> share among the chosen positions not holding it; the ids outside their window
     for j in range(vocab_size):
@@ -212,32 +233,37 @@ def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int,
     rare = [j for j in failed if shares[j] < p_each]
     if rare in ([0], [vocab_size - 1]):
         j = rare[0]
-        raise Wrong(f"id {j} replaced a chosen position other than its own {shares[j]:.2%} of the time {where}",
-                    "every id from 0 to vocab_size - 1 can be drawn: the lower bound is 0 (also the special ids), "
-                    "and torch.randint's upper bound, vocab_size, is exclusive")
+        raise Wrong(_("id {j} replaced a chosen position other than its own {shares_j:.2%} of the time {where}",
+                      j=j, shares_j=shares[j], where=where),
+                    _("every id from 0 to vocab_size - 1 can be drawn: the lower bound is 0 (also the special ids), "
+                      "and torch.randint's upper bound, vocab_size, is exclusive"))
     for j in rare:  # an id never (or too rarely) drawn names the mistake best
         if j not in present:
-            raise Wrong(f"id {j}, which is not in the batch, replaced a chosen position {shares[j]:.2%} of the time "
-                        f"{where}", "draw random ids from the whole vocabulary, not from the tokens in the batch")
+            raise Wrong(_("id {j}, which is not in the batch, replaced a chosen position {shares_j:.2%} of the "
+                          "time {where}", j=j, shares_j=shares[j],
+                          where=where), _("draw random ids from the whole vocabulary, not from the tokens in the batch"))
     if not same_ok and same < k * (1 - _P_MASK - _P_RANDOM + p_each):
-        raise Wrong(f"{same / k:.1%} of the chosen positions kept their id {where}; expected 10% unchanged + "
-                    f"{p_each:.1%} that drew their own id",
-                    "a random id may equal the original one (probability 1/vocab_size): keep it, without shifting "
-                    "or redrawing it")
+        raise Wrong(_("{same_k:.1%} of the chosen positions kept their id {where}; expected 10% unchanged + "
+                      "{p_each:.1%} that drew their own id", same_k=same / k, where=where, p_each=p_each),
+                    _("a random id may equal the original one (probability 1/vocab_size): keep it, without shifting "
+                      "or redrawing it"))
     if not mask_ok and to_mask < k * (_P_MASK + p_each):
-        raise Wrong(f"{to_mask / k:.1%} of the chosen positions hold mask_id {where}; expected 80% [MASK] + "
-                    f"{p_each:.1%} that drew mask_id as their random id",
-                    "a random id may be mask_id too: draw it from all of [0, vocab_size), without shifting or "
-                    "redrawing it")
+        raise Wrong(_("{to_mask_k:.1%} of the chosen positions hold mask_id {where}; expected 80% [MASK] + "
+                      "{p_each:.1%} that drew mask_id as their random id",
+                      to_mask_k=to_mask / k, where=where, p_each=p_each),
+                    _("a random id may be mask_id too: draw it from all of [0, vocab_size), without shifting or "
+                      "redrawing it"))
     if failed or not (same_ok and mask_ok):
-        detail = (f"id {failed[0]} replaced a chosen position other than its own {shares[failed[0]]:.2%} of the time"
-                  if failed else f"{same / k:.1%} kept their id and {to_mask / k:.1%} hold mask_id")
-        raise Wrong(f"{detail} {where}", RANDOM_IDS)
+        detail = (_("id {failed_0} replaced a chosen position other than its own {shares_failed_0:.2%} of the "
+                    "time", failed_0=failed[0], shares_failed_0=shares[failed[0]])
+                  if failed else _("{same_k:.1%} kept their id and {to_mask_k:.1%} hold mask_id",
+                                   same_k=same / k, to_mask_k=to_mask / k))
+        raise Wrong(_("{detail} {where}", detail=detail, where=where), RANDOM_IDS)
 
 
 def _mlm_error_hint(message: str) -> str | None:
     if "random_ expects 'from' to be less than 'to'" in message:
-        return "draw random ids from the whole vocabulary, 0 included: " + RANDOM_IDS
+        return _("draw random ids from the whole vocabulary, 0 included: ") + _(RANDOM_IDS)
     return None
 
 
@@ -247,16 +273,16 @@ def check_mlm_mask(mlm_mask) -> str:
     """mlm_mask(ids, mask_id, vocab_size, generator) -> (masked_ids, labels) with BERT's 15% and 80/10/10."""
     # structure first, on small inputs that are easy to read
     small = [
-        ("ids of shape (2, 8) with vocab_size=1000, mask_id=3", _ids((2, 8), 4, _V, 801), _MASK, _V),
-        ("a batch of 1: ids of shape (1, 5)", _ids((1, 5), 4, _V, 802), _MASK, _V),
-        ("ids of shape (64, 30) with a small vocabulary: vocab_size=6, mask_id=5", _ids((64, 30), 0, 5, 803), 5, 6),
+        (_("ids of shape (2, 8) with vocab_size=1000, mask_id=3"), _ids((2, 8), 4, _V, 801), _MASK, _V),
+        (_("a batch of 1: ids of shape (1, 5)"), _ids((1, 5), 4, _V, 802), _MASK, _V),
+        (_("ids of shape (64, 30) with a small vocabulary: vocab_size=6, mask_id=5"), _ids((64, 30), 0, 5, 803), 5, 6),
     ]
     counts = []  # (chosen, positions) per call
     for on, ids, mask_id, vocab_size in small:
         masked, labels = _mlm_call(mlm_mask, ids, mask_id, vocab_size, 11, on)
         counts.append((int(_check_structure(ids, masked, labels, mask_id, vocab_size, on).sum()), ids.numel()))
     # the proportions, on 100,000 positions
-    on = "ids of shape (200, 500) with vocab_size=1000, mask_id=3"
+    on = _("ids of shape (200, 500) with vocab_size=1000, mask_id=3")
     ids = _ids((200, 500), 4, _V, 810)  # never the [MASK] id 3
     masked, labels = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on)
     chosen = _check_structure(ids, masked, labels, _MASK, _V, on)
@@ -264,15 +290,15 @@ def check_mlm_mask(mlm_mask) -> str:
     # the generator: the same seed, whatever the global generators; another seed, another mask
     again = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=1)
     if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
-        raise Wrong("two calls with generators seeded alike (torch.Generator().manual_seed(1234)) gave different "
-                    "masks when the global random generator was in another state", GENERATOR_HINT)
+        raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed(1234)) gave different "
+                      "masks when the global random generator was in another state"), GENERATOR_HINT)
     other = _mlm_call(mlm_mask, ids, _MASK, _V, 4321, on)
     if torch.equal(other[0], masked) and torch.equal(other[1], labels):
-        raise Wrong("generators seeded with 1234 and with 4321 gave exactly the same masks",
-                    "use the generator argument for every random draw, not a generator you create and seed yourself")
+        raise Wrong(_("generators seeded with 1234 and with 4321 gave exactly the same masks"),
+                    _("use the generator argument for every random draw, not a generator you create and seed yourself"))
     # the random ids, with a vocabulary of 5 and ids only 0 and 1: every id must come, 0, 3 and 4 (not in the
     # batch), mask_id 2 and the original included (300,000 positions, so that 1/5 of the 10% shows)
-    on = "ids of shape (600, 500) holding only 0 and 1, with vocab_size=5, mask_id=2"
+    on = _("ids of shape (600, 500) holding only 0 and 1, with vocab_size=5, mask_id=2")
     ids = _ids((600, 500), 0, 2, 811)
     masked, labels = _mlm_call(mlm_mask, ids, 2, 5, 99, on)
     chosen_small = _check_structure(ids, masked, labels, 2, 5, on)
@@ -282,7 +308,7 @@ def check_mlm_mask(mlm_mask) -> str:
     counts = [counts[2], (int(chosen.sum()), chosen.numel()), (int((other[1] != -100).sum()), chosen.numel()),
               (int(chosen_small.sum()), chosen_small.numel())]
     if all(k == round(_P_CHOOSE * n) for k, n in counts):
-        raise Wrong("exactly 15% of the positions are chosen in every call: " + ", ".join(
-            f"{k:,} of {n:,}" for k, n in counts), INDEPENDENT_HINT)
-    return ("15% chosen and 80/10/10 within statistical bounds on 100,000 positions; random ids uniform over the "
-            "whole vocabulary; labels, unchosen positions and the generator are right")
+        raise Wrong(_("exactly 15% of the positions are chosen in every call: ") + ", ".join(
+            _("{k:,} of {n:,}", k=k, n=n) for k, n in counts), INDEPENDENT_HINT)
+    return (_("15% chosen and 80/10/10 within statistical bounds on 100,000 positions; random ids uniform over the "
+              "whole vocabulary; labels, unchosen positions and the generator are right"))

@@ -13,13 +13,14 @@ from ..compare import expect_tuple
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ...i18n import N_, _
 
 
 _DTYPES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
 
 COST_FORBIDDEN = [
-    (name, "write the two formulas yourself: count the multiply-adds of Q K^T and of P V, and the entries of "
-           "the score matrix")
+    (name, N_("write the two formulas yourself: count the multiply-adds of Q K^T and of P V, and the entries of "
+              "the score matrix"))
     for name in ("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes",
                  "attnbook.timing.kv_cache_bytes", "attnbook.timing.attention_matmul_shapes",
                  "attnbook.timing.matmul_flops", "attnbook.timing.layer_flops")
@@ -33,8 +34,8 @@ COST_FORBIDDEN = [
 COST_CASES = [(3, 5, 7, 6, 4), (1, 1, 4, 2, 2), (3, 16, 1000, 72, 8), (4, 12, 1024, 64, 2), (1, 32, 4096, 128, 2),
               (1, 1, 1, 1, 1), (8, 32, 32768, 128, 2)]
 
-_OVERFLOW_HINT = ("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
-                  "wraps around past it; compute with the Python ints you are given, which never overflow")
+_OVERFLOW_HINT = (N_("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
+                     "wraps around past it; compute with the Python ints you are given, which never overflow"))
 
 
 def _int32(n: int) -> int:
@@ -42,41 +43,41 @@ def _int32(n: int) -> int:
     return (n + 2**31) % 2**32 - 2**31
 
 
-_INT_HINT = ("FLOPs and bytes are whole numbers: compute them with integer arithmetic (*, **, //) on the int "
-             "arguments, not with / or math.pow, which give floats")
+_INT_HINT = (N_("FLOPs and bytes are whole numbers: compute them with integer arithmetic (*, **, //) on the int "
+                "arguments, not with / or math.pow, which give floats"))
 
 
 def _flop_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[str, int]]:
     """(hint, value) for the FLOP counts that common mistakes give."""
     D = H * d  # d_model
     return [
-        ("that is 2·B·H·N²·d: you counted one of the two matrix products, or both products as multiply-adds; "
-         "count Q Kᵀ and P V, each at 2 FLOPs (a multiply and an add) per multiply-add", 2 * B * H * N * N * d),
-        ("that is B·H·N²·d, the multiply-adds of one matrix product: attention has two products (Q Kᵀ and P V), "
-         "and each multiply-add is 2 FLOPs", B * H * N * N * d),
-        ("that is 6·B·H·N²·d, three matrix products' worth: attention has two, Q Kᵀ and P V, each "
-         "2·B·H·N²·d", 6 * B * H * N * N * d),
-        ("you counted a dot product of length d_head as d_head multiplies and d_head - 1 adds; the convention "
-         "(and the task) counts 2 FLOPs per multiply-add, 2·d_head per dot product",
+        (_("that is 2·B·H·N²·d: you counted one of the two matrix products, or both products as multiply-adds; "
+           "count Q Kᵀ and P V, each at 2 FLOPs (a multiply and an add) per multiply-add"), 2 * B * H * N * N * d),
+        (_("that is B·H·N²·d, the multiply-adds of one matrix product: attention has two products (Q Kᵀ and P V), "
+           "and each multiply-add is 2 FLOPs"), B * H * N * N * d),
+        (_("that is 6·B·H·N²·d, three matrix products' worth: attention has two, Q Kᵀ and P V, each "
+           "2·B·H·N²·d"), 6 * B * H * N * N * d),
+        (_("you counted a dot product of length d_head as d_head multiplies and d_head - 1 adds; the convention "
+           "(and the task) counts 2 FLOPs per multiply-add, 2·d_head per dot product"),
          2 * B * H * N * N * (2 * d - 1)),
-        ("you counted d_head multiplies and d_head - 1 adds per score, and N multiplies and N - 1 adds per "
-         "output entry; the convention (and the task) counts 2 FLOPs per multiply-add",
+        (_("you counted d_head multiplies and d_head - 1 adds per score, and N multiplies and N - 1 adds per "
+           "output entry; the convention (and the task) counts 2 FLOPs per multiply-add"),
          B * H * N * N * (2 * d - 1) + B * H * N * d * (2 * N - 1)),
-        ("that counts only the causal pairs (N(N+1)/2 per head); this task asks for attention without a mask, "
-         "where every query meets every key", 2 * B * H * N * (N + 1) * d),
-        ("d_head appears once: each of the N² scores is a dot product of length d_head (and each of the N·d "
-         "outputs a sum of N terms), so the count is 4·B·H·N²·d, not 4·B·H·N·d²", 4 * B * H * N * d * d),
-        ("every query meets every key: N queries times N keys is N² pairs, not N", 4 * B * H * N * d),
-        ("each head works on vectors of length d_head, not d_model = heads·d_head: you multiplied by the number "
-         "of heads twice", 4 * B * H * N * N * D),
-        ("count only the attention products Q Kᵀ and P V: the projections W_q, W_k, W_v and W_o are not part of "
-         "this count", 4 * B * H * N * N * d + 8 * B * N * D * D),
-        ("count only the attention products Q Kᵀ and P V: the projections W_q, W_k and W_v are not part of "
-         "this count", 4 * B * H * N * N * d + 6 * B * N * D * D),
-        ("multiply by the number of heads: every head computes its own scores", 4 * B * N * N * d),
-        ("multiply by the batch size: every sequence in the batch computes its own scores", 4 * H * N * N * d),
-        ("multiply by both the batch size and the number of heads", 4 * N * N * d),
-        ("FLOPs do not depend on the bytes per element: leave bytes_per_el out of the FLOP count",
+        (_("that counts only the causal pairs (N(N+1)/2 per head); this task asks for attention without a mask, "
+           "where every query meets every key"), 2 * B * H * N * (N + 1) * d),
+        (_("d_head appears once: each of the N² scores is a dot product of length d_head (and each of the N·d "
+           "outputs a sum of N terms), so the count is 4·B·H·N²·d, not 4·B·H·N·d²"), 4 * B * H * N * d * d),
+        (_("every query meets every key: N queries times N keys is N² pairs, not N"), 4 * B * H * N * d),
+        (_("each head works on vectors of length d_head, not d_model = heads·d_head: you multiplied by the number "
+           "of heads twice"), 4 * B * H * N * N * D),
+        (_("count only the attention products Q Kᵀ and P V: the projections W_q, W_k, W_v and W_o are not part of "
+           "this count"), 4 * B * H * N * N * d + 8 * B * N * D * D),
+        (_("count only the attention products Q Kᵀ and P V: the projections W_q, W_k and W_v are not part of "
+           "this count"), 4 * B * H * N * N * d + 6 * B * N * D * D),
+        (_("multiply by the number of heads: every head computes its own scores"), 4 * B * N * N * d),
+        (_("multiply by the batch size: every sequence in the batch computes its own scores"), 4 * H * N * N * d),
+        (_("multiply by both the batch size and the number of heads"), 4 * N * N * d),
+        (_("FLOPs do not depend on the bytes per element: leave bytes_per_el out of the FLOP count"),
          4 * B * H * N * N * d * nbytes),
     ]
 
@@ -84,25 +85,25 @@ def _flop_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[st
 def _byte_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[str, int | float]]:
     """(hint, value) for the score-matrix sizes that common mistakes give."""
     return [
-        ("that is the size in bits: an element of bytes_per_el bytes is 8·bytes_per_el bits; return bytes",
+        (_("that is the size in bits: an element of bytes_per_el bytes is 8·bytes_per_el bits; return bytes"),
          8 * B * H * N * N * nbytes),
-        ("bytes_per_el is already a number of bytes: multiply by it, without dividing by 8",
+        (_("bytes_per_el is already a number of bytes: multiply by it, without dividing by 8"),
          B * H * N * N * nbytes / 8),
-        ("bytes_per_el is already a number of bytes: multiply by it, without dividing by 8",
+        (_("bytes_per_el is already a number of bytes: multiply by it, without dividing by 8"),
          B * H * N * N * nbytes // 8),
-        ("the score matrix has one entry per (query, key) pair: N² entries per head, not N", B * H * N * nbytes),
-        ("the score matrix has N × N entries per head, not N × N × d_head: each score is one number",
+        (_("the score matrix has one entry per (query, key) pair: N² entries per head, not N"), B * H * N * nbytes),
+        (_("the score matrix has N × N entries per head, not N × N × d_head: each score is one number"),
          B * H * N * N * d * nbytes),
-        ("count one (B, H, N, N) matrix, the scores; the weights reuse the same size but the task asks for one "
-         "matrix", 2 * B * H * N * N * nbytes),
-        ("multiply the number of entries by bytes_per_el", B * H * N * N),
-        ("multiply by the number of heads: every head has its own N × N scores", B * N * N * nbytes),
-        ("multiply by the batch size: every sequence has its own N × N scores", H * N * N * nbytes),
+        (_("count one (B, H, N, N) matrix, the scores; the weights reuse the same size but the task asks for one "
+           "matrix"), 2 * B * H * N * N * nbytes),
+        (_("multiply the number of entries by bytes_per_el"), B * H * N * N),
+        (_("multiply by the number of heads: every head has its own N × N scores"), B * N * N * nbytes),
+        (_("multiply by the batch size: every sequence has its own N × N scores"), H * N * N * nbytes),
     ]
 
 
-_FLOP_UNITS = [(1e3, "kFLOPs (thousands)"), (1e6, "MFLOPs (millions)"), (1e9, "GFLOPs (billions)"),
-               (1e12, "TFLOPs (trillions)")]
+_FLOP_UNITS = [(1e3, N_("kFLOPs (thousands)")), (1e6, N_("MFLOPs (millions)")), (1e9, N_("GFLOPs (billions)")),
+               (1e12, N_("TFLOPs (trillions)"))]
 _BYTE_UNITS = [(2 ** 10, "KiB"), (1e3, "kB"), (2 ** 20, "MiB"), (1e6, "MB"), (2 ** 30, "GiB"), (1e9, "GB")]
 
 
@@ -118,24 +119,26 @@ def _unit_hint(got: int | float, right: int, units: list[tuple[float, str]], wha
     for size, name in units:
         cut = isinstance(got, int) and right / size >= 10 and got == int(right // size)
         if got != right and (_same(got, right / size) or cut):
-            return f"that is {what} in {name}; return the count itself, not divided by {size:,.0f}"
+            return _("that is {what} in {name}; return the count itself, not divided by {size:,.0f}",
+                     what=what, name=name, size=size)
     return None
 
 
 def _cost_number(x, name: str, on: str) -> int | float:
     """A Python int (from a Python or NumPy integer) or float from the learner's value; else Wrong naming `name`."""
     if isinstance(x, Tensor):
-        raise Wrong(f"{name} is a tensor (dtype {x.dtype}) on {on}, expected an int",
-                    "the arguments are Python ints: compute with them directly (no torch.tensor), and return "
-                    "Python ints (call .item() on a one-element tensor)")
+        raise Wrong(_("{name} is a tensor (dtype {dtype}) on {on}, expected an int",
+                      name=name, dtype=x.dtype, on=on),
+                    _("the arguments are Python ints: compute with them directly (no torch.tensor), and return "
+                      "Python ints (call .item() on a one-element tensor)"))
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise Wrong(f"{name} is {describe(x)} on {on}, expected an int",
-                    "return two ints: `return flops, score_bytes`")
+        raise Wrong(_("{name} is {describe_x} on {on}, expected an int", name=name, describe_x=describe(x), on=on),
+                    _("return two ints: `return flops, score_bytes`"))
     if isinstance(x, numbers.Integral):
         return int(x)
     value = float(x)
     if not math.isfinite(value):
-        raise Wrong(f"{name} is {value} on {on}, expected an int", _INT_HINT)
+        raise Wrong(_("{name} is {value} on {on}, expected an int", name=name, value=value, on=on), _INT_HINT)
     return value
 
 
@@ -150,9 +153,9 @@ def _flops_hint(got: int | float, B: int, H: int, N: int, d: int, nbytes: int) -
     if got != right and got == _int32(right):
         return _OVERFLOW_HINT
     if got == 0:
-        return ("the FLOP count of this input is not 0; if you converted to GFLOPs (or divided with //), return the "
-                "number of FLOPs itself: the conversion rounds a small count down to 0")
-    unit = _unit_hint(got, right, _FLOP_UNITS, "the FLOP count")
+        return (_("the FLOP count of this input is not 0; if you converted to GFLOPs (or divided with //), return the "
+                  "number of FLOPs itself: the conversion rounds a small count down to 0"))
+    unit = _unit_hint(got, right, _FLOP_UNITS, _("the FLOP count"))
     if unit:
         return unit
     for hint, value in _flop_mistakes(B, H, N, d, nbytes):
@@ -161,7 +164,7 @@ def _flops_hint(got: int | float, B: int, H: int, N: int, d: int, nbytes: int) -
     scores = B * H * N * N
     extra = (got - right) / scores
     if isinstance(got, int) and got > right and (got - right) % scores == 0 and 1 <= extra <= 5:
-        return "count only the two matrix products, as is customary; the softmax and the scaling are not counted"
+        return _("count only the two matrix products, as is customary; the softmax and the scaling are not counted")
     return None
 
 
@@ -172,8 +175,8 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
     if got != right and got == _int32(right):
         return _OVERFLOW_HINT
     if got == 0:
-        return ("the score matrix of this input is not empty; if you converted to MiB or GB (or divided with //), "
-                "return the number of bytes itself: the conversion rounds a small size down to 0")
+        return (_("the score matrix of this input is not empty; if you converted to MiB or GB (or divided with //), "
+                  "return the number of bytes itself: the conversion rounds a small size down to 0"))
     # A byte size written into the code: ask again with another bytes_per_el and see whether the answer moves.
     other = 8 if nbytes != 8 else 2
     again = call(attention_cost, B, H, N, d, other, what="attention_cost",
@@ -184,10 +187,12 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
         unchanged = False
     if unchanged:
         per_entry = got / (B * H * N * N)
-        fixed = (f" of {per_entry:g} byte{'' if per_entry == 1 else 's'}" if per_entry == int(per_entry) else "")
-        return (f"score_bytes stays {_show(got)} when bytes_per_el changes to {other}: your code uses a fixed size"
-                f"{fixed} per element; multiply the number of entries by the bytes_per_el argument")
-    unit = _unit_hint(got, right, _BYTE_UNITS, "the size")
+        fixed = ("" if per_entry != int(per_entry) else _(" of 1 byte") if per_entry == 1
+                 else _(" of {per_entry:g} bytes", per_entry=per_entry))
+        return (_("score_bytes stays {show_got} when bytes_per_el changes to {other}: your code uses a fixed "
+                  "size{fixed} per element; multiply the number of entries by the bytes_per_el argument",
+                  show_got=_show(got), other=other, fixed=fixed))
+    unit = _unit_hint(got, right, _BYTE_UNITS, _("the size"))
     if unit:
         return unit.replace("return the count itself", "return bytes")
     for hint, value in _byte_mistakes(B, H, N, d, nbytes):
@@ -203,7 +208,7 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
 def check_attention_cost(attention_cost) -> str:
     """attention_cost(batch, heads, n, d_head, bytes_per_el) -> (flops, score_bytes), two ints."""
     for B, H, N, d, nbytes in COST_CASES:
-        on = f"batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}"
+        on = _("batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}", B=B, H=H, N=N, d=d, nbytes=nbytes)
         got = call(attention_cost, B, H, N, d, nbytes, what="attention_cost", on=on, forbid=COST_FORBIDDEN)
         if isinstance(got, list) and len(got) == 2:
             got = tuple(got)  # the task text accepts a list too
@@ -212,20 +217,23 @@ def check_attention_cost(attention_cost) -> str:
         flops = attention_flops(B, H, N, N, d)
         score_bytes = score_matrix_bytes(B, H, N, N, _DTYPES[nbytes])
         if (flops_got, bytes_got) == (score_bytes, flops) and flops != score_bytes:
-            raise Wrong(f"attention_cost returned (score_bytes, flops) on {on}",
-                        "return them in the order the task gives: `return flops, score_bytes`")
+            raise Wrong(_("attention_cost returned (score_bytes, flops) on {on}", on=on),
+                        _("return them in the order the task gives: `return flops, score_bytes`"))
         # The expected numbers are not shown: the learner works them out (the hints name the mistake).
         if not (isinstance(flops_got, int) and flops_got == flops):
-            kind = "the float " if isinstance(flops_got, float) else ""
-            raise Wrong(f"flops is {kind}{_show(flops_got)} on {on}, which is not the FLOP count of Q Kᵀ and P V",
+            kind = _("the float ") if isinstance(flops_got, float) else ""
+            raise Wrong(_("flops is {kind}{show_flops_got} on {on}, which is not the FLOP count of Q Kᵀ and P V",
+                          kind=kind, show_flops_got=_show(flops_got), on=on),
                         _flops_hint(flops_got, B, H, N, d, nbytes)
-                        or "count the multiply-adds of Q Kᵀ and of P V for one head of one sequence, at 2 FLOPs "
-                           "each, then multiply by batch and heads; try your formula on a case small enough to "
-                           "count by hand")
+                        or _("count the multiply-adds of Q Kᵀ and of P V for one head of one sequence, at 2 FLOPs "
+                             "each, then multiply by batch and heads; try your formula on a case small enough to "
+                             "count by hand"))
         if not (isinstance(bytes_got, int) and bytes_got == score_bytes):
-            kind = "the float " if isinstance(bytes_got, float) else ""
-            raise Wrong(f"score_bytes is {kind}{_show(bytes_got)} on {on}, which is not the size of one "
-                        f"({B}, {H}, {N}, {N}) score matrix",
+            kind = _("the float ") if isinstance(bytes_got, float) else ""
+            raise Wrong(_("score_bytes is {kind}{show_bytes_got} on {on}, which is not the size of one ({B}, "
+                          "{H}, {N}, {N}) score matrix",
+                          kind=kind, show_bytes_got=_show(bytes_got), on=on, B=B, H=H, N=N),
                         _bytes_hint(attention_cost, bytes_got, B, H, N, d, nbytes, on)
-                        or "count the entries of one (batch, heads, n, n) matrix and multiply by bytes_per_el")
-    return f"exact FLOPs and bytes on {len(COST_CASES)} sizes, from 1 token to 32,768"
+                        or _("count the entries of one (batch, heads, n, n) matrix and multiply by bytes_per_el"))
+    return _("exact FLOPs and bytes on {len_cost_cases} sizes, from 1 token to 32,768",
+             len_cost_cases=len(COST_CASES))

@@ -16,10 +16,11 @@ from ..guard import call
 from ..observe import ChangedItem
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ...i18n import N_, _
 
 
-_SOFTMAX_INSTEAD = ("stream over the blocks: keep a running maximum m and a running sum l of exp(x - m), "
-                    "rescale l by exp(m_old - m_new) when m grows, then return exp(x - m) / l")
+_SOFTMAX_INSTEAD = (N_("stream over the blocks: keep a running maximum m and a running sum l of exp(x - m), "
+                       "rescale l by exp(m_old - m_new) when m grows, then return exp(x - m) / l"))
 # Every library softmax, log-softmax and log-sum-exp the task forbids. The core also forbids each torch.X's
 # private torch._X and its torch.ops.aten routes; a NumPy ufunc is caught through its module attribute
 # (np.logaddexp.reduce reaches the stand-in's attribute and raises).
@@ -65,45 +66,45 @@ def online_softmax_forbidden() -> list[tuple[str, str]]:
 
 ONLINE_SOFTMAX_FORBIDDEN = [(p, _SOFTMAX_INSTEAD) for p in (*_SOFTMAX_PATHS, *_SOFTMAX_PATTERNS)]
 
-_NO_RESCALE_SUM = ("when a block raises the running maximum from m_old to m_new, the sum collected so far was "
-                   "relative to m_old: multiply it by exp(m_old - m_new) before adding the new block's terms")
-_RESCALE_INVERTED = ("the rescaling factor is exp(m_old - m_new), at most 1: the terms collected so far shrink "
-                     "relative to the new, larger maximum; you multiplied by exp(m_new - m_old)")
-_OWN_MAX = ("each block was shifted by its own maximum, so the blocks' terms are on different scales: shift "
-            "every term by the one running maximum of everything seen (and rescale what came before)")
-_PER_BLOCK = ("you normalised each block on its own (each block sums to 1); the weights of the whole row must "
-              "sum to 1: divide by one sum over all the blocks")
-_NO_FINAL_RESCALE = ("the weights of the early blocks were computed with the maximum known at that time; at the "
-                     "end, compute every weight with the final maximum m: exp(x - m) / l")
-_NO_DIVIDE = "these are exp(x - m) without the division: divide by the running sum l so that the weights sum to 1"
-_NO_SHIFT = ("exp of a logit of 1000 overflows to inf (and exp(-1000) underflows to 0): subtract the running "
-             "maximum before exp, as the chapter's online softmax does")
-_FIXED_SHIFT = ("an empty block has no maximum; treating it as 0 (or any fixed number) shifts by too much when "
-                "every logit is far below it, and exp underflows to 0: skip empty blocks")
-_START_ZERO = ("the running maximum starts at -inf, not 0: on logits far below 0 (about -150 here) a maximum of 0 "
-               "shifts by too much, exp(x - 0) underflows to 0 and the sum l stays 0")
-_FROZEN_MAX = ("the running maximum was not updated: a later block's logits exceed the first block's maximum by more "
-               "than exp can take (about 88 in float32, 709 in float64), so exp(x - m) overflows. Whenever a block "
-               "raises the maximum, rescale l by exp(m_old - m_new) and carry on with the new maximum")
-_OLD_MAX_ADD = ("a block's terms are added relative to the new maximum, after the old sum has been rescaled by "
-                "exp(m_old - m_new); you added them relative to the old maximum")
-_RUNNING_OUT = ("each block's weights were written with the m and l known when the block arrived; only the final m "
-                "and l are right for every logit: finish the pass over all the blocks first, then compute "
-                "exp(x - m) / l for every logit")
-_LAST_OUT = ("the last block did not update m and l: every non-empty block, the last one included, must go into "
-             "the running maximum and sum")
-_ALL_INF_BLOCK = ("a block whose entries are all -inf has maximum -inf, and exp(-inf - (-inf)) is NaN: while the "
-                  "running maximum is still -inf, skip the block (it adds nothing to the sum) or shift by 0")
-_SKIPPED = ("an inf or NaN that no known mistake explains: the running maximum m stayed -inf (or the sum l stayed 0) "
-            "for some logits; was a block skipped (blocks[1:], or a size test such as len(b) > 1)? Every non-empty "
-            "block must update m and l")
-_NEGINF_TO_ZERO = ("a masked logit (-inf) must get weight exactly 0; replacing -inf by 0 (nan_to_num, masked_fill) "
-                   "gives it the weight of a logit 0. exp(-inf - m) is already 0: guard only the shift while m is "
-                   "still -inf")
-_SKIP_INF_BLOCK = ("a block with some -inf entries still has finite logits that count: skip only blocks whose "
-                   "entries are all -inf (exp(-inf - m) is 0 anyway), not every block that holds a -inf")
-_LOW_PRECISION = ("if you used float16 or bfloat16 (.half()) anywhere, keep the blocks' own dtype instead: half "
-                  "precision keeps only about 3 significant digits")
+_NO_RESCALE_SUM = (N_("when a block raises the running maximum from m_old to m_new, the sum collected so far was "
+                      "relative to m_old: multiply it by exp(m_old - m_new) before adding the new block's terms"))
+_RESCALE_INVERTED = (N_("the rescaling factor is exp(m_old - m_new), at most 1: the terms collected so far shrink "
+                        "relative to the new, larger maximum; you multiplied by exp(m_new - m_old)"))
+_OWN_MAX = (N_("each block was shifted by its own maximum, so the blocks' terms are on different scales: shift "
+               "every term by the one running maximum of everything seen (and rescale what came before)"))
+_PER_BLOCK = (N_("you normalised each block on its own (each block sums to 1); the weights of the whole row must "
+                 "sum to 1: divide by one sum over all the blocks"))
+_NO_FINAL_RESCALE = (N_("the weights of the early blocks were computed with the maximum known at that time; at the "
+                        "end, compute every weight with the final maximum m: exp(x - m) / l"))
+_NO_DIVIDE = N_("these are exp(x - m) without the division: divide by the running sum l so that the weights sum to 1")
+_NO_SHIFT = (N_("exp of a logit of 1000 overflows to inf (and exp(-1000) underflows to 0): subtract the running "
+                "maximum before exp, as the chapter's online softmax does"))
+_FIXED_SHIFT = (N_("an empty block has no maximum; treating it as 0 (or any fixed number) shifts by too much when "
+                   "every logit is far below it, and exp underflows to 0: skip empty blocks"))
+_START_ZERO = (N_("the running maximum starts at -inf, not 0: on logits far below 0 (about -150 here) a maximum of 0 "
+                  "shifts by too much, exp(x - 0) underflows to 0 and the sum l stays 0"))
+_FROZEN_MAX = (N_("the running maximum was not updated: a later block's logits exceed the first block's maximum by more "
+                  "than exp can take (about 88 in float32, 709 in float64), so exp(x - m) overflows. Whenever a block "
+                  "raises the maximum, rescale l by exp(m_old - m_new) and carry on with the new maximum"))
+_OLD_MAX_ADD = (N_("a block's terms are added relative to the new maximum, after the old sum has been rescaled by "
+                   "exp(m_old - m_new); you added them relative to the old maximum"))
+_RUNNING_OUT = (N_("each block's weights were written with the m and l known when the block arrived; only the final m "
+                   "and l are right for every logit: finish the pass over all the blocks first, then compute "
+                   "exp(x - m) / l for every logit"))
+_LAST_OUT = (N_("the last block did not update m and l: every non-empty block, the last one included, must go into "
+                "the running maximum and sum"))
+_ALL_INF_BLOCK = (N_("a block whose entries are all -inf has maximum -inf, and exp(-inf - (-inf)) is NaN: while the "
+                     "running maximum is still -inf, skip the block (it adds nothing to the sum) or shift by 0"))
+_SKIPPED = (N_("an inf or NaN that no known mistake explains: the running maximum m stayed -inf (or the sum l stayed 0) "
+               "for some logits; was a block skipped (blocks[1:], or a size test such as len(b) > 1)? Every non-empty "
+               "block must update m and l"))
+_NEGINF_TO_ZERO = (N_("a masked logit (-inf) must get weight exactly 0; replacing -inf by 0 (nan_to_num, masked_fill) "
+                      "gives it the weight of a logit 0. exp(-inf - m) is already 0: guard only the shift while m is "
+                      "still -inf"))
+_SKIP_INF_BLOCK = (N_("a block with some -inf entries still has finite logits that count: skip only blocks whose "
+                      "entries are all -inf (exp(-inf - m) is 0 anyway), not every block that holds a -inf"))
+_LOW_PRECISION = (N_("if you used float16 or bfloat16 (.half()) anywhere, keep the blocks' own dtype instead: half "
+                     "precision keeps only about 3 significant digits"))
 
 
 def _logits(*sizes: int, seed: int, scale: float = 3.0, dtype=torch.float64, offset: float = 0.0) -> list[Tensor]:
@@ -132,16 +133,17 @@ def _online_cases() -> list[tuple[str, list[Tensor]]]:
     # float32 logits of about -150, the largest in the first block: a maximum that starts at 0 underflows.
     falling = [b.float() - 150.0 for b in _logits(4, 3, 5, seed=3, offset=-5.0)]
     return [
-        ("one block of 5 logits", _logits(5, seed=0)),
-        ("3 blocks of sizes 3, 4 and 2 whose maximum grows from block to block", rising),
-        ("4 blocks of float32 logits of about +-1000", huge),
-        ("8 blocks of size 1 (float32), the fifth raising the maximum from 2 to 96", singles),
-        ("3 blocks of float32 logits of about -150 with the largest logit in the first block", falling),
-        ("float32 logits of about -200 in 3 blocks, the middle one empty", deep),
-        ("3 blocks, the second with two entries equal to -inf (masked)", masked),
-        ("3 blocks, the first with every entry equal to -inf", first_masked),
-        ("an empty block first, then 2 blocks", [torch.tensor([], dtype=torch.float64)] + _logits(3, 2, seed=7)),
-        (f"a long row in {len(long)} blocks of 0 to 5 logits, from block 150 on about 760 higher", long),
+        (_("one block of 5 logits"), _logits(5, seed=0)),
+        (_("3 blocks of sizes 3, 4 and 2 whose maximum grows from block to block"), rising),
+        (_("4 blocks of float32 logits of about +-1000"), huge),
+        (_("8 blocks of size 1 (float32), the fifth raising the maximum from 2 to 96"), singles),
+        (_("3 blocks of float32 logits of about -150 with the largest logit in the first block"), falling),
+        (_("float32 logits of about -200 in 3 blocks, the middle one empty"), deep),
+        (_("3 blocks, the second with two entries equal to -inf (masked)"), masked),
+        (_("3 blocks, the first with every entry equal to -inf"), first_masked),
+        (_("an empty block first, then 2 blocks"), [torch.tensor([], dtype=torch.float64)] + _logits(3, 2, seed=7)),
+        (_("a long row in {len_long} blocks of 0 to 5 logits, from block 150 on about 760 higher",
+           len_long=len(long)), long),
     ]
 
 
@@ -316,9 +318,9 @@ def finite_max(blocks: list[Tensor]) -> float:
 
 def _online_error_hint(message: str) -> str | None:
     if re.search(r"numel\(\) == 0|non-zero size|zero-size|empty", message):
-        return "an empty block has no maximum: skip blocks with b.numel() == 0 (they add nothing to the sum)"
+        return _("an empty block has no maximum: skip blocks with b.numel() == 0 (they add nothing to the sum)")
     if "expected a non-empty list of Tensors" in message:
-        return "torch.cat needs at least one tensor: build the list of weights from the blocks you were given"
+        return _("torch.cat needs at least one tensor: build the list of weights from the blocks you were given")
     return None
 
 
@@ -336,32 +338,35 @@ def check_online_softmax(online_softmax) -> str:
         got, changed = call(online_softmax, given, what="online_softmax", on=desc, forbid=forbid,
                             explain=_online_error_hint, observe=ChangedItem(0, blocks))
         if changed is not None:
-            raise Wrong(f"online_softmax changed block {changed} of its input in place on {desc}",
-                        "use out-of-place operations (b - m, not b -= m or b.sub_(m))")
+            raise Wrong(_("online_softmax changed block {changed} of its input in place on {desc}",
+                          changed=changed, desc=desc),
+                        _("use out-of-place operations (b - m, not b -= m or b.sub_(m))"))
         total = sum(b.numel() for b in blocks)
         expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)  # (total,)
         if isinstance(got, (list, tuple)):
-            hint = ("you returned one tensor per block: join them into one 1-D tensor with torch.cat"
+            hint = (_("you returned one tensor per block: join them into one 1-D tensor with torch.cat")
                     if got and all(isinstance(x, Tensor) for x in got) else
-                    "return one 1-D tensor holding the weights of every logit, in order")
-            raise Wrong(f"online_softmax returned {describe(got)} on {desc}, expected one 1-D tensor of "
-                        f"{total} weights", hint)
+                    _("return one 1-D tensor holding the weights of every logit, in order"))
+            raise Wrong(_("online_softmax returned {describe_got} on {desc}, expected one 1-D tensor of {total} "
+                          "weights", describe_got=describe(got), desc=desc, total=total), hint)
         if hasattr(got, "__array__") and not isinstance(got, Tensor):
-            raise Wrong(f"online_softmax returned {describe(got)} on {desc}, expected a torch.Tensor",
-                        "return a torch tensor: torch.from_numpy(a) converts a NumPy array (then keep the blocks' "
-                        "dtype)")
-        got = expect_tensor(got, what="the result", on=desc, finite=False)
+            raise Wrong(_("online_softmax returned {describe_got} on {desc}, expected a torch.Tensor",
+                          describe_got=describe(got), desc=desc),
+                        _("return a torch tensor: torch.from_numpy(a) converts a NumPy array (then keep the blocks' "
+                          "dtype)"))
+        got = expect_tensor(got, what=_("the result"), on=desc, finite=False)
         if got.dim() != 1:
-            raise Wrong(f"the result has shape {tuple(got.shape)} on {desc}, expected ({total},)",
-                        "return one 1-D tensor: the weights of all the blocks, one after the other")
+            raise Wrong(_("the result has shape {tuple_got_shape} on {desc}, expected ({total},)",
+                          tuple_got_shape=tuple(got.shape), desc=desc, total=total),
+                        _("return one 1-D tensor: the weights of all the blocks, one after the other"))
         has_empty = any(b.numel() == 0 for b in blocks)
         first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
         atol = 1e-6 if all(b.dtype == torch.float64 for b in blocks) else 1e-5
         g = got.detach().to(torch.float64).cpu() if got.is_floating_point() else None
         if g is not None and g.shape == expected.shape and torch.allclose(g, expected, atol=atol, rtol=1e-4):
-            expect_dtype(got, blocks[0].dtype, what="the result", on=desc, input_name="the blocks",
-                         hint="return the weights in the dtype of the blocks (float32 blocks give float32 weights); "
-                              "if you computed in float64, convert the result back with .to(blocks[0].dtype)")
+            expect_dtype(got, blocks[0].dtype, what=_("the result"), on=desc, input_name=_("the blocks"),
+                         hint=_("return the weights in the dtype of the blocks (float32 blocks give float32 weights); "
+                                "if you computed in float64, convert the result back with .to(blocks[0].dtype)"))
             history.append((g, blocks, expected, atol))
             if finite_max(blocks) > 80:
                 overflow_ruled_out = True
@@ -372,15 +377,15 @@ def check_online_softmax(online_softmax) -> str:
         for key, (hint, wrong) in _online_mistakes(blocks, expected).items():
             if g is not None and _matches(g, wrong, atol) and all(
                     _matches(g_j, m_j[key][1], atol_j) for g_j, m_j, atol_j in earlier):
-                raise Wrong(f"the result has the wrong values on {desc}", hint)
+                raise Wrong(_("the result has the wrong values on {desc}", desc=desc), hint)
         try:
-            expect_close(got, expected, what="the result", on=desc, atol=atol, rtol=1e-4,
+            expect_close(got, expected, what=_("the result"), on=desc, atol=atol, rtol=1e-4,
                          nan_hint=_nan_hint(blocks, has_empty, first_all_inf, overflow_ruled_out))
         except Wrong as e:
             if e.hint is None and g is not None and g.shape == expected.shape and torch.allclose(
                     g, expected, atol=3e-3, rtol=1e-2):
-                raise Wrong(f"the result is right to only about 3 significant digits on {desc} (checked to "
-                            f"{atol:g})", _LOW_PRECISION) from None
+                raise Wrong(_("the result is right to only about 3 significant digits on {desc} (checked to "
+                              "{atol:g})", desc=desc, atol=atol), _LOW_PRECISION) from None
             raise
-    return (f"right on {len(cases)} rows, including logits of +-1000, empty blocks, -inf entries and a row "
-            f"of {len(cases[-1][1])} blocks")
+    return (_("right on {len_cases} rows, including logits of +-1000, empty blocks, -inf entries and a row of "
+              "{len_cases_1_1} blocks", len_cases=len(cases), len_cases_1_1=len(cases[-1][1])))

@@ -15,10 +15,11 @@ from ..guard import beside_answer, call
 from ..hints import describe
 from ..registry import exercise, Wrong
 from .clock import CheckClock
+from ...i18n import N_, _
 
 
 TIMING_FORBIDDEN = [
-    (name, "write the loop yourself with time.perf_counter(): warm-up calls, then timed calls, then the median")
+    (name, N_("write the loop yourself with time.perf_counter(): warm-up calls, then timed calls, then the median"))
     for name in ("attnbook.timing.benchmark", "torch.utils.benchmark.Timer", "torch.utils.benchmark.utils.timer.Timer")
 ]
 
@@ -42,15 +43,15 @@ GPU_CASE = ([30, 20, 5, 3, 4, 3], 2, 3)
 
 def _timing_error_hint(message: str) -> str | None:
     if re.search(r"CUDA|cuda", message):
-        return ("torch.cuda.synchronize() fails on a machine without a GPU: call it only when "
-                "torch.cuda.is_available() is True")
+        return (_("torch.cuda.synchronize() fails on a machine without a GPU: call it only when "
+                  "torch.cuda.is_available() is True"))
     if re.search(r"'function' object is not (iterable|subscriptable)|'function' object has no attribute", message):
-        return ("time_it's first argument is the function to time, fn, which takes no arguments: call it as fn(). "
-                "Is this the function for exercise 9.3, time_it(fn, n_warmup=3, n_runs=10)?")
+        return (_("time_it's first argument is the function to time, fn, which takes no arguments: call it as fn(). "
+                  "Is this the function for exercise 9.3, time_it(fn, n_warmup=3, n_runs=10)?"))
     if re.search(r"\bfn\(\) takes 0 positional arguments", message):
-        return "fn takes no arguments: call it as fn()"
+        return _("fn takes no arguments: call it as fn()")
     if "statistics" in message or "median" in message:
-        return "collect one time per timed call in a list, then take statistics.median of that list"
+        return _("collect one time per timed call in a list, then take statistics.median of that list")
     return None
 
 
@@ -58,23 +59,26 @@ def _timing_value(got, r: int, on: str) -> tuple[float, bool]:
     """(the learner's result as a float, whether it was an int); Wrong for anything that is not one number."""
     if isinstance(got, Tensor):
         if got.numel() != 1 or got.dtype == torch.bool or got.is_complex():
-            raise Wrong(f"time_it returned a tensor of shape {tuple(got.shape)} {on}, expected one number",
-                        "return the median of the timed calls, one number in seconds")
+            raise Wrong(_("time_it returned a tensor of shape {tuple_got_shape} {on}, expected one number",
+                          tuple_got_shape=tuple(got.shape), on=on),
+                        _("return the median of the timed calls, one number in seconds"))
         got = got.item()
     elif not isinstance(got, numbers.Real) and hasattr(got, "__array__") and getattr(got, "size", 0) == 1:
         got = got.item() if hasattr(got, "item") else float(got)  # a NumPy scalar or one-element array
     if got is None:
-        raise Wrong(f"time_it returned None {on}", "did you forget the `return` statement?")
+        raise Wrong(_("time_it returned None {on}", on=on), _("did you forget the `return` statement?"))
     if isinstance(got, (list, tuple)):
-        hint = ("return the median of the list of times (statistics.median(times)), not the list"
-                if len(got) == r else "return one number: the median time of one call, in seconds")
-        raise Wrong(f"time_it returned {describe(got)} {on}, expected one number", hint)
+        hint = (_("return the median of the list of times (statistics.median(times)), not the list")
+                if len(got) == r else _("return one number: the median time of one call, in seconds"))
+        raise Wrong(_("time_it returned {describe_got} {on}, expected one number",
+                      describe_got=describe(got), on=on), hint)
     if isinstance(got, str):
-        raise Wrong(f"time_it returned the string {got!r} {on}, expected a float (seconds)",
-                    "return the number itself, not a formatted string")
+        raise Wrong(_("time_it returned the string {got!r} {on}, expected a float (seconds)", got=got, on=on),
+                    _("return the number itself, not a formatted string"))
     if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        raise Wrong(f"time_it returned {describe(got)} {on}, expected a float (seconds)",
-                    "return the median time of one call, in seconds")
+        raise Wrong(_("time_it returned {describe_got} {on}, expected a float (seconds)",
+                      describe_got=describe(got), on=on),
+                    _("return the median time of one call, in seconds"))
     return float(got), isinstance(got, numbers.Integral)
 
 
@@ -95,51 +99,51 @@ def _count_hint(clock: CheckClock, w: int, r: int, defaults: bool) -> str:
     if defaults:
         given = _default_counts(clock.answer)
         if given is not None and given != (3, 10) and all(isinstance(g, int) for g in given):
-            return (f"keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are {given[0]} and {given[1]}): "
-                    "the check calls time_it(fn) without them")
+            return (_("keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are {given_0} and "
+                      "{given_1}): the check calls time_it(fn) without them", given_0=given[0], given_1=given[1]))
     if calls == 0:
-        return ("call fn() inside time_it: n_warmup times to warm up, then n_runs times with the clock running "
-                "(fn without parentheses does not call it)")
+        return (_("call fn() inside time_it: n_warmup times to warm up, then n_runs times with the clock running "
+                  "(fn without parentheses does not call it)"))
     shape = clock.structure()
     if shape is not None:
         groups = shape[3]
         if shape[1] == 0:
-            return ("no call of fn happened between your clock readings: call fn() (with parentheses) between the "
-                    "reading before and the reading after")
+            return (_("no call of fn happened between your clock readings: call fn() (with parentheses) between the "
+                      "reading before and the reading after"))
         if groups.count(2) >= 2 and max(groups) == 2:
-            return "each of your measurements covered 2 calls of fn: time one call per measurement, n_runs in all"
+            return _("each of your measurements covered 2 calls of fn: time one call per measurement, n_runs in all")
     # The cases are chosen so that these call counts differ from one another (and from n_warmup + n_runs) on
     # the first case where each mistake shows; where two still coincide, no specific hint is given.
     candidates = [
-        (calls == r, "warm up first: call fn() n_warmup times without timing it (fn without parentheses does not "
-                     "call it), so that one-time costs (lazy imports, caches, CUDA initialisation) stay out of the "
-                     "measurement"),
-        (calls == w, "after the warm-up, time n_runs calls of fn()"),
-        ((w, r) != (3, 10) and calls == 3 + 10, "you called fn 3 + 10 times, the default counts, although the check "
-                                                "passed other values: use the n_warmup and n_runs arguments instead "
-                                                "of fixed numbers"),
-        (w != 3 and calls == 3 + r, "use the n_warmup argument for the number of warm-up calls instead of a fixed "
-                                    "number"),
-        (r != 10 and calls == w + 10, "use the n_runs argument for the number of timed calls instead of a fixed "
-                                      "number"),
-        (w != 1 and calls == 1 + r, "warm up with n_warmup calls, not one"),
-        (calls == w + r + 1, "one call too many: call fn() exactly n_warmup + n_runs times (the check counts the "
-                             "calls)"),
-        (calls == w + r - 1, "one call too few: range(n) runs n times, so the warm-up loop is range(n_warmup) and "
-                             "the timed loop range(n_runs)"),
+        (calls == r, _("warm up first: call fn() n_warmup times without timing it (fn without parentheses does not "
+                       "call it), so that one-time costs (lazy imports, caches, CUDA initialisation) stay out of the "
+                       "measurement")),
+        (calls == w, _("after the warm-up, time n_runs calls of fn()")),
+        ((w, r) != (3, 10) and calls == 3 + 10, _("you called fn 3 + 10 times, the default counts, although the check "
+                                                  "passed other values: use the n_warmup and n_runs arguments instead "
+                                                  "of fixed numbers")),
+        (w != 3 and calls == 3 + r, _("use the n_warmup argument for the number of warm-up calls instead of a fixed "
+                                      "number")),
+        (r != 10 and calls == w + 10, _("use the n_runs argument for the number of timed calls instead of a fixed "
+                                        "number")),
+        (w != 1 and calls == 1 + r, _("warm up with n_warmup calls, not one")),
+        (calls == w + r + 1, _("one call too many: call fn() exactly n_warmup + n_runs times (the check counts the "
+                               "calls)")),
+        (calls == w + r - 1, _("one call too few: range(n) runs n times, so the warm-up loop is range(n_warmup) and "
+                               "the timed loop range(n_runs)")),
     ]
     matches = [hint for applies, hint in candidates if applies]
     if len(matches) == 1:
         return matches[0]
-    return "call fn() n_warmup times untimed, then n_runs times timed, and nothing more"
+    return _("call fn() n_warmup times untimed, then n_runs times timed, and nothing more")
 
 
-_MEAN_HINT = ("you returned the mean; a single slow call (another program, a page fault, a garbage collection) "
-              "pulls the mean up, while the median is the typical call: return statistics.median(times)")
+_MEAN_HINT = (N_("you returned the mean; a single slow call (another program, a page fault, a garbage collection) "
+                 "pulls the mean up, while the median is the typical call: return statistics.median(times)"))
 
 
-_MIDDLE = ("with an even number of times ({r} here) there are two middle ones, {low:g} and {high:g} ms: the median "
-           "is their mean, as statistics.median computes it; you returned the {which}")
+_MIDDLE = (N_("with an even number of times ({r} here) there are two middle ones, {low:g} and {high:g} ms: the median "
+              "is their mean, as statistics.median computes it; you returned the {which}"))
 
 
 def _timing_mistakes(d: list[float], w: int, r: int) -> list[tuple[str, float]]:
@@ -150,46 +154,47 @@ def _timing_mistakes(d: list[float], w: int, r: int) -> list[tuple[str, float]]:
     low, high = statistics.median_low(timed), statistics.median_high(timed)
     even = r % 2 == 0 and low != high
     out = [
-        (_MIDDLE.format(r=r, low=1e3 * low, high=1e3 * high, which="lower one, which statistics.median_low, "
-                        "torch.median and sorted(times)[(n - 1) // 2] give, as does dropping the slowest time first"),
+        (_(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high, which=_("lower one, which statistics.median_low, "
+                                                                        "torch.median and sorted(times)[(n - 1) // 2] give, as does dropping the slowest time first")),
          low if even else None),
-        (_MIDDLE.format(r=r, low=1e3 * low, high=1e3 * high, which="upper one, which sorted(times)[n // 2] gives"),
+        (_(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high,
+           which=_("upper one, which sorted(times)[n // 2] gives")),
          high if even else None),
-        ("you returned milliseconds; return seconds (the difference of two time.perf_counter() readings)",
+        (_("you returned milliseconds; return seconds (the difference of two time.perf_counter() readings)"),
          1e3 * median),
-        ("you returned microseconds; return seconds (the difference of two time.perf_counter() readings)",
+        (_("you returned microseconds; return seconds (the difference of two time.perf_counter() readings)"),
          1e6 * median),
-        ("you returned nanoseconds (time.perf_counter_ns() counts nanoseconds): return seconds, from "
-         "time.perf_counter()", 1e9 * median),
-        ("you divided by 1000: time.perf_counter() already counts seconds", median / 1e3),
-        ("you returned the total time of the timed calls; return the median time of one call", sum(timed)),
+        (_("you returned nanoseconds (time.perf_counter_ns() counts nanoseconds): return seconds, from "
+           "time.perf_counter()"), 1e9 * median),
+        (_("you divided by 1000: time.perf_counter() already counts seconds"), median / 1e3),
+        (_("you returned the total time of the timed calls; return the median time of one call"), sum(timed)),
         (_MEAN_HINT, statistics.mean(timed)),
-        ("you returned the fastest call (the minimum); the minimum is what Python's timeit reports and a fine "
-         "estimate of the best case, but this task asks for the typical call, the median, as this book's tables "
-         "report", min(timed)),
-        ("you returned the slowest call; return the median", max(timed)),
-        ("the warm-up calls were timed too: start collecting times only after the n_warmup warm-up calls",
+        (_("you returned the fastest call (the minimum); the minimum is what Python's timeit reports and a fine "
+           "estimate of the best case, but this task asks for the typical call, the median, as this book's tables "
+           "report"), min(timed)),
+        (_("you returned the slowest call; return the median"), max(timed)),
+        (_("the warm-up calls were timed too: start collecting times only after the n_warmup warm-up calls"),
          statistics.median(d)),
-        ("the warm-up calls were timed too, and averaged: time only the n_runs calls after the warm-up, and return "
-         "their median", statistics.mean(d)),
-        ("you timed the first n_runs calls, slow first calls included: make the n_warmup untimed calls first, then "
-         "time the next n_runs", statistics.median(first)),
-        ("you timed the first n_runs calls, slow first calls included, and averaged them: make the n_warmup untimed "
-         "calls first, then return the median of the next n_runs", statistics.mean(first)),
-        ("you left out the slowest call and averaged the rest; the median needs no outlier removal: return "
-         "statistics.median(times)", statistics.mean(ordered[:-1]) if r > 1 else None),
-        ("you left out the fastest and the slowest call and averaged the rest (a trimmed mean): return the median, "
-         "statistics.median(times)", statistics.mean(ordered[1:-1]) if r > 2 else None),
-        ("you returned the geometric mean: return the median, statistics.median(times)",
+        (_("the warm-up calls were timed too, and averaged: time only the n_runs calls after the warm-up, and return "
+           "their median"), statistics.mean(d)),
+        (_("you timed the first n_runs calls, slow first calls included: make the n_warmup untimed calls first, then "
+           "time the next n_runs"), statistics.median(first)),
+        (_("you timed the first n_runs calls, slow first calls included, and averaged them: make the n_warmup untimed "
+           "calls first, then return the median of the next n_runs"), statistics.mean(first)),
+        (_("you left out the slowest call and averaged the rest; the median needs no outlier removal: return "
+           "statistics.median(times)"), statistics.mean(ordered[:-1]) if r > 1 else None),
+        (_("you left out the fastest and the slowest call and averaged the rest (a trimmed mean): return the median, "
+           "statistics.median(times)"), statistics.mean(ordered[1:-1]) if r > 2 else None),
+        (_("you returned the geometric mean: return the median, statistics.median(times)"),
          statistics.geometric_mean(timed)),
-        ("you returned the harmonic mean: return the median, statistics.median(times)",
+        (_("you returned the harmonic mean: return the median, statistics.median(times)"),
          statistics.harmonic_mean(timed)),
-        ("times[len(times) // 2] is the middle entry in the order the calls ran, not the median: sort the times "
-         "first, or use statistics.median", timed[r // 2]),
-        ("you returned the median of the times since the start of the timed loop (time stamps): read the clock "
-         "right before each fn() and subtract that reading right after it",
+        (_("times[len(times) // 2] is the middle entry in the order the calls ran, not the median: sort the times "
+           "first, or use statistics.median"), timed[r // 2]),
+        (_("you returned the median of the times since the start of the timed loop (time stamps): read the clock "
+           "right before each fn() and subtract that reading right after it"),
          statistics.median(itertools.accumulate(timed))),
-        ("each of your times covered two calls of fn: time one call per measurement",
+        (_("each of your times covered two calls of fn: time one call per measurement"),
          statistics.median([(a + b) / 2 for a, b in zip(timed[::2], timed[1::2])]) if r > 1 else None),
     ]
     return [(hint, value) for hint, value in out if value is not None]
@@ -203,17 +208,18 @@ def _close(got: float, target: float) -> bool:
 def _describe_case(schedule: list[float], w: int, r: int, defaults: bool) -> str:
     n = w + r
     times = [schedule[min(i, len(schedule) - 1)] for i in range(n)]
-    listed = ", ".join(f"{t:g}" for t in times[:-1]) + f" and {times[-1]:g}" if n > 1 else f"{times[0]:g}"
-    rare = " (one rare slow call)" if max(times[w:]) >= 10 * statistics.median(times[w:]) else ""
-    args = "the default n_warmup and n_runs" if defaults else f"n_warmup={w}, n_runs={r}"
-    return f"a function whose calls take {listed} ms in turn{rare}, with {args}"
+    listed = ", ".join(f"{t:g}" for t in times[:-1]) + _(" and {last:g}", last=times[-1]) if n > 1 else f"{times[0]:g}"
+    rare = _(" (one rare slow call)") if max(times[w:]) >= 10 * statistics.median(times[w:]) else ""
+    args = _("the default n_warmup and n_runs") if defaults else _("n_warmup={w}, n_runs={r}", w=w, r=r)
+    return _("a function whose calls take {listed} ms in turn{rare}, with {args}",
+             listed=listed, rare=rare, args=args)
 
 
 def _gpu_error_hint(message: str) -> str | None:
     if re.search(r"CUDA|cuda|[Ss]tream|[Ee]vent", message):
-        return ("on this run the check pretends that a GPU is present: torch.cuda.is_available() returns True and "
-                "torch.cuda.synchronize() works, but nothing else of torch.cuda does; synchronise with "
-                "torch.cuda.synchronize() (no CUDA events or streams) and time with time.perf_counter()")
+        return (_("on this run the check pretends that a GPU is present: torch.cuda.is_available() returns True and "
+                  "torch.cuda.synchronize() works, but nothing else of torch.cuda does; synchronise with "
+                  "torch.cuda.synchronize() (no CUDA events or streams) and time with time.perf_counter()"))
     return _timing_error_hint(message)
 
 
@@ -233,42 +239,43 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
     w, r = (3, 10) if defaults else (n_warmup, n_runs)
     desc = _describe_case(schedule, w, r, defaults)
     if gpu:
-        desc += ", as if on a machine with a GPU (torch.cuda.is_available() returns True)"
-    on = f"on {desc}"
+        desc += _(", as if on a machine with a GPU (torch.cuda.is_available() returns True)")
+    on = _("on {desc}", desc=desc)
     kwargs = {} if defaults else {"n_warmup": w, "n_runs": r}
     got, state = _timed(time_it, schedule, gpu, desc, kwargs)
     clock = CheckClock.from_state(state, schedule, time_it, gpu=gpu)
     value, was_int = _timing_value(got, r, on)
     if clock.calls != w + r:
-        raise Wrong(f"time_it called fn {clock.calls} times {on}; expected {w + r}: {w} warm-up calls, then "
-                    f"{r} timed calls", _count_hint(clock, w, r, defaults))
+        raise Wrong(_("time_it called fn {calls} times {on}; expected {w_r}: {w} warm-up calls, then {r} timed "
+                      "calls", calls=clock.calls, on=on, w_r=w + r, w=w, r=r), _count_hint(clock, w, r, defaults))
     d = clock.seconds()
     median = statistics.median(d[w:])
     if _close(value, median):
         return clock
-    after = f" after the {w} warm-up call{'s' if w != 1 else ''}" if w else ""
-    said = f"time_it returned {value:.6g} s {on}, but the median of the {r} timed calls{after} is {median:.6g} s"
+    after = "" if not w else _(" after the 1 warm-up call") if w == 1 else _(" after the {w} warm-up calls", w=w)
+    said = _("time_it returned {value:.6g} s {on}, but the median of the {r} timed calls{after} is {median:.6g} s",
+             value=value, on=on, r=r, after=after, median=median)
     if value == 0:
-        raise Wrong(said, "int() (or //) cut a time of a few milliseconds down to 0: return the float" if was_int
-                    else "a time of a few milliseconds rounds to 0.0 (round(t, 2)): return the full float")
+        raise Wrong(said, _("int() (or //) cut a time of a few milliseconds down to 0: return the float") if was_int
+                    else _("a time of a few milliseconds rounds to 0.0 (round(t, 2)): return the full float"))
     if not math.isfinite(value) or value < 0:
-        raise Wrong(said, "a time is time.perf_counter() after the call minus time.perf_counter() before it "
-                          "(in that order), a positive number of seconds")
+        raise Wrong(said, _("a time is time.perf_counter() after the call minus time.perf_counter() before it "
+                            "(in that order), a positive number of seconds"))
     shape = clock.structure()
     if shape is None:
-        raise Wrong(said, "time.process_time() counts only the CPU time of this process, not time spent "
-                          "waiting (for a GPU, a disk, a sleep): time with time.perf_counter()"
+        raise Wrong(said, _("time.process_time() counts only the CPU time of this process, not time spent "
+                            "waiting (for a GPU, a disk, a sleep): time with time.perf_counter()")
                     if clock.cpu_reads else
-                    "time_it never read time.perf_counter() (nor time.time() or time.monotonic()), the clock "
-                    "that the check's function takes its time on: time each call with time.perf_counter()")
+                    _("time_it never read time.perf_counter() (nor time.time() or time.monotonic()), the clock "
+                      "that the check's function takes its time on: time each call with time.perf_counter()"))
     hints = {hint for hint, v in _timing_mistakes(d, w, r) if _close(value, v) and not _close(v, median)}
     hint = hints.pop() if len(hints) == 1 else None
     before, between, after_calls, groups = shape
     if hint == _MEAN_HINT and groups == [r] and before == w:
-        hint = ("you timed the n_runs calls as one block and divided by n_runs: that is the mean, which a single "
-                "slow call pulls up; time each call on its own and return the median of those times")
-    raise Wrong(said, hint or "time each of the n_runs calls separately with time.perf_counter() and return "
-                              "the median of those times, in seconds")
+        hint = (_("you timed the n_runs calls as one block and divided by n_runs: that is the mean, which a single "
+                  "slow call pulls up; time each call on its own and return the median of those times"))
+    raise Wrong(said, hint or _("time each of the n_runs calls separately with time.perf_counter() and return "
+                                "the median of those times, in seconds"))
 
 
 def _check_synchronisation(time_it) -> None:
@@ -276,25 +283,27 @@ def _check_synchronisation(time_it) -> None:
     part that follows a call of fn: the start of each timed call and the stop after it."""
     schedule, w, r = GPU_CASE
     clock = _run_case(time_it, schedule, w, r, gpu=True)
-    on = f"on {_describe_case(schedule, w, r, False)}, as if on a machine with a GPU"
-    why = ("GPU work runs asynchronously: fn() returns as soon as its kernels are queued, so a clock read without "
-           "torch.cuda.synchronize() measures the launch, or includes work still running from before. ")
+    on = _("on {describe_case_schedule_w}, as if on a machine with a GPU",
+           describe_case_schedule_w=_describe_case(schedule, w, r, False))
+    why = (_("GPU work runs asynchronously: fn() returns as soon as its kernels are queued, so a clock read without "
+             "torch.cuda.synchronize() measures the launch, or includes work still running from before. "))
     if not clock.synced():
-        raise Wrong(f"time_it never called torch.cuda.synchronize() {on} (torch.cuda.is_available() returned True)",
-                    why + "When torch.cuda.is_available() is True, synchronise right before you start the clock and "
-                    "right before you stop it; ask torch.cuda.is_available() inside time_it, when it runs"
-                    + ("" if clock.cuda_queries else " (time_it never asked it)"))
+        raise Wrong(_("time_it never called torch.cuda.synchronize() {on} (torch.cuda.is_available() returned "
+                      "True)", on=on),
+                    why + _("When torch.cuda.is_available() is True, synchronise right before you start the clock and "
+                            "right before you stop it; ask torch.cuda.is_available() inside time_it, when it runs")
+                    + ("" if clock.cuda_queries else _(" (time_it never asked it)")))
     calls = clock.unsynchronised(w, r)
     if calls is None:
         return
     if calls == w:
-        raise Wrong(f"time_it started the clock for the first timed call without torch.cuda.synchronize() after "
-                    f"the {w} warm-up calls {on}",
-                    why + "Synchronise right before you start the clock too, so that the warm-up's GPU work is not "
-                    "counted in the first timed call")
-    raise Wrong(f"time_it read the clock after timed call {calls - w} of {r} without torch.cuda.synchronize() "
-                f"between that call of fn and the reading {on}",
-                why + "Synchronise right before you stop the clock, after fn() returns")
+        raise Wrong(_("time_it started the clock for the first timed call without torch.cuda.synchronize() after "
+                      "the {w} warm-up calls {on}", w=w, on=on),
+                    why + _("Synchronise right before you start the clock too, so that the warm-up's GPU work is not "
+                            "counted in the first timed call"))
+    raise Wrong(_("time_it read the clock after timed call {calls_w} of {r} without torch.cuda.synchronize() "
+                  "between that call of fn and the reading {on}", calls_w=calls - w, r=r, on=on),
+                why + _("Synchronise right before you stop the clock, after fn() returns"))
 
 
 @exercise("9.3", "A timing function", section="How to time honestly",
@@ -305,5 +314,5 @@ def check_time_it(time_it) -> str:
     for schedule, n_warmup, n_runs in TIMING_CASES:
         _run_case(time_it, schedule, n_warmup, n_runs)
     _check_synchronisation(time_it)
-    return (f"warm-up, call count and median right on {len(TIMING_CASES)} functions, including slow first calls "
-            "and a rare outlier")
+    return (_("warm-up, call count and median right on {len_timing_cases} functions, including slow first calls "
+              "and a rare outlier", len_timing_cases=len(TIMING_CASES)))

@@ -12,12 +12,13 @@ from ...timing import kv_cache_bytes as _kv_cache_bytes
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ...i18n import N_, _
 
 
 _DTYPES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
 
 CACHE_BYTES_FORBIDDEN = [
-    ("attnbook.timing.kv_cache_bytes", "multiply the sizes yourself, as the section on the size of the cache does"),
+    ("attnbook.timing.kv_cache_bytes", N_("multiply the sizes yourself, as the section on the size of the cache does")),
 ]
 
 
@@ -37,38 +38,38 @@ def _cache_mistakes(L: int, kv: int, d: int, S: int, B: int, nbytes: int) -> dic
     numbers_ = right // nbytes  # how many numbers the cache holds
     fixed = {}
     for size in (2, 4, 1, 8):
-        unit = "byte" if size == 1 else "bytes"
-        fixed[size] = (numbers_ * size, f"bytes_per_el={nbytes} here: use the argument instead of a fixed {size} "
-                                        f"{unit} per number")
+        unit = _("byte") if size == 1 else _("bytes")
+        fixed[size] = (numbers_ * size, _("bytes_per_el={nbytes} here: use the argument instead of a fixed "
+                                          "{size} {unit} per number", nbytes=nbytes, size=size, unit=unit))
     return {
-        "no K and V": (right // 2, "the cache holds two tensors per layer, the keys K and the values V: multiply by 2"),
+        _("no K and V"): (right // 2, _("the cache holds two tensors per layer, the keys K and the values V: multiply by 2")),
         "fixed 2": fixed[2],
         "fixed 4": fixed[4],
-        "bits": (right * 8, "that is the size in bits: an element of bytes_per_el bytes is 8 · bytes_per_el bits; "
-                            "return bytes"),
-        "layers": (right // L if L else None, "multiply by n_layers: every layer keeps its own keys and values"),
-        "batch": (right // B if B else None, "multiply by the batch size: every sequence in the batch has its own "
-                                              "cache"),
-        "bytes": (numbers_, "multiply by bytes_per_el: the count of numbers times the bytes of each"),
-        "kv heads": (right // kv if kv else None, "multiply by n_kv_heads: each key/value head stores its own d_head "
-                                                  "numbers per position"),
-        "kv heads twice": (right * kv, "one position stores n_kv_heads · d_head numbers for K (and as many for V); "
-                                       "you multiplied by the number of heads twice, as if each head stored "
-                                       "n_heads · d_head = d_model numbers"),
-        "d_head": (right // d if d else None, "multiply by d_head: each head stores d_head numbers per position"),
-        "K and V twice": (right * 2, "K and V are two tensors: the factor for them is 2, and it appears once"),
-        "d_head squared": (right * d, "each position of a head stores d_head numbers, not d_head²"),
-        "seq_len": (right // S if S else None, "multiply by seq_len: every cached position stores a key and a value"),
-        "seq_len + 1": (right // S * (S + 1) if S else None, "count seq_len positions, not seq_len + 1"),
-        "seq_len - 1": (right // S * (S - 1) if S else None, "count seq_len positions, not seq_len - 1: the cache "
-                                                              "holds a key and a value for every one of them, the "
-                                                              "last one included"),
-        "int32": (_int32(right), "the product overflowed: a 32-bit integer holds at most 2,147,483,647; multiply "
-                                 "Python ints (or use int64), not np.int32 or torch.int32"),
+        "bits": (right * 8, _("that is the size in bits: an element of bytes_per_el bytes is 8 · bytes_per_el bits; "
+                              "return bytes")),
+        "layers": (right // L if L else None, _("multiply by n_layers: every layer keeps its own keys and values")),
+        "batch": (right // B if B else None, _("multiply by the batch size: every sequence in the batch has its own "
+                                               "cache")),
+        "bytes": (numbers_, _("multiply by bytes_per_el: the count of numbers times the bytes of each")),
+        _("kv heads"): (right // kv if kv else None, _("multiply by n_kv_heads: each key/value head stores its own d_head "
+                                                       "numbers per position")),
+        _("kv heads twice"): (right * kv, _("one position stores n_kv_heads · d_head numbers for K (and as many for V); "
+                                            "you multiplied by the number of heads twice, as if each head stored "
+                                            "n_heads · d_head = d_model numbers")),
+        "d_head": (right // d if d else None, _("multiply by d_head: each head stores d_head numbers per position")),
+        _("K and V twice"): (right * 2, _("K and V are two tensors: the factor for them is 2, and it appears once")),
+        _("d_head squared"): (right * d, _("each position of a head stores d_head numbers, not d_head²")),
+        "seq_len": (right // S if S else None, _("multiply by seq_len: every cached position stores a key and a value")),
+        _("seq_len + 1"): (right // S * (S + 1) if S else None, _("count seq_len positions, not seq_len + 1")),
+        _("seq_len - 1"): (right // S * (S - 1) if S else None, _("count seq_len positions, not seq_len - 1: the cache "
+                                                                  "holds a key and a value for every one of them, the "
+                                                                  "last one included")),
+        "int32": (_int32(right), _("the product overflowed: a 32-bit integer holds at most 2,147,483,647; multiply "
+                                   "Python ints (or use int64), not np.int32 or torch.int32")),
         "fixed 1": fixed[1],  # the same sizes as "bytes" on every case: that hint comes first
         "fixed 8": fixed[8],
-        **{f"{unit} {how}": (value, f"that is the size in {unit}, made a whole number: return the number of bytes; "
-                                    f"convert to {unit} only when you print it")
+        **{f"{unit} {how}": (value, _("that is the size in {unit}, made a whole number: return the number of "
+                                      "bytes; convert to {unit} only when you print it", unit=unit))
            for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("GB", 10**9), ("MB", 10**6))
            for how, value in (("rounded", round(right / size)), ("cut", right // size))},
     }
@@ -77,49 +78,54 @@ def _cache_mistakes(L: int, kv: int, d: int, S: int, B: int, nbytes: int) -> dic
 def _as_int(x, on: str, right: int) -> int:
     """A Python int from the learner's result (a Python or NumPy integer); else Wrong, with what it was instead."""
     if isinstance(x, bool):
-        raise Wrong(f"kv_cache_bytes returned the bool {x} on {on}, expected an int (a number of bytes)",
-                    "return the product of the sizes, not a comparison")
+        raise Wrong(_("kv_cache_bytes returned the bool {x} on {on}, expected an int (a number of bytes)",
+                      x=x, on=on),
+                    _("return the product of the sizes, not a comparison"))
     if isinstance(x, Tensor):
-        raise Wrong(f"kv_cache_bytes returned a tensor of shape {tuple(x.shape)} and dtype {x.dtype} on {on}, "
-                    "expected an int",
-                    "return a Python int: multiply Python numbers, or convert a one-element tensor with int(t)")
+        raise Wrong(_("kv_cache_bytes returned a tensor of shape {tuple_x_shape} and dtype {dtype} on {on}, "
+                      "expected an int", tuple_x_shape=tuple(x.shape), dtype=x.dtype, on=on),
+                    _("return a Python int: multiply Python numbers, or convert a one-element tensor with int(t)"))
     if hasattr(x, "__array__") and not isinstance(x, numbers.Number):
-        raise Wrong(f"kv_cache_bytes returned {describe(x)} on {on}, expected an int",
-                    "return a Python int: multiply Python numbers, or convert a one-element array with int(a)")
+        raise Wrong(_("kv_cache_bytes returned {describe_x} on {on}, expected an int",
+                      describe_x=describe(x), on=on),
+                    _("return a Python int: multiply Python numbers, or convert a one-element array with int(a)"))
     if isinstance(x, int):
         return int(x)
     if isinstance(x, numbers.Integral):  # numpy.int64 (np.prod, a sum over an array), ...
-        raise Wrong(f"kv_cache_bytes returned a NumPy {type(x).__name__} ({int(x):,}) on {on}, expected an int "
-                    "(a Python int, as the task asks)",
-                    "convert it with int(...) before returning it, or multiply the Python ints you are given: NumPy "
-                    "integers overflow silently past their size")
+        raise Wrong(_("kv_cache_bytes returned a NumPy {type_x___name} ({int_x:,}) on {on}, expected an int (a "
+                      "Python int, as the task asks)", type_x___name=type(x).__name__, int_x=int(x), on=on),
+                    _("convert it with int(...) before returning it, or multiply the Python ints you are given: NumPy "
+                      "integers overflow silently past their size"))
     if isinstance(x, numbers.Real) and math.isfinite(float(x)):
         value = float(x)
         for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
             if right and math.isclose(value, right / size, rel_tol=1e-6):
-                raise Wrong(f"kv_cache_bytes returned {value:g} on {on}, which is the size in {unit}",
-                            "return the number of bytes, an int; convert to GiB only when you print it")
-        raise Wrong(f"kv_cache_bytes returned {describe(x)} ({value:g}) on {on}, expected an int",
-                    "a number of bytes is a whole number: compute it with integer arithmetic (*), not / or "
-                    "math.pow, which give floats")
-    raise Wrong(f"kv_cache_bytes returned {describe(x)} on {on}, expected an int (a number of bytes)",
-                "return one Python int: the product of the sizes")
+                raise Wrong(_("kv_cache_bytes returned {value:g} on {on}, which is the size in {unit}",
+                              value=value, on=on, unit=unit),
+                            _("return the number of bytes, an int; convert to GiB only when you print it"))
+        raise Wrong(_("kv_cache_bytes returned {describe_x} ({value:g}) on {on}, expected an int",
+                      describe_x=describe(x), value=value, on=on),
+                    _("a number of bytes is a whole number: compute it with integer arithmetic (*), not / or "
+                      "math.pow, which give floats"))
+    raise Wrong(_("kv_cache_bytes returned {describe_x} on {on}, expected an int (a number of bytes)",
+                  describe_x=describe(x), on=on),
+                _("return one Python int: the product of the sizes"))
 
 
 def _cache_bytes_hint(results: list[tuple[int, int, dict]], first: int, defaults_case: set[int]) -> str:
     """The hint for the first wrong size: a mistake that gives the learner's size on every case run, so that two
     mistakes with the same size on one case are told apart by the others (else a neutral hint)."""
     got0, right0, mistakes0 = results[first]
-    failing = [i for i, (got, right, _) in enumerate(results) if got != right]
+    failing = [i for i, (got, right, _unused) in enumerate(results) if got != right]
     if failing and set(failing) <= defaults_case:
-        return ("your sizes are right when batch and bytes_per_el are passed, and wrong with the defaults: "
-                "the task's signature has batch=1 and bytes_per_el=2")
-    candidates = [key for key, (value, _) in mistakes0.items() if value == got0]
+        return (_("your sizes are right when batch and bytes_per_el are passed, and wrong with the defaults: "
+                  "the task's signature has batch=1 and bytes_per_el=2"))
+    candidates = [key for key, (value, _unused) in mistakes0.items() if value == got0]
     for key in candidates:  # a mistake is named only when it gives the learner's size on every case run
-        if all(mistakes[key][0] in (None, got) for got, _, mistakes in results):
+        if all(mistakes[key][0] in (None, got) for got, _unused, mistakes in results):
             return mistakes0[key][1]
-    return ("check the factors of your product one by one on this case: K and V, the layers, the kv heads, the "
-            "numbers per head, the positions, the sequences, and the bytes of each number")
+    return (_("check the factors of your product one by one on this case: K and V, the layers, the kv heads, the "
+              "numbers per head, the positions, the sequences, and the bytes of each number"))
 
 
 @exercise("10.1", "The size of a KV cache", section="How big is the cache?",
@@ -131,17 +137,17 @@ def check_kv_cache_bytes(kv_cache_bytes) -> str:
     # different number; mistakes that give the same number on one case (a fixed 4 bytes and a missing factor 2
     # when bytes_per_el=8) are told apart by the others before a hint is given.
     cases = [
-        (3, 5, 7, 11, 1, 8, "n_layers=3, n_kv_heads=5, d_head=7, seq_len=11, batch=1, bytes_per_el=8 (float64)"),
-        (2, 4, 16, 10, 1, 4, "n_layers=2, n_kv_heads=4, d_head=16, seq_len=10, batch=1, bytes_per_el=4 (float32)"),
-        (4, 2, 8, 6, 3, 2, "n_layers=4, n_kv_heads=2, d_head=8, seq_len=6, batch=3, bytes_per_el=2"),
-        (32, 32, 128, 4096, None, None, "LLaMA-2 7B at 4096 tokens: kv_cache_bytes(32, 32, 128, 4096), "
-                                        "with the defaults batch=1 and bytes_per_el=2"),
-        (80, 8, 128, 4096, 8, 2, "LLaMA-2 70B (8 kv heads) at 4096 tokens, batch=8, bytes_per_el=2"),
-        (32, 8, 128, 32768, 1, 1, "n_layers=32, n_kv_heads=8, d_head=128, seq_len=32768, an 8-bit cache "
-                                  "(bytes_per_el=1)"),
-        (6, 1, 64, 100, 5, 8, "multi-query: n_layers=6, n_kv_heads=1, d_head=64, seq_len=100, batch=5, "
-                              "bytes_per_el=8"),
-        (2, 3, 4, 0, 2, 2, "an empty cache: seq_len=0"),
+        (3, 5, 7, 11, 1, 8, _("n_layers=3, n_kv_heads=5, d_head=7, seq_len=11, batch=1, bytes_per_el=8 (float64)")),
+        (2, 4, 16, 10, 1, 4, _("n_layers=2, n_kv_heads=4, d_head=16, seq_len=10, batch=1, bytes_per_el=4 (float32)")),
+        (4, 2, 8, 6, 3, 2, _("n_layers=4, n_kv_heads=2, d_head=8, seq_len=6, batch=3, bytes_per_el=2")),
+        (32, 32, 128, 4096, None, None, _("LLaMA-2 7B at 4096 tokens: kv_cache_bytes(32, 32, 128, 4096), "
+                                          "with the defaults batch=1 and bytes_per_el=2")),
+        (80, 8, 128, 4096, 8, 2, _("LLaMA-2 70B (8 kv heads) at 4096 tokens, batch=8, bytes_per_el=2")),
+        (32, 8, 128, 32768, 1, 1, _("n_layers=32, n_kv_heads=8, d_head=128, seq_len=32768, an 8-bit cache "
+                                    "(bytes_per_el=1)")),
+        (6, 1, 64, 100, 5, 8, _("multi-query: n_layers=6, n_kv_heads=1, d_head=64, seq_len=100, batch=5, "
+                                "bytes_per_el=8")),
+        (2, 3, 4, 0, 2, 2, _("an empty cache: seq_len=0")),
     ]
     results: list[tuple[int, int, dict]] = []  # (learner's size, right size, mistakes) of every case run
     defaults_case, first = set(), None
@@ -162,7 +168,9 @@ def check_kv_cache_bytes(kv_cache_bytes) -> str:
         if got != right and first is None:
             first, first_desc = len(results) - 1, desc
     if first is None:
-        return f"exact sizes on {len(cases)} caches, from an empty one to LLaMA-2 70B at batch 8"
-    got, right, _ = results[first]
-    raise Wrong(f"kv_cache_bytes returned {got:,} on {first_desc}, expected {right:,}",
+        return _("exact sizes on {len_cases} caches, from an empty one to LLaMA-2 70B at batch 8",
+                 len_cases=len(cases))
+    got, right, _unused = results[first]
+    raise Wrong(_("kv_cache_bytes returned {got:,} on {first_desc}, expected {right:,}",
+                  got=got, first_desc=first_desc, right=right),
                 _cache_bytes_hint(results, first, defaults_case))

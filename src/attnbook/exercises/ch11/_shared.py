@@ -9,6 +9,7 @@ from torch import Tensor
 
 from ..compare import randn
 from ..registry import Wrong
+from ...i18n import _
 
 F64 = torch.float64
 # A float64 result is checked to 1e-10: float64 arithmetic lands within about 1e-15, while any step taken in float32
@@ -28,6 +29,7 @@ def expect_dtype(got, x: Tensor, what: str, on: str) -> None:
     """Wrong if `got` is a floating-point tensor whose dtype is not the input x's (its shape is checked later)."""
     if isinstance(got, Tensor) and got.is_floating_point() and got.dtype != x.dtype:
         name = str(x.dtype).removeprefix("torch.")
-        raise Wrong(f"{what} has dtype {got.dtype} on {on}, expected {x.dtype} like the input",
-                    f"return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no "
-                    "constants of another dtype")
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2} like the input",
+                      what=what, dtype=got.dtype, on=on, dtype2=x.dtype),
+                    _("return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no "
+                      "constants of another dtype", name=name))

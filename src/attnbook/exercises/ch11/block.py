@@ -15,12 +15,13 @@ from torch import Tensor
 from ...models.llama import LlamaBlock
 from ..guard import ATTENTION_SHORTCUTS, call
 from ..registry import exercise
-from ..runs import (GRAD_HINT, Run, collect, compare_gradients, expect_shape, grad_inputs, observe_gradients,
-                    verdict)
+from ..runs import (GRAD_HINT, GRAD_TAIL, Run, collect, compare_gradients, expect_shape, grad_inputs,
+                    observe_gradients, verdict)
 from ._shared import F64, expect_dtype, randn64
+from ...i18n import N_, _
 
-_BLOCK_INSTEAD = ("assemble the block from your own functions: rms_norm, swiglu and the answers of chapters 2, 3, 5 "
-                  "and 10 (attention, split_heads, merge_heads, apply_rope, repeat_kv)")
+_BLOCK_INSTEAD = (N_("assemble the block from your own functions: rms_norm, swiglu and the answers of chapters 2, 3, 5 "
+                     "and 10 (attention, split_heads, merge_heads, apply_rope, repeat_kv)"))
 BLOCK_FORBIDDEN = [(name, _BLOCK_INSTEAD) for name in (
     "attnbook.models.llama.LlamaAttention", "attnbook.models.llama.Llama", "attnbook.models.llama.RMSNorm",
     "attnbook.models.llama.SwiGLU", "attnbook.positional.apply_rope", "attnbook.positional.rotate_half",
@@ -32,9 +33,9 @@ BLOCK_FORBIDDEN = [(name, _BLOCK_INSTEAD) for name in (
 
 WEIGHT_NAMES = ("norm1", "W_q", "W_k", "W_v", "W_o", "norm2", "W_gate", "W_up", "W_down")
 ATOL, RTOL = 1e-4, 1e-4  # float64 and float32 alike: RoPE angles computed in float32 are fine; mistakes move ~0.1
-BLOCK_RULE = ("h = x + attention(rms_norm(x, norm1)) @ W_o, with q and k (not v) rotated by RoPE per head, k and v "
-              "repeated to n_heads heads (kv head j // n_rep for query head j) and a causal mask; then "
-              "h + swiglu(rms_norm(h, norm2), ...)")
+BLOCK_RULE = (N_("h = x + attention(rms_norm(x, norm1)) @ W_o, with q and k (not v) rotated by RoPE per head, k and v "
+                 "repeated to n_heads heads (kv head j // n_rep for query head j) and a causal mask; then "
+                 "h + swiglu(rms_norm(h, norm2), ...)"))
 
 
 def _rms(x: Tensor, w: Tensor, centre: bool = False, eps: float = 1e-6) -> Tensor:
@@ -111,51 +112,51 @@ def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *
 
 
 _MISTAKES = {  # hint: the keyword arguments of `_block` that make the mistake
-    "that is a post-norm block (the 2017 order), which normalises after each residual addition; this block is "
-    "pre-norm: each sublayer reads rms_norm of the stream, and its output is added to the un-normalised stream":
+    N_("that is a post-norm block (the 2017 order), which normalises after each residual addition; this block is "
+       "pre-norm: each sublayer reads rms_norm of the stream, and its output is added to the un-normalised stream"):
         dict(post_norm=True),
-    "RoPE is missing: rotate q and k by their positions (apply_rope after split_heads) before the scores":
+    N_("RoPE is missing: rotate q and k by their positions (apply_rope after split_heads) before the scores"):
         dict(rope=""),
-    "you rotated v too: RoPE turns only q and k, so that the scores depend on the offset; the values pass through "
-    "unrotated": dict(rope="qkv"),
-    "you rotated only q: rotate k too, by its own position, so that each score depends on the offset m - n":
+    N_("you rotated v too: RoPE turns only q and k, so that the scores depend on the offset; the values pass through "
+       "unrotated"): dict(rope="qkv"),
+    N_("you rotated only q: rotate k too, by its own position, so that each score depends on the offset m - n"):
         dict(rope="q"),
-    "you rotated only k: rotate q too, by its own position, so that each score depends on the offset m - n":
+    N_("you rotated only k: rotate q too, by its own position, so that each score depends on the offset m - n"):
         dict(rope="k"),
-    "apply RoPE per head, after split_heads: each head's d_head features form d_head/2 pairs with "
-    "theta_i = base^(-2i/d_head); you rotated the whole width before splitting": dict(rope_width="model"),
-    "your kv heads come out in the tiled order kv0, kv1, kv0, kv1, ... (repeat or cat); query head j must read kv "
-    "head j // n_rep, so each kv head is repeated n_rep times in a row: kv0, kv0, kv1, kv1, ... (repeat_kv)":
+    N_("apply RoPE per head, after split_heads: each head's d_head features form d_head/2 pairs with "
+       "theta_i = base^(-2i/d_head); you rotated the whole width before splitting"): dict(rope_width="model"),
+    N_("your kv heads come out in the tiled order kv0, kv1, kv0, kv1, ... (repeat or cat); query head j must read kv "
+       "head j // n_rep, so each kv head is repeated n_rep times in a row: kv0, kv0, kv1, kv1, ... (repeat_kv)"):
         dict(tiled=True),
-    "the causal mask is missing: position t may attend only to positions 0..t": dict(mask="none"),
-    "your mask lets each position see the future and hides the past: the causal mask is True on and below the "
-    "diagonal (tril), not above it": dict(mask="future"),
-    "you forgot the first residual connection: add the attention sublayer's output to the block's input x":
+    N_("the causal mask is missing: position t may attend only to positions 0..t"): dict(mask="none"),
+    N_("your mask lets each position see the future and hides the past: the causal mask is True on and below the "
+       "diagonal (tril), not above it"): dict(mask="future"),
+    N_("you forgot the first residual connection: add the attention sublayer's output to the block's input x"):
         dict(res1=False),
-    "you forgot the second residual connection: add the feed-forward sublayer's output to h": dict(res2=False),
-    "you forgot both residual connections: each sublayer's output is added to the stream it read from":
+    N_("you forgot the second residual connection: add the feed-forward sublayer's output to h"): dict(res2=False),
+    N_("you forgot both residual connections: each sublayer's output is added to the stream it read from"):
         dict(res1=False, res2=False),
-    "the feed-forward sublayer reads the block's input x (that makes a parallel block, as in GPT-J and PaLM): in "
-    "Llama's block it reads h, the stream after the attention sublayer and its residual, through rms_norm with "
-    "norm2": dict(ffn_reads="x"),
-    "norm1 and norm2 are swapped: norm1 is the weight of the RMSNorm before attention, norm2 the one before the "
-    "feed-forward network": dict(norms=("norm2", "norm1")),
-    "you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2": dict(norms=("norm1", "norm1")),
-    "you subtracted the mean (LayerNorm): this block normalises with RMSNorm, rms_norm(x, weight), which does "
-    "not centre": dict(centre=True),
-    "you subtracted the mean (LayerNorm, as chapter 4's layer_norm with its eps=1e-5): this block normalises with "
-    "RMSNorm, rms_norm(x, weight), which does not centre": dict(centre=True, eps=1e-5),
-    "a pre-norm block does not normalise its output: the RMSNorms only normalise what goes into each sublayer "
-    "(a Llama applies one final RMSNorm after the last block, outside the blocks)": dict(final_norm=True),
-    "you forgot the output projection: multiply the merged heads by W_o before the residual": dict(out_proj=False),
-    "the feed-forward sublayer reads rms_norm(h, norm2), not h itself": dict(ffn_norm=False),
-    "your RMSNorms use eps=1e-5 (as Hugging Face's config in the chapter does): this block's rms_norm keeps its "
-    "default eps=1e-6": dict(eps=1e-5),
-    "the residuals must carry the un-normalised stream: normalise only what goes into each sublayer":
+    N_("the feed-forward sublayer reads the block's input x (that makes a parallel block, as in GPT-J and PaLM): in "
+       "Llama's block it reads h, the stream after the attention sublayer and its residual, through rms_norm with "
+       "norm2"): dict(ffn_reads="x"),
+    N_("norm1 and norm2 are swapped: norm1 is the weight of the RMSNorm before attention, norm2 the one before the "
+       "feed-forward network"): dict(norms=("norm2", "norm1")),
+    N_("you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2"): dict(norms=("norm1", "norm1")),
+    N_("you subtracted the mean (LayerNorm): this block normalises with RMSNorm, rms_norm(x, weight), which does "
+       "not centre"): dict(centre=True),
+    N_("you subtracted the mean (LayerNorm, as chapter 4's layer_norm with its eps=1e-5): this block normalises with "
+       "RMSNorm, rms_norm(x, weight), which does not centre"): dict(centre=True, eps=1e-5),
+    N_("a pre-norm block does not normalise its output: the RMSNorms only normalise what goes into each sublayer "
+       "(a Llama applies one final RMSNorm after the last block, outside the blocks)"): dict(final_norm=True),
+    N_("you forgot the output projection: multiply the merged heads by W_o before the residual"): dict(out_proj=False),
+    N_("the feed-forward sublayer reads rms_norm(h, norm2), not h itself"): dict(ffn_norm=False),
+    N_("your RMSNorms use eps=1e-5 (as Hugging Face's config in the chapter does): this block's rms_norm keeps its "
+       "default eps=1e-6"): dict(eps=1e-5),
+    N_("the residuals must carry the un-normalised stream: normalise only what goes into each sublayer"):
         dict(residual_from_norm=True),
 }
-_BASE_HINT = ("use the rope_base argument: pass it to apply_rope as its base (the check passes rope_base=500.0 "
-              "by name); you rotated with base 10000")
+_BASE_HINT = (N_("use the rope_base argument: pass it to apply_rope as its base (the check passes rope_base=500.0 "
+                 "by name); you rotated with base 10000"))
 
 
 def _mistakes(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float) -> dict:
@@ -193,46 +194,46 @@ def _llama_reference(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float) -
 def _block_error_hint(message: str) -> str | None:
     if re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
                  r"dimension 1", message):
-        return ("q has n_heads heads but k and v have n_kv_heads: repeat k and v to n_heads heads (repeat_kv with "
-                "n_rep = n_heads // n_kv_heads) before attention")
+        return (_("q has n_heads heads but k and v have n_kv_heads: repeat k and v to n_heads heads (repeat_kv with "
+                  "n_rep = n_heads // n_kv_heads) before attention"))
     if "unexpected keyword argument 'base'" in message:
-        return ("give your apply_rope a base parameter, apply_rope(x, positions, base=10000.0), as the cell \"Your "
-                "answers from chapters 2, 3, 5 and 10\" shows, and pass rope_base to it")
+        return (_("give your apply_rope a base parameter, apply_rope(x, positions, base=10000.0), as the cell \"Your "
+                  "answers from chapters 2, 3, 5 and 10\" shows, and pass rope_base to it"))
     if "unexpected keyword argument" in message:
-        return "keep the signature modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0)"
+        return _("keep the signature modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0)")
     if re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", message):
-        return ("W_k and W_v give n_kv_heads * d_head features: split k and v into n_kv_heads heads, and q into "
-                "n_heads")
+        return (_("W_k and W_v give n_kv_heads * d_head features: split k and v into n_kv_heads heads, and q into "
+                  "n_heads"))
     if "KeyError" in message:
-        return "the weights are a dict with the keys " + ", ".join(WEIGHT_NAMES)
+        return _("the weights are a dict with the keys ") + ", ".join(WEIGHT_NAMES)
     if "'tuple' object" in message or ("tuple" in message and "Tensor" in message):
-        return "your attention returns a tuple (output, weights): use its output, the first item"
+        return _("your attention returns a tuple (output, weights): use its output, the first item")
     return None
 
 
 def _block_cases():
     """(description, x, weights, n_heads, n_kv_heads, rope_base or None for the default)."""
     specs = [  # (description, shape, n_heads, n_kv_heads, d_ff, rope_base, dtype)
-        ("x of shape (2, 5, 16), n_heads=4, n_kv_heads=4 (multi-head attention), d_ff=24", (2, 5, 16), 4, 4, 24,
+        (_("x of shape (2, 5, 16), n_heads=4, n_kv_heads=4 (multi-head attention), d_ff=24"), (2, 5, 16), 4, 4, 24,
          None, F64),
-        ("x of shape (1, 7, 16), n_heads=4, n_kv_heads=2 (grouped-query: 2 query heads per kv head), d_ff=40",
+        (_("x of shape (1, 7, 16), n_heads=4, n_kv_heads=2 (grouped-query: 2 query heads per kv head), d_ff=40"),
          (1, 7, 16), 4, 2, 40, None, F64),
-        ("x of shape (2, 6, 24), n_heads=6, n_kv_heads=3 (grouped-query), d_ff=64", (2, 6, 24), 6, 3, 64, None, F64),
-        ("x of shape (2, 10, 16), n_heads=4, n_kv_heads=2, d_ff=24 and rope_base=500.0", (2, 10, 16), 4, 2, 24,
+        (_("x of shape (2, 6, 24), n_heads=6, n_kv_heads=3 (grouped-query), d_ff=64"), (2, 6, 24), 6, 3, 64, None, F64),
+        (_("x of shape (2, 10, 16), n_heads=4, n_kv_heads=2, d_ff=24 and rope_base=500.0"), (2, 10, 16), 4, 2, 24,
          500.0, F64),
-        ("x of shape (1, 5, 16), n_heads=4, n_kv_heads=1 (multi-query: one kv head), d_ff=24", (1, 5, 16), 4, 1, 24,
+        (_("x of shape (1, 5, 16), n_heads=4, n_kv_heads=1 (multi-query: one kv head), d_ff=24"), (1, 5, 16), 4, 1, 24,
          None, F64),
-        ("x of shape (2, 4, 16) in float32, with float32 weights, n_heads=4, n_kv_heads=2, d_ff=24", (2, 4, 16), 4,
+        (_("x of shape (2, 4, 16) in float32, with float32 weights, n_heads=4, n_kv_heads=2, d_ff=24"), (2, 4, 16), 4,
          2, 24, None, torch.float32),
-        ("x of shape (2, 6, 16) with tiny entries (mean square about 2e-6, where eps matters), n_heads=4, "
-         "n_kv_heads=2, d_ff=24", (2, 6, 16), 4, 2, 24, None, F64),
+        (N_("x of shape (2, 6, 16) with tiny entries (mean square about 2e-6, where eps matters), n_heads=4, "
+            "n_kv_heads=2, d_ff=24"), (2, 6, 16), 4, 2, 24, None, F64),
     ]
     cases = []
     for i, (desc, shape, h, kv, d_ff, base, dtype) in enumerate(specs):
         x = randn64(*shape, seed=200 + i, dtype=dtype) + 0.5  # a mean away from 0, so that centring shows
-        if "tiny" in desc:
+        if "tiny" in desc:  # desc: the English (N_) where it names the case; translated where shown
             x = x * 1e-3  # (B, T, d): eps is no longer negligible next to the mean square
-        cases.append((desc, x, _weights(shape[-1], h, kv, d_ff, seed=210 + 10 * i, dtype=dtype), h, kv, base))
+        cases.append((_(desc), x, _weights(shape[-1], h, kv, d_ff, seed=210 + 10 * i, dtype=dtype), h, kv, base))
     return cases
 
 
@@ -244,29 +245,31 @@ def check_modern_block(modern_block) -> str:
 
     def one(case, runs):
         desc, x, w, h, kv, base = case
-        on = desc + " (weights: " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in w.items()) + ")"
+        on = _("{desc} (weights: {weights})", desc=desc,
+               weights=", ".join(f"{k} {tuple(v.shape)}" for k, v in w.items()))
         by_name = {} if base is None else {"rope_base": base}
         got = call(modern_block, x, _copy(w), h, kv, **by_name, what="modern_block", on=on, forbid=BLOCK_FORBIDDEN,
                    explain=_block_error_hint)
         base_ = 10000.0 if base is None else base
         ref = _llama_reference(x, w, h, kv, base_)  # (B, T, d), float64
-        expect_dtype(got, x, "your result", on)
+        expect_dtype(got, x, _("your result"), on)
         mistakes = _mistakes(x, w, h, kv, base_)
-        got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
+        got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, ATOL, RTOL)
 
-    verdict(collect(cases, one), what="your result", rule=BLOCK_RULE)
-    desc, x, w, h, kv, _ = cases[1]
+    verdict(collect(cases, one), what=_("your result"), rule=BLOCK_RULE)
+    desc, x, w, h, kv, _unused = cases[1]
     names = {0: "x"}
     leaves, inputs = grad_inputs((x, w, h, kv), names)
     inputs[1] = _copy(w)  # the answer's own copy: the reference of the gradients reads `w` (in `leaves`) after it
     got, grads = call(modern_block, *inputs, what="modern_block", on=desc, forbid=BLOCK_FORBIDDEN,
                       explain=_block_error_hint, observe=observe_gradients(leaves, names, _block_for_gradients))
     compare_gradients(got, grads, leaves, names, _block_for_gradients, what="modern_block", on=desc, atol=ATOL,
-                      rtol=RTOL, hint="the gradient must reach x through every path, the residual connections "
-                                      "included: " + GRAD_HINT.split(": ", 1)[1])
-    return (f"equals the package's LlamaBlock holding the same weights on {len(cases)} inputs: multi-head, "
-            "grouped-query and multi-query attention, another rope_base, float32 and tiny inputs where eps matters")
+                      rtol=RTOL, hint=_("the gradient must reach x through every path, the residual connections "
+                                        "included: ") + _(GRAD_TAIL))
+    return (_("equals the package's LlamaBlock holding the same weights on {len_cases} inputs: multi-head, "
+              "grouped-query and multi-query attention, another rope_base, float32 and tiny inputs where eps "
+              "matters", len_cases=len(cases)))
 
 
 def _copy(w: dict) -> dict:

@@ -9,13 +9,14 @@ from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
 from ._shared import F64, expect_dtype, randn64, tolerance
+from ...i18n import N_, _
 
-SWIGLU_FORBIDDEN = [(name, "write the three products yourself, with @, as the weights are given (in, out)")
+SWIGLU_FORBIDDEN = [(name, N_("write the three products yourself, with @, as the weights are given (in, out)"))
                     for name in ("torch.nn.functional.linear", "torch.nn.Linear", "torch.nn.functional.bilinear",
                                  "attnbook.layers.FeedForward")]
 
-SWIGLU_RULE = ("the result is (silu(x @ W_gate) * (x @ W_up)) @ W_down: SiLU on the gate branch only, multiplied "
-               "element by element with the up branch, then the down projection, the weights used as given")
+SWIGLU_RULE = (N_("the result is (silu(x @ W_gate) * (x @ W_up)) @ W_down: SiLU on the gate branch only, multiplied "
+                  "element by element with the up branch, then the down projection, the weights used as given"))
 
 
 def _swiglu_mistakes(x: Tensor, W_gate: Tensor, W_up: Tensor, W_down: Tensor) -> dict:
@@ -24,36 +25,37 @@ def _swiglu_mistakes(x: Tensor, W_gate: Tensor, W_up: Tensor, W_down: Tensor) ->
     g, u = x @ Wg, x @ Wu  # (..., d_ff) each
     silu = F.silu
     return {
-        "gate and up are swapped: SiLU goes on x @ W_gate, the gate, and multiplies x @ W_up, which stays linear":
+        _("gate and up are swapped: SiLU goes on x @ W_gate, the gate, and multiplies x @ W_up, which stays linear"):
             (silu(u) * g) @ Wd,
-        "SiLU acts on the gate branch alone, before the product: silu(x @ W_gate) * (x @ W_up), not "
-        "silu((x @ W_gate) * (x @ W_up))": silu(g * u) @ Wd,
-        "only the gate branch goes through SiLU; the up branch x @ W_up stays linear": (silu(g) * silu(u)) @ Wd,
-        "that is ReGLU (ReLU as the gate's activation); SwiGLU uses SiLU, z * sigmoid(z), which is smooth and "
-        "lets small negative values through": (torch.relu(g) * u) @ Wd,
-        "that is GEGLU (GELU as the gate's activation); SwiGLU uses SiLU, z * sigmoid(z)": (F.gelu(g) * u) @ Wd,
-        "that is GEGLU with the tanh approximation of GELU; SwiGLU uses SiLU, z * sigmoid(z)":
+        _("SiLU acts on the gate branch alone, before the product: silu(x @ W_gate) * (x @ W_up), not "
+          "silu((x @ W_gate) * (x @ W_up))"): silu(g * u) @ Wd,
+        _("only the gate branch goes through SiLU; the up branch x @ W_up stays linear"): (silu(g) * silu(u)) @ Wd,
+        _("that is ReGLU (ReLU as the gate's activation); SwiGLU uses SiLU, z * sigmoid(z), which is smooth and "
+          "lets small negative values through"): (torch.relu(g) * u) @ Wd,
+        _("that is GEGLU (GELU as the gate's activation); SwiGLU uses SiLU, z * sigmoid(z)"): (F.gelu(g) * u) @ Wd,
+        _("that is GEGLU with the tanh approximation of GELU; SwiGLU uses SiLU, z * sigmoid(z)"):
             (F.gelu(g, approximate="tanh") * u) @ Wd,
-        "that is GLU (a sigmoid gate); SwiGLU's gate is SiLU, z * sigmoid(z): the sigmoid times z itself":
+        _("that is GLU (a sigmoid gate); SwiGLU's gate is SiLU, z * sigmoid(z): the sigmoid times z itself"):
             (torch.sigmoid(g) * u) @ Wd,
-        "you left out the up branch: the gate silu(x @ W_gate) multiplies x @ W_up, element by element":
+        _("you left out the up branch: the gate silu(x @ W_gate) multiplies x @ W_up, element by element"):
             silu(g) @ Wd,
-        "you left out the gate: silu(x @ W_gate) multiplies the up branch x @ W_up": silu(u) @ Wd,
-        "you left out the activation: the gate is silu(x @ W_gate), not x @ W_gate": (g * u) @ Wd,
-        "the gate multiplies the up branch (element by element); it is not added to it": (silu(g) + u) @ Wd,
-        "the activation goes on the gate branch, before W_down, not after the down projection":
+        _("you left out the gate: silu(x @ W_gate) multiplies the up branch x @ W_up"): silu(u) @ Wd,
+        _("you left out the activation: the gate is silu(x @ W_gate), not x @ W_gate"): (g * u) @ Wd,
+        _("the gate multiplies the up branch (element by element); it is not added to it"): (silu(g) + u) @ Wd,
+        _("the activation goes on the gate branch, before W_down, not after the down projection"):
             silu((g * u) @ Wd),
-        "you forgot the down projection: multiply the gated (..., d_ff) tensor by W_down to come back to d":
+        _("you forgot the down projection: multiply the gated (..., d_ff) tensor by W_down to come back to d"):
             silu(g) * u,
-        "the feed-forward network has no residual connection of its own: return its output alone (the block adds "
-        "the residual around it)": x + (silu(g) * u) @ Wd,
+        _("the feed-forward network has no residual connection of its own: return its output alone (the block adds "
+          "the residual around it)"): x + (silu(g) * u) @ Wd,
     }
 
 
 def _swiglu_error_hint(message: str) -> str | None:
+    # PyTorch's own (English) error texts
     if any(s in message for s in ("cannot be multiplied", "size mismatch", "must match the size", "size of tensor")):
-        return ("follow the shapes: x is (..., d), W_gate and W_up (d, d_ff), W_down (d_ff, d). All three are used "
-                "as given, x @ W_gate, with no transpose (nn.Linear stores (out, in); these are (in, out))")
+        return (_("follow the shapes: x is (..., d), W_gate and W_up (d, d_ff), W_down (d_ff, d). All three are used "
+                  "as given, x @ W_gate, with no transpose (nn.Linear stores (out, in); these are (in, out))"))
     return None
 
 
@@ -62,37 +64,38 @@ def _swiglu_error_hint(message: str) -> str | None:
 def check_swiglu(swiglu) -> str:
     """swiglu(x, W_gate, W_up, W_down) must equal (silu(x @ W_gate) * (x @ W_up)) @ W_down."""
     cases = [  # (description, shape of x, d_ff, scale of x); d_ff is never d, so a transposed weight cannot fit
-        ("x of shape (5, 4) with d=4, d_ff=6", (5, 4), 6, 1.0),
-        ("x of shape (2, 3, 6), a batch of sequences, with d=6, d_ff=16", (2, 3, 6), 16, 1.0),
-        ("x of shape (7,), a single token, with d=7, d_ff=3 (d_ff smaller than d)", (7,), 3, 1.0),
-        ("x of shape (4, 8) with large values, so that the gate's pre-activations x @ W_gate reach about 10, with "
-         "d=8, d_ff=12", (4, 8), 12, 5.0),
-        ("x of shape (2, 3, 4) in float32 with d=4, d_ff=10", (2, 3, 4), 10, 1.0),
+        (_("x of shape (5, 4) with d=4, d_ff=6"), (5, 4), 6, 1.0),
+        (_("x of shape (2, 3, 6), a batch of sequences, with d=6, d_ff=16"), (2, 3, 6), 16, 1.0),
+        (_("x of shape (7,), a single token, with d=7, d_ff=3 (d_ff smaller than d)"), (7,), 3, 1.0),
+        (_("x of shape (4, 8) with large values, so that the gate's pre-activations x @ W_gate reach about 10, with "
+           "d=8, d_ff=12"), (4, 8), 12, 5.0),
+        (N_("x of shape (2, 3, 4) in float32 with d=4, d_ff=10"), (2, 3, 4), 10, 1.0),
     ]
 
     def one(case, runs):
         i, (desc, shape, d_ff, scale) = case
-        dtype = torch.float32 if "float32" in desc else F64
+        dtype = torch.float32 if "float32" in desc else F64  # desc: the English (N_), translated where shown
         d = shape[-1]
         x = randn64(*shape, seed=140 + i, dtype=dtype) * scale
         W_gate = randn64(d, d_ff, seed=150 + i, dtype=dtype) / d ** 0.5
         W_up = randn64(d, d_ff, seed=160 + i, dtype=dtype) / d ** 0.5
         W_down = randn64(d_ff, d, seed=170 + i, dtype=dtype) / d_ff ** 0.5
-        on = f"{desc} (W_gate and W_up {tuple(W_gate.shape)}, W_down {tuple(W_down.shape)})"
+        on = _("{desc} (W_gate and W_up {tuple_w_gate_shape}, W_down {tuple_w_down_shape})",
+               desc=_(desc), tuple_w_gate_shape=tuple(W_gate.shape), tuple_w_down_shape=tuple(W_down.shape))
         got = call(swiglu, x, W_gate, W_up, W_down, what="swiglu", on=on, forbid=SWIGLU_FORBIDDEN,
                    explain=_swiglu_error_hint)
         ref = _swiglu_ref(x, W_gate, W_up, W_down)  # (..., d), float64
-        expect_dtype(got, x, "your result", on)
+        expect_dtype(got, x, _("your result"), on)
         mistakes = _swiglu_mistakes(x, W_gate, W_up, W_down)
-        got = expect_shape(got, ref, mistakes, runs, what="your result", on=on)
+        got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, *tolerance(x))
 
-    verdict(collect(enumerate(cases), one), what="your result", rule=SWIGLU_RULE)
+    verdict(collect(enumerate(cases), one), what=_("your result"), rule=SWIGLU_RULE)
     x, Wg, Wu, Wd = (randn64(*s, seed=180 + k) for k, s in enumerate([(5, 4), (4, 6), (4, 6), (6, 4)]))
     expect_gradients(swiglu, (x, Wg, Wu, Wd), {0: "x", 1: "W_gate", 2: "W_up", 3: "W_down"}, _swiglu_ref,
                      what="swiglu", on=cases[0][0], forbid=SWIGLU_FORBIDDEN)
-    return (f"matches (silu(x @ W_gate) * (x @ W_up)) @ W_down on {len(cases)} inputs, including a single token, "
-            "d_ff < d, large gate values and float32")
+    return (_("matches (silu(x @ W_gate) * (x @ W_up)) @ W_down on {len_cases} inputs, including a single token, "
+              "d_ff < d, large gate values and float32", len_cases=len(cases)))
 
 
 def _swiglu_ref(x, W_gate, W_up, W_down):

@@ -9,9 +9,10 @@ from ..guard import call
 from ..hints import describe
 from ..observe import Observer
 from ..registry import exercise, Wrong
+from ...i18n import N_, _
 
 MERGE_FORBIDDEN = [
-    (name, "walk through the list yourself, with an index that moves by 2 after a merge and by 1 otherwise")
+    (name, N_("walk through the list yourself, with an index that moves by 2 after a merge and by 1 otherwise"))
     for name in ("attnbook.text.train_bpe", "attnbook.text.BPE.encode", "attnbook.text.BPE")
 ]
 
@@ -38,16 +39,16 @@ def _long_case() -> list[int]:
 # from right to left and from overlapping merges; ids of two digits catch a merge done on text; the last id
 # outside a pair, an empty list and one id catch loops that stop early or start late.
 CASES = [
-    ([5, 6, 7, 5, 6], (5, 6), 9, "ids=[5, 6, 7, 5, 6], pair=(5, 6), new_id=9: the pair at the start and the end"),
-    ([3, 3, 3], (3, 3), 8, "ids=[3, 3, 3], pair=(3, 3), new_id=8: three in a row"),
-    ([1, 2, 3], (3, 4), 9, "ids=[1, 2, 3], pair=(3, 4), new_id=9: no occurrence"),
-    ([2, 1, 2, 1], (1, 2), 7, "ids=[2, 1, 2, 1], pair=(1, 2), new_id=7: (2, 1) is another pair"),
-    ([4, 4, 4, 4, 4], (4, 4), 6, "ids=[4, 4, 4, 4, 4], pair=(4, 4), new_id=6: five in a row"),
-    ([11, 2, 1, 21, 1, 2], (1, 2), 300, "ids=[11, 2, 1, 21, 1, 2], pair=(1, 2), new_id=300: ids of two digits"),
-    ([8, 1, 2, 3], (1, 2), 256, "ids=[8, 1, 2, 3], pair=(1, 2), new_id=256: one occurrence in the middle"),
-    ([], (1, 2), 5, "ids=[], pair=(1, 2), new_id=5: an empty list"),
-    ([7], (7, 7), 9, "ids=[7], pair=(7, 7), new_id=9: one id"),
-    (_long_case(), (1, 2), 3, "2,000 random ids from {0, 1, 2}, pair=(1, 2), new_id=3"),
+    ([5, 6, 7, 5, 6], (5, 6), 9, N_("ids=[5, 6, 7, 5, 6], pair=(5, 6), new_id=9: the pair at the start and the end")),
+    ([3, 3, 3], (3, 3), 8, N_("ids=[3, 3, 3], pair=(3, 3), new_id=8: three in a row")),
+    ([1, 2, 3], (3, 4), 9, N_("ids=[1, 2, 3], pair=(3, 4), new_id=9: no occurrence")),
+    ([2, 1, 2, 1], (1, 2), 7, N_("ids=[2, 1, 2, 1], pair=(1, 2), new_id=7: (2, 1) is another pair")),
+    ([4, 4, 4, 4, 4], (4, 4), 6, N_("ids=[4, 4, 4, 4, 4], pair=(4, 4), new_id=6: five in a row")),
+    ([11, 2, 1, 21, 1, 2], (1, 2), 300, N_("ids=[11, 2, 1, 21, 1, 2], pair=(1, 2), new_id=300: ids of two digits")),
+    ([8, 1, 2, 3], (1, 2), 256, N_("ids=[8, 1, 2, 3], pair=(1, 2), new_id=256: one occurrence in the middle")),
+    ([], (1, 2), 5, N_("ids=[], pair=(1, 2), new_id=5: an empty list")),
+    ([7], (7, 7), 9, N_("ids=[7], pair=(7, 7), new_id=9: one id")),
+    (_long_case(), (1, 2), 3, N_("2,000 random ids from {0, 1, 2}, pair=(1, 2), new_id=3")),
 ]
 
 
@@ -114,30 +115,30 @@ def _removes(ids, pair, new):
 
 
 MISTAKES = {
-    "merge from left to right: in [a, a, a] with pair (a, a), the first two ids merge and the third stays":
+    N_("merge from left to right: in [a, a, a] with pair (a, a), the first two ids merge and the third stays"):
         _right_to_left,
-    "the occurrences must not overlap: once two ids are merged, the scan goes on after both of them":
+    N_("the occurrences must not overlap: once two ids are merged, the scan goes on after both of them"):
         _overlapping,
-    "the last id is lost when it is not the end of a merged pair: your loop stops one position before the end, "
-    "so add the last id after it (or loop while i < len(ids) and test i + 1 < len(ids))": _drops_last,
-    "merge every occurrence of the pair, not only the first": _first_only,
-    "after writing new_id, skip both ids of the pair (move on by 2): the second id is part of the merged token":
+    N_("the last id is lost when it is not the end of a merged pair: your loop stops one position before the end, "
+       "so add the last id after it (or loop while i < len(ids) and test i + 1 < len(ids))"): _drops_last,
+    N_("merge every occurrence of the pair, not only the first"): _first_only,
+    N_("after writing new_id, skip both ids of the pair (move on by 2): the second id is part of the merged token"):
         _keeps_second,
-    "the pair is ordered: (a, b) matches a followed by b, not b followed by a": _both_orders,
-    "joining the ids into a string and replacing text also matches digits inside other ids ('1 2' inside "
-    "'11 2' and '1 21'): compare ids, not text": _as_text,
-    "put new_id where the pair was: the merged token replaces the two ids": _removes,
-    "nothing was merged: is the comparison ever true? A list never equals a tuple ([1, 2] == (1, 2) is False): "
-    "compare ids[i] == pair[0] and ids[i + 1] == pair[1]": lambda ids, pair, new: list(ids),
+    N_("the pair is ordered: (a, b) matches a followed by b, not b followed by a"): _both_orders,
+    N_("joining the ids into a string and replacing text also matches digits inside other ids ('1 2' inside "
+       "'11 2' and '1 21'): compare ids, not text"): _as_text,
+    N_("put new_id where the pair was: the merged token replaces the two ids"): _removes,
+    N_("nothing was merged: is the comparison ever true? A list never equals a tuple ([1, 2] == (1, 2) is False): "
+       "compare ids[i] == pair[0] and ids[i + 1] == pair[1]"): lambda ids, pair, new: list(ids),
 }
 
 
 def _merge_error_hint(message: str) -> str | None:
     if "list index out of range" in message:
-        return ("at the last position there is no next id: test i + 1 < len(ids) before reading ids[i + 1] (an "
-                "empty list and a pair at the very end must work)")
+        return (_("at the last position there is no next id: test i + 1 < len(ids) before reading ids[i + 1] (an "
+                  "empty list and a pair at the very end must work)"))
     if "'tuple' object does not support item assignment" in message:
-        return "pair is a tuple, which cannot change: build a new list for the result"
+        return _("pair is a tuple, which cannot change: build a new list for the result")
     return None
 
 
@@ -146,21 +147,24 @@ def _merged_list(merge_pair, ids, pair, new, on) -> list:
     got, (kept, same) = call(merge_pair, list(ids), pair, new, what="merge_pair", on=on, forbid=MERGE_FORBIDDEN,
                              explain=_merge_error_hint, observe=IdsKept(0, ids))
     if not kept:
-        raise Wrong(f"merge_pair changed its input `ids` in place on {on}",
-                    "build and return a new list (out = [] then out.append(...)); leave ids as it came in")
+        raise Wrong(_("merge_pair changed its input `ids` in place on {on}", on=on),
+                    _("build and return a new list (out = [] then out.append(...)); leave ids as it came in"))
     if got is None:
-        raise Wrong(f"merge_pair returned None on {on}, expected a list", "did you forget the `return` statement?")
+        raise Wrong(_("merge_pair returned None on {on}, expected a list",
+                      on=on), _("did you forget the `return` statement?"))
     if same:
-        raise Wrong(f"merge_pair returned the list `ids` it was given on {on}, expected a new list",
-                    "build a new list every time, also when nothing is merged: code that later changes the result "
-                    "would change the caller's ids too")
+        raise Wrong(_("merge_pair returned the list `ids` it was given on {on}, expected a new list", on=on),
+                    _("build a new list every time, also when nothing is merged: code that later changes the result "
+                      "would change the caller's ids too"))
     if not isinstance(got, list):
-        raise Wrong(f"merge_pair returned {describe(got)} on {on}, expected a list of ints",
-                    "return a Python list, e.g. built with out = [] and out.append(...)")
+        raise Wrong(_("merge_pair returned {describe_got} on {on}, expected a list of ints",
+                      describe_got=describe(got), on=on),
+                    _("return a Python list, e.g. built with out = [] and out.append(...)"))
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in got):
         bad = next(x for x in got if not isinstance(x, int) or isinstance(x, bool))
-        raise Wrong(f"merge_pair returned a list holding {describe(bad)} on {on}, expected ints only",
-                    "keep the ids as Python ints: copy them from ids and add new_id itself")
+        raise Wrong(_("merge_pair returned a list holding {describe_bad} on {on}, expected ints only",
+                      describe_bad=describe(bad), on=on),
+                    _("keep the ids as Python ints: copy them from ids and add new_id itself"))
     return got
 
 
@@ -170,24 +174,28 @@ def check_merge_pair(merge_pair) -> str:
     """merge_pair(ids, pair, new_id) -> a new list, every occurrence of pair (left to right) replaced by new_id."""
     runs = []  # (the learner's list, the case) of every case, in order
     for ids, pair, new, on in CASES:
+        on = _(on)  # the descriptions are marked N_ where they are defined
         try:
             got = _merged_list(merge_pair, ids, pair, new, on)
         except Wrong:
-            if any(got != _right(*case) for got, case, _ in runs):
+            if any(got != _right(*case) for got, case, _unused in runs):
                 break  # a wrong list came first: report it, with the evidence of the cases before
             raise
         runs.append((got, (ids, pair, new), on))
-    wrong = [i for i, (got, case, _) in enumerate(runs) if got != _right(*case)]
+    wrong = [i for i, (got, case, _unused) in enumerate(runs) if got != _right(*case)]
     if not wrong:
-        return (f"right on {len(CASES)} lists, including runs of one id, a pair at either end, ids of two digits, "
-                "an empty list and 2,000 random ids")
+        return (_("right on {len_cases} lists, including runs of one id, a pair at either end, ids of two "
+                  "digits, an empty list and 2,000 random ids", len_cases=len(CASES)))
     got, (ids, pair, new), on = runs[wrong[0]]
     want = _right(ids, pair, new)
-    hint = next((h for h, f in MISTAKES.items() if all(g == f(*c) for g, c, _ in runs)), None)
+    hint = next((h for h, f in MISTAKES.items() if all(g == f(*c) for g, c, _unused in runs)), None)
     where = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    detail = (f"your list has {len(got)} id{'' if len(got) == 1 else 's'}, the right one {len(want)}"
-              if where == min(len(got), len(want))
-              else f"they first differ at index {where}")
-    raise Wrong(f"merge_pair is wrong on {on}: {detail}",
-                hint or "walk from left to right: where ids[i], ids[i + 1] is the pair, write new_id and move on by "
-                        "2; otherwise copy ids[i] and move on by 1")
+    if where != min(len(got), len(want)):
+        detail = _("they first differ at index {where}", where=where)
+    elif len(got) == 1:
+        detail = _("your list has 1 id, the right one {len_want}", len_want=len(want))
+    else:
+        detail = _("your list has {len_got} ids, the right one {len_want}", len_got=len(got), len_want=len(want))
+    raise Wrong(_("merge_pair is wrong on {on}: {detail}", on=on, detail=detail),
+                hint or _("walk from left to right: where ids[i], ids[i + 1] is the pair, write new_id and move on by "
+                          "2; otherwise copy ids[i] and move on by 1"))

@@ -9,11 +9,12 @@ from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
 from ._shared import as_number, close
+from ...i18n import N_, _
 
 SCHEDULE_FORBIDDEN = [
-    ("torch.optim.lr_scheduler.*", "compute the rate yourself with math.cos and math.pi"),
-    ("transformers.optimization.*", "compute the rate yourself with math.cos and math.pi"),
-    ("attnbook.training._lr_factor", "compute the rate yourself with math.cos and math.pi"),
+    ("torch.optim.lr_scheduler.*", N_("compute the rate yourself with math.cos and math.pi")),
+    ("transformers.optimization.*", N_("compute the rate yourself with math.cos and math.pi")),
+    ("attnbook.training._lr_factor", N_("compute the rate yourself with math.cos and math.pi")),
 ]
 
 # (step, max_lr, warmup_steps, total_steps, min_lr or None for the default 0.0). Schedule A alone tells every
@@ -67,72 +68,73 @@ def _warm_inclusive(step, M, W, T, m):
     return M * (step + 1) / W if step <= W and W else _right(step, M, W, T, m)
 
 
-RULE = ("the rate of step `step` (counted from 0) is max_lr · (step + 1) / warmup_steps while step < warmup_steps; "
-        "then min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2 with t = (step - warmup_steps) / (total_steps - "
-        "warmup_steps), up to step total_steps; then min_lr")
+RULE = (N_("the rate of step `step` (counted from 0) is max_lr · (step + 1) / warmup_steps while step < warmup_steps; "
+           "then min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2 with t = (step - warmup_steps) / (total_steps - "
+           "warmup_steps), up to step total_steps; then min_lr"))
 
 # hint -> the rate that mistake gives, as a function of (step, max_lr, warmup_steps, total_steps, min_lr)
 MISTAKES = {
-    "the warm-up is off by one: the first step, step 0, already gets max_lr · 1 / warmup_steps, and step "
-    "warmup_steps - 1 reaches max_lr; use (step + 1) / warmup_steps":
+    N_("the warm-up is off by one: the first step, step 0, already gets max_lr · 1 / warmup_steps, and step "
+       "warmup_steps - 1 reaches max_lr; use (step + 1) / warmup_steps"):
         _phased(lambda s, M, W, T, m: M * s / W, _cos, _past),
-    "the warm-up divides by warmup_steps + 1: with (step + 1) / warmup_steps, the last warm-up step "
-    "(step warmup_steps - 1) reaches max_lr":
+    N_("the warm-up divides by warmup_steps + 1: with (step + 1) / warmup_steps, the last warm-up step "
+       "(step warmup_steps - 1) reaches max_lr"):
         _phased(lambda s, M, W, T, m: M * (s + 1) / (W + 1), _cos, _past),
-    "step warmup_steps is the first step of the cosine, which starts at max_lr: warm up while step < "
-    "warmup_steps, not <=": _warm_inclusive,
-    "the cosine runs over the total_steps - warmup_steps steps after the warm-up: t = (step - warmup_steps) / "
-    "(total_steps - warmup_steps), not divided by total_steps":
+    N_("step warmup_steps is the first step of the cosine, which starts at max_lr: warm up while step < "
+       "warmup_steps, not <="): _warm_inclusive,
+    N_("the cosine runs over the total_steps - warmup_steps steps after the warm-up: t = (step - warmup_steps) / "
+       "(total_steps - warmup_steps), not divided by total_steps"):
         _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, span=T), _past),
-    "the cosine starts after the warm-up: t = (step - warmup_steps) / (total_steps - warmup_steps), which is 0 "
-    "at step warmup_steps, not step / total_steps":
+    N_("the cosine starts after the warm-up: t = (step - warmup_steps) / (total_steps - warmup_steps), which is 0 "
+       "at step warmup_steps, not step / total_steps"):
         _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, span=T, start=0), _past),
-    "the cosine ends at min_lr, not at 0: min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2, and min_lr after "
-    "total_steps": _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, floor=0.0, scale=M),
+    N_("the cosine ends at min_lr, not at 0: min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2, and min_lr after "
+       "total_steps"): _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, floor=0.0, scale=M),
                            lambda s, M, W, T, m: 0.0),
-    "scale the cosine by max_lr - min_lr, so that it starts at max_lr and ends at min_lr: "
-    "min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2":
+    N_("scale the cosine by max_lr - min_lr, so that it starts at max_lr and ends at min_lr: "
+       "min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2"):
         _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, scale=M), _past),
-    "math.cos takes radians: half a period is π (math.pi), not 180":
+    N_("math.cos takes radians: half a period is π (math.pi), not 180"):
         _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=180.0), _past),
-    "math.cos takes radians and π t already is an angle in radians: no math.radians":
+    N_("math.cos takes radians and π t already is an angle in radians: no math.radians"):
         _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.radians(math.pi)), _past),
-    "that is a linear decay: the task asks for a half cosine, min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2":
+    N_("that is a linear decay: the task asks for a half cosine, min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2"):
         _phased(_warm, lambda s, M, W, T, m: m + (M - m) * (1 - (s - W) / (T - W)), _past),
-    "a half cosine goes down once, from max_lr to min_lr: cos(π t), not cos(2π t), which comes back up to "
-    "max_lr at the end": _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=2 * math.pi), _past),
-    "the decay is half a period of the cosine, cos(π t) from t = 0 to 1: cos(π t / 2) is a quarter period, "
-    "which stops halfway down": _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.pi / 2), _past),
-    "(1 + cos(π t)) / 2 goes from 1 down to 0; without the / 2 the rate starts at twice max_lr":
+    N_("a half cosine goes down once, from max_lr to min_lr: cos(π t), not cos(2π t), which comes back up to "
+       "max_lr at the end"): _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=2 * math.pi), _past),
+    N_("the decay is half a period of the cosine, cos(π t) from t = 0 to 1: cos(π t / 2) is a quarter period, "
+       "which stops halfway down"): _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.pi / 2), _past),
+    N_("(1 + cos(π t)) / 2 goes from 1 down to 0; without the / 2 the rate starts at twice max_lr"):
         _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, half=1.0), _past),
-    "past total_steps the rate stays at min_lr: the cosine, continued, comes back up":
+    N_("past total_steps the rate stays at min_lr: the cosine, continued, comes back up"):
         _phased(_warm, _cos, _cos),
-    "past total_steps the rate stays at min_lr, not 0": _phased(_warm, _cos, lambda s, M, W, T, m: 0.0),
-    "the warm-up is max_lr · (step + 1) / warmup_steps even where that is below min_lr: min_lr is the floor "
-    "of the cosine and after it, not of the warm-up":
+    N_("past total_steps the rate stays at min_lr, not 0"): _phased(_warm, _cos, lambda s, M, W, T, m: 0.0),
+    N_("the warm-up is max_lr · (step + 1) / warmup_steps even where that is below min_lr: min_lr is the floor "
+       "of the cosine and after it, not of the warm-up"):
         _phased(lambda s, M, W, T, m: max(m, _warm(s, M, W, T, m)), _cos, _past),
-    "the first warmup_steps steps rise linearly to max_lr: max_lr · (step + 1) / warmup_steps":
+    N_("the first warmup_steps steps rise linearly to max_lr: max_lr · (step + 1) / warmup_steps"):
         _phased(lambda s, M, W, T, m: M, _cos, _past),
 }
 
 
 def _schedule_error_hint(message: str) -> str | None:
     if "ZeroDivisionError" in message:
-        return "warmup_steps may be 0: then there is no warm-up, and the cosine starts at step 0"
+        return _("warmup_steps may be 0: then there is no warm-up, and the cosine starts at step 0")
     return None
 
 
 def _describe(step, M, W, T, m) -> str:
-    extra = "" if m is None else f", min_lr={m:g}"
-    return f"lr_at({step}, max_lr={M:g}, warmup_steps={W}, total_steps={T}{extra})"
+    extra = "" if m is None else _(", min_lr={m:g}", m=m)
+    return _("lr_at({step}, max_lr={M:g}, warmup_steps={W}, total_steps={T}{extra})",
+             step=step, M=M, W=W, T=T, extra=extra)
 
 
 def _phase(step, W, T) -> str:
     if step < W:
-        return "a warm-up step"
+        return _("a warm-up step")
     if step <= T:
-        return "a step of the cosine"
-    return "a step past total_steps"
+        return _("a step of the cosine")
+    return _("a step past total_steps")
 
 
 @exercise("12.1", "Warm-up and cosine decay", section="The learning-rate schedule",
@@ -153,12 +155,14 @@ def check_lr_at(lr_at) -> str:
         runs.append((got, (step, M, W, T, 0.0 if m is None else m)))
     wrong = [i for i, (got, case) in enumerate(runs) if not close(got, _right(*case))]
     if not wrong:
-        return (f"right on {len(CASES)} steps of 5 schedules: the warm-up, the cosine from max_lr to min_lr, the "
-                "steps past total_steps, no warm-up at all, a one-step warm-up and a warm-up that starts below "
-                "min_lr")
+        return (_("right on {len_cases} steps of 5 schedules: the warm-up, the cosine from max_lr to min_lr, the "
+                  "steps past total_steps, no warm-up at all, a one-step warm-up and a warm-up that starts below "
+                  "min_lr", len_cases=len(CASES)))
     got, case = runs[wrong[0]]
-    step, M, W, T, _ = case
+    step, M, W, T, _unused = case
     hint = next((h for h, f in MISTAKES.items() if all(close(g, f(*c)) for g, c in runs)), None)
     m_shown = CASES[wrong[0]][4]
-    raise Wrong(f"lr_at is wrong on {_describe(step, M, W, T, m_shown)}, {_phase(step, W, T)}: expected "
-                f"{show_pair(_right(*case), got)}", hint or RULE)
+    raise Wrong(_("lr_at is wrong on {describe_step_m_w_t_m_sh}, {phase_step_w_t}: expected "
+                  "{show_pair__right_case_go}",
+                  describe_step_m_w_t_m_sh=_describe(step, M, W, T, m_shown), phase_step_w_t=_phase(step, W, T),
+                  show_pair__right_case_go=show_pair(_right(*case), got)), hint or RULE)
