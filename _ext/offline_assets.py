@@ -13,8 +13,9 @@
 - Chinese text is set in Noto Sans SC (SIL Open Font License), from the `@fontsource/noto-sans-sc` package: its
   regular and bold faces, split by Unicode range into small WOFF2 files, of which a browser fetches only those
   holding characters on the page; cut down to the CJK ranges, so that the font can come first in every font list
-  (the system's generic fonts would otherwise draw Chinese as empty boxes on a machine without CJK fonts). So the Chinese edition, and the Chinese column of the English glossary, render
-  on a machine without any CJK font, and look the same everywhere (`_static/attnbook.css` names the font).
+  (the system's generic fonts would otherwise draw Chinese as empty boxes on a machine without CJK fonts). So the
+  Chinese edition, and the Chinese column of the English glossary, render on a machine without any CJK font, and
+  look the same everywhere (`_static/attnbook.css` names the font).
 """
 from __future__ import annotations
 

@@ -98,7 +98,8 @@ def test_a_bad_translation_is_reported(english, chinese, problem):
 
 
 @pytest.mark.parametrize("english, chinese", [
-    ("Call `softmax(x, dim=-1)` on {glue:text}`n` rows of $QK^\\top$.", "对 $QK^\\top$ 的 {glue:text}`n` 行调用 `softmax(x, dim=-1)`。"),
+    ("Call `softmax(x, dim=-1)` on {glue:text}`n` rows of $QK^\\top$.",
+     "对 $QK^\\top$ 的 {glue:text}`n` 行调用 `softmax(x, dim=-1)`。"),
     ("See {ref}`the masks <masks>`.", "参见{ref}`掩码一节 <masks>`。"),
     ("The Transformer uses a padding mask.", "Transformer 使用填充掩码。"),
     ("A **bold claim.** Then more.", "一个**大胆的说法**。然后更多。"),
@@ -168,7 +169,7 @@ def test_fuzzy_and_untranslated_entries_are_reported(tmp_path, monkeypatch):
     assert any("@@ 4: fuzzy" in p for p in found) and any("@@ 5: untranslated" in p for p in found), found
 
 
-# --- the Chinese notebooks ----------------------------------------------------------------------------------------------
+# --- the Chinese notebooks ---------------------------------------------------------------------------------------
 
 def _code_without_comments(source: str) -> str:
     masked = "\n".join("pass" if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n"))

@@ -47,6 +47,7 @@ PAGES = EN_PAGES + ZH_PAGES
 COUNTERPART = dict(zip(EN_PAGES, ZH_PAGES)) | dict(zip(ZH_PAGES, EN_PAGES))
 CHAPTER = re.compile(r"(book|zh)/\d\d_\w+\.html")
 CJK = re.compile(r"[\u4e00-\u9fff]")
+CJK_FONT = re.compile(r"Noto Sans SC|CJK|PingFang|YaHei|Hei|Song|WenQuanYi")  # fonts that have Chinese glyphs
 
 CHROMIUM = os.environ.get("ATTNBOOK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -376,8 +377,7 @@ def _cjk_fonts(visit, selector: str) -> list[tuple[int, int, list[str]]]:
         attributes = session.send("DOM.getAttributes", {"nodeId": node})["attributes"]
         text = dict(zip(attributes[::2], attributes[1::2])).get("data-cjk-text", "")
         fonts = session.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
-        cjk_glyphs = sum(f["glyphCount"] for f in fonts if re.search(r"Noto Sans SC|CJK|PingFang|YaHei|Hei|Song|WenQuanYi",
-                                                                      f["familyName"]))
+        cjk_glyphs = sum(f["glyphCount"] for f in fonts if CJK_FONT.search(f["familyName"]))
         found.append((len(CJK.findall(text)), cjk_glyphs, [f["familyName"] for f in fonts]))
     session.detach()
     return found

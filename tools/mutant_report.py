@@ -22,7 +22,8 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 # identifiers and expressions (anything with _ . ( ) [ ] = * / digits), then runs of three or more plain words left.
 NOT_PROSE = re.compile(r"`[^`]*`|'[^']*'|\"[^\"]*\"|\b\w*(Error|Exception|Warning)\b:?[^。；！？]*|"
                        r"\S*[_.()\[\]=*/<>0-9]\S*")
-ENGLISH_RUN = re.compile(r"\b[a-z]{2,}(?:[ ,]+[a-z]{2,}){2,}\b")  # lower case: names such as NumPy or Python int are fine
+# three or more lower-case words: names such as NumPy or Python int are fine
+ENGLISH_RUN = re.compile(r"\b[a-z]{2,}(?:[ ,]+[a-z]{2,}){2,}\b")
 
 
 def english_left(message: str) -> str | None:

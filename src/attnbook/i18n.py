@@ -23,7 +23,8 @@ DOMAIN = "attnbook"
 
 _language: str | None = None  # None: follow ATTNBOOK_LANG
 # Between two Chinese characters (or punctuation) a space is a gap, not a word break: a translated template that
-# spaces out a value ("{what} 的形状") reads right when the value is Latin and must not leave "你的结果 的形状".
+# spaces out a value ("{what} 的形状") reads right when the value is Latin, and must not leave
+# "你的结果 的形状" when the value is Chinese.
 _CJK = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"
 _CJK_GAP = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 

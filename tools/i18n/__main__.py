@@ -1,6 +1,6 @@
 """The Chinese edition's tools (run from the repository root).
 
-    python -m tools.i18n update            # merge the English sources into the catalogs (new → untranslated, changed → fuzzy)
+    python -m tools.i18n update            # merge the English into the catalogs (new → untranslated, changed → fuzzy)
     python -m tools.i18n todo 03_multi_head [--all]   # the entries still to translate, numbered, in the fill format
     python -m tools.i18n fill 03_multi_head FILE      # put translations into the catalog from a file in the fill format
     python -m tools.i18n build             # write book/zh/ (notebooks, pages, _toc.yml, _config.yml) from the catalogs
@@ -9,7 +9,8 @@
                                            # and book/zh/ equal to what `build` would write
 
 The fill format: an entry starts with a line `@@ N #key` as `todo` prints it (the key, a fingerprint of the English,
-finds the entry even if the numbers moved; words after it are ignored), and its translation is the text up to the next `@@` line (one line; blank lines around it are ignored).
+finds the entry even if the numbers moved; words after it are ignored), and its translation is the text up to the
+next `@@` line (one line; blank lines around it are ignored).
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def cmd_update(args) -> int:
     for page in [_page(p) for p in args.pages] or all_pages():
         _, catalog = cat.update(page)
         todo = [m for m in cat.entries(catalog) if not m.string or m.fuzzy]
-        print(f"{cat.po_path(page).relative_to(cat.ROOT)}: {len(cat.entries(catalog))} entries, {len(todo)} to translate")
+        print(f"{cat.po_path(page).relative_to(cat.ROOT)}: {len(cat.entries(catalog))} entries, "
+              f"{len(todo)} to translate")
     return 0
 
 
@@ -142,7 +144,8 @@ def catalog_problems(page) -> list[str]:
     if page == cat.MESSAGES:
         mo = path.with_suffix(".mo")
         if not mo.exists() or mo.read_bytes() != cat.mo_bytes(path):
-            found.append(f"{mo.relative_to(cat.ROOT)}: not compiled from the .po (run python -m tools.i18n update messages)")
+            found.append(f"{mo.relative_to(cat.ROOT)}: not compiled from the .po "
+                         "(run python -m tools.i18n update messages)")
         for message in cat.entries(catalog):
             kind = message.auto_comments[0] if message.auto_comments else ""
             if kind in cat.FROM_BOOK and message.string != cat.book_translation(message.id, kind):
@@ -150,7 +153,8 @@ def catalog_problems(page) -> list[str]:
                              "(run python -m tools.i18n update messages)")
     for number, message in enumerate(cat.entries(catalog), 1):
         if message.fuzzy:
-            found.append(f"{name} @@ {number}: fuzzy (the English changed; check the translation): {message.id[:120]!r}")
+            found.append(f"{name} @@ {number}: fuzzy (the English changed; check the translation): "
+                         f"{message.id[:120]!r}")
         for problem in checks.problems(message.id, message.string, placeholders=page == cat.MESSAGES):
             found.append(f"{name} @@ {number}: {problem}: {message.id[:120]!r}")
     return found

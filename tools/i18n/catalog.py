@@ -90,7 +90,8 @@ def message_units() -> list[Unit]:
     units = []
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(ROOT).as_posix()
-        for lineno, text, _comments, _context in extract_from_file("python", str(path), keywords={"_": None, "N_": None}):
+        marked = extract_from_file("python", str(path), keywords={"_": None, "N_": None})
+        for lineno, text, _comments, _context in marked:
             units.append(Unit(text, "message", f"{where} {lineno}"))
     import attnbook.exercises  # noqa: F401  (registers every exercise)
     from attnbook.exercises.registry import REGISTRY, id_key

@@ -106,7 +106,8 @@ def problems(english: str, chinese: str, placeholders: bool = False) -> list[str
         found.append("changed or missing: " + ", ".join(sorted(missing)))
     if extra:
         found.append("not in the English: " + ", ".join(sorted(extra)))
-    prose = english_words(PLACEHOLDER.sub(" ", english) if placeholders else english)  # a copy is fine for a name or a shape, not for prose
+    # a copy is fine for a name or a shape, not for prose
+    prose = english_words(PLACEHOLDER.sub(" ", english) if placeholders else english)
     if not CJK.search(chinese) and (prose > 4 or (chinese != english and prose > 0)):
         found.append("no Chinese in the translation")
     if _stray_stars(chinese) > _stray_stars(english):

@@ -19,9 +19,11 @@ from .markdown import translate_code, translate_markdown
 
 ZH = cat.BOOK / "zh"
 SETUP_IMPORT = "from attnbook import setup\nsetup()"
-SETUP_ZH = 'from attnbook import set_language, setup\nsetup()\nset_language("zh")  # 练习的检查结果用中文显示'
+SETUP_ZH = ('from attnbook import set_language, setup\nsetup()\n'
+            'set_language("zh")  # 练习的检查结果用中文显示')
 COLAB_BOOK = re.compile(r"(colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/book/)(?!zh/)")
-FEEDBACK = re.compile(r"(^|[^\w.])(check|summary)\(")  # cells whose output is a check's verdict, in the reader's language
+# cells whose output is a check's verdict, in the reader's language
+FEEDBACK = re.compile(r"(^|[^\w.])(check|summary)\(")
 
 
 def feedback_cell(source: str) -> bool:

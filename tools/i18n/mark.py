@@ -6,7 +6,8 @@ Every string or f-string that reads as a message (two words or more; not a docst
 expression, a comparison operand, a dictionary key or a `forbid=`/`what=`/`on=`/`section=` argument) becomes a
 gettext call: "text" → _("text"); f"got {x.shape}, expected {n!r}" → _("got {shape}, expected {n!r}",
 shape=x.shape, n=n). Module-level strings become N_("text"): extracted for translation, translated where they are shown
-(`check` translates a Wrong's message and hint, `call` a forbid list's advice). Read the diff afterwards: the tool is a start, not a judge.
+(`check` translates a Wrong's message and hint, `call` a forbid list's advice). Read the diff afterwards: the tool
+is a start, not a judge.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def mark(path: Path) -> tuple[str, list[str]]:
         while parent is not None:
             if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store) and parent.slice is child:
                 return False  # mistakes[f"hint"] = value: the key is a hint
-            if isinstance(parent, ast.Compare) or isinstance(parent, ast.Subscript) or isinstance(parent, ast.JoinedStr):
+            if isinstance(parent, (ast.Compare, ast.Subscript, ast.JoinedStr)):
                 return True
             if isinstance(parent, ast.Dict) and any(k is child for k in parent.keys) and False:
                 return True
@@ -153,7 +154,8 @@ def mark(path: Path) -> tuple[str, list[str]]:
             text = "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
         else:
             continue
-        if isinstance(parents.get(id(node)), ast.JoinedStr) or len(WORD.findall(text)) < 2 or not re.search(r"\s", text):
+        if isinstance(parents.get(id(node)), ast.JoinedStr) or len(WORD.findall(text)) < 2 \
+                or not re.search(r"\s", text):
             continue
         segment = ast.get_source_segment(source, node)
         if segment is None or re.match(r"[rRbB]", segment):

@@ -37,8 +37,8 @@ MERMAID_LABEL = re.compile(r'"([^"\n]*)"|\|([^|\n]+)\||(?<=-- )([A-Za-z][^"|\n]*
 
 
 def _starts_block(line: str) -> bool:
-    return bool(FENCE.match(line) or HEADING.match(line) or LIST_ITEM.match(line) or line.lstrip().startswith(("|", "$$"))
-                or LABEL.match(line) or line.lstrip().startswith(("<", "+++", "%")))
+    return bool(FENCE.match(line) or HEADING.match(line) or LIST_ITEM.match(line) or LABEL.match(line)
+                or line.lstrip().startswith(("|", "$$", "<", "+++", "%")))
 
 
 def _hard_break(line: str) -> bool:
