@@ -89,7 +89,7 @@ def test_code_comments_are_units_and_the_code_is_not():
     ("Every token attends to every other.", "每个词都关注其他所有词。", "the Chinese must say 'token'"),
     ("A long sentence that was simply left in English here.", "A long sentence that was simply left in English here.",
      "no Chinese"),
-    ("One unit.", "第一行\n第二行", "one line"),
+    ("One unit.", "第一行\n第二行", "line breaks"),
     ("Anything at all.", "", "untranslated"),
 ])
 def test_a_bad_translation_is_reported(english, chinese, problem):

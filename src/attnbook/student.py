@@ -22,22 +22,28 @@ from pathlib import Path
 
 import nbformat
 
+from .i18n import N_, translations
+
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 SOLUTION_TAG = "solution"
 METADATA_KEY = "attnbook"  # the notebook's metadata: {"chapter": N}
 CHAPTER_GLOB = "[0-9][0-9]_*.ipynb"
 EXERCISE_DIRECTIVE = re.compile(r"\A:::\{exercise\} (?P<title>[^\n]+)\n(?::[\w-]+:[^\n]*\n)*\n?(?P<body>.*?)\n:::\s*\Z", re.S)
-NOTICE = (
+# In the language of the notebook (metadata.attnbook.language, "zh" in book/zh/), from the feedback's catalog
+NOTICE = N_(
     "**Exercise version.** The solutions in this notebook are replaced by stubs. Fill them in and run the "
     "check cell under each one; `summary({chapter})` at the end shows your progress.\n\n"
     "**Stuck?** Read the check's message: it names the input that went wrong and gives a hint. Then re-read the "
-    "section of the chapter it names. The solutions are in the chapter itself, `book/{name}`: the first badge "
+    "section of the chapter it names. The solutions are in the chapter itself, `{path}`: the first badge "
     "at the top opens it in Colab, and on the website each one sits behind \"Show solution\"."
 )
+HEADING = N_("Exercise {title}")
+CODE_HERE, ANSWER_HERE = N_("YOUR CODE HERE"), N_("YOUR ANSWER HERE")
+REPLACE_LINE = N_("replace this line with your code")
 
 
-def stub_source(source: str) -> str:
-    """Replace every BEGIN/END SOLUTION block in `source` by its stub."""
+def stub_source(source: str, language: str = "en") -> str:
+    """Replace every BEGIN/END SOLUTION block in `source` by its stub (its comments in `language`)."""
     lines = source.split("\n")
     out: list[str] = []
     i = 0
@@ -51,19 +57,19 @@ def stub_source(source: str) -> str:
             j = next(k for k in range(i + 1, len(lines)) if lines[k].strip() == END)
         except StopIteration:
             raise ValueError(f"'{BEGIN}' on line {i + 1} has no matching '{END}'") from None
-        out.extend(_stub(lines[i + 1 : j], indent))
+        out.extend(_stub(lines[i + 1 : j], indent, translations(language).gettext))
         i = j + 1
     return "\n".join(out)
 
 
-def _stub(block: list[str], indent: str) -> list[str]:
-    """The stub lines for one solution block at `indent`."""
+def _stub(block: list[str], indent: str, tr=str) -> list[str]:
+    """The stub lines for one solution block at `indent`; `tr` translates its words."""
     if indent:
-        return [f"{indent}# YOUR CODE HERE", f'{indent}raise NotImplementedError("replace this line with your code")']
+        return [f"{indent}# {tr(CODE_HERE)}", f'{indent}raise NotImplementedError("{tr(REPLACE_LINE)}")']
     names = _assigned_names("\n".join(block))
     if not names:
         raise ValueError("a top-level solution block must assign at least one name, e.g. `answer = ...`")
-    return [f"{name} = None  # YOUR ANSWER HERE" for name in names]
+    return [f"{name} = None  # {tr(ANSWER_HERE)}" for name in names]
 
 
 def _assigned_names(code: str) -> list[str]:
@@ -77,33 +83,38 @@ def _assigned_names(code: str) -> list[str]:
     return names
 
 
-def plain_exercise(source: str) -> str:
+def plain_exercise(source: str, language: str = "en") -> str:
     """':::{exercise} 2.1 · Title' + options + body + ':::'  ->  '### Exercise 2.1 · Title' + body."""
     m = EXERCISE_DIRECTIVE.match(source)
     if m is None:
         raise ValueError(f"not an exercise directive of the form ':::{{exercise}} N.k · title ... :::': {source[:60]!r}")
-    return f"### Exercise {m.group('title')}\n\n{m.group('body').strip()}"
+    heading = translations(language).gettext(HEADING).format(title=m.group("title"))
+    return f"### {heading}\n\n{m.group('body').strip()}"
 
 
 def exercise_version(nb: nbformat.NotebookNode, chapter: str, name: str) -> nbformat.NotebookNode:
     """A copy of chapter notebook `nb` with solutions stubbed, outputs cleared, plain exercise headings, a
     notice on top, and the chapter number in the notebook's metadata (`metadata.attnbook.chapter`)."""
     nb = copy.deepcopy(nb)
+    language = nb.metadata.get(METADATA_KEY, {}).get("language", "en")
     for cell in nb.cells:
         if cell.cell_type == "markdown" and cell.source.startswith(":::{exercise}"):
-            cell.source = plain_exercise(cell.source)
+            cell.source = plain_exercise(cell.source, language)
         if cell.cell_type != "code":
             continue
         cell.outputs, cell.execution_count = [], None
         tags = cell.metadata.get("tags", [])
         if SOLUTION_TAG in tags:
-            cell.source = stub_source(cell.source)
+            cell.source = stub_source(cell.source, language)
             cell.metadata["tags"] = [t for t in tags if t != "hide-input"]  # learners must see their cell
             cell.metadata.pop("mystnb", None)
         elif BEGIN in cell.source:
             raise ValueError(f"a cell holds '{BEGIN}' but is not tagged {SOLUTION_TAG!r}: {cell.source[:60]!r}")
     nb.metadata[METADATA_KEY] = {"chapter": int(chapter)}  # attnbook-grade reads it (else it recognises the content)
-    notice = nbformat.v4.new_markdown_cell(NOTICE.format(chapter=chapter, name=name))
+    if language != "en":
+        nb.metadata[METADATA_KEY]["language"] = language
+    path = f"book/{name}" if language == "en" else f"book/{language}/{name}"
+    notice = nbformat.v4.new_markdown_cell(translations(language).gettext(NOTICE).format(chapter=chapter, path=path))
     notice.id = "exercise-version-notice"
     nb.cells.insert(1, notice)
     return nb

@@ -98,8 +98,9 @@ def problems(english: str, chinese: str, placeholders: bool = False) -> list[str
     if not chinese:
         return ["untranslated"]
     found = []
-    if "\n" in chinese:
-        found.append("a translation is one line (the unit is rebuilt into its markdown)")
+    if chinese.count("\n") != english.count("\n"):
+        found.append("a translation has the English's line breaks (a unit is one line; the unit is rebuilt into its "
+                     "markdown)")
     want, got = protected(english, placeholders), protected(chinese, placeholders)
     missing, extra = want - got, got - want
     if missing:

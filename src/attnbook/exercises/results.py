@@ -15,6 +15,7 @@ METADATA_KEY = "attnbook"  # output metadata key under which grading tools find 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
 _ICONS = {PASSED: "✓", FAILED: "✗", NOT_ATTEMPTED: "○"}
 _LABELS = {PASSED: N_("passed"), FAILED: N_("failed"), NOT_ATTEMPTED: N_("not attempted yet")}
+_HEADERS = (N_("exercise"), N_("title"), N_("status"), N_("points"))  # the columns of summary()'s table
 SEPARATOR = N_(": ")  # between a label and what follows it (a full-width colon in Chinese)
 _STATES = {PASSED: N_("passed"), FAILED: N_("failed"), NOT_ATTEMPTED: N_("not attempted")}  # in summary()
 _COLOURS = {PASSED: "#1a7f37", FAILED: "#cf222e", NOT_ATTEMPTED: "#6e7781"}
@@ -177,10 +178,10 @@ class Summary:
             f"<td>{fmt(r.points if r else 0)}/{fmt(ex.points)}</td></tr>"
             for ex, r in self.rows
         )
+        headers = "".join(f"<th>{html.escape(_(header))}</th>" for header in _HEADERS)
         return (
             f"<table class='attnbook-summary'><caption>{html.escape(self._caption())}</caption>"
-            f"<tr><th>{_('exercise')}</th><th>{_('title')}</th><th>{_('status')}</th><th>{_('points')}</th></tr>"
-            f"{body}</table>"
+            f"<tr>{headers}</tr>{body}</table>"
         )
 
     def _caption(self) -> str:
