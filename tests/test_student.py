@@ -64,7 +64,7 @@ def _tiny_chapter():
 
 def test_exercise_version_stubs_clears_outputs_and_adds_a_notice():
     ex = exercise_version(_tiny_chapter(), "9", "09_tiny.ipynb")
-    assert ex.cells[1].source == NOTICE.format(chapter="9", name="09_tiny.ipynb")
+    assert ex.cells[1].source == NOTICE.format(chapter="9", path="book/09_tiny.ipynb")
     assert ex.cells[2].source == "### Exercise 9.1 · Task\n\nDo it."
     solution, shown = ex.cells[3], ex.cells[4]
     assert "raise NotImplementedError" in solution.source
