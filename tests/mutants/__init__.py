@@ -18,7 +18,11 @@ no specific message is promised. `tests/test_mutants.py` runs every entry and `t
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
+import sys
+import types
+from pathlib import Path
 from dataclasses import dataclass, field
 
 
@@ -60,6 +64,21 @@ def right(exercise_id: str, name: str | None = None):
 def value(exercise_id: str, answer, *, right: bool, hint: str | None = None, name: str | None = None) -> None:
     """Register a value answer (a by-hand matrix or number, or anything passed to check as it is)."""
     _register(exercise_id, answer, right, hint, name)
+
+
+def fresh_import(module, name: str):
+    """A second, separate import of the package module's .py file (not the module in sys.modules): the shape of
+    an answer that copies the package's code into a module of its own."""
+    spec = importlib.util.spec_from_file_location(f"{module.__package__}._copy_{name}", Path(module.__file__))
+    copy = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = copy  # dataclasses look their module up in sys.modules while it executes
+    spec.loader.exec_module(copy)
+    return copy
+
+
+def function_copy(f, name: str):
+    """A new function object with `f`'s code under another name: the package's solution passed in disguise."""
+    return types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
 
 
 def load(chapter: str | None = None) -> list[Mutant]:

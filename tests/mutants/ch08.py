@@ -1,30 +1,12 @@
 """Chapter 8 (BERT vs GPT): learner answers to exercises 8.1-8.3."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 
 import attnbook.data as _data
 import attnbook.models.gpt as _gpt
-from mutants import right, value, wrong  # noqa: F401
-
-
-def _fresh(module, name):
-    """A second, separate import of the package module's .py file (not the module in sys.modules)."""
-    spec = importlib.util.spec_from_file_location(f"{module.__package__}._copy_{name}", Path(module.__file__))
-    copy = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = copy  # dataclasses look their module up in sys.modules while it executes
-    spec.loader.exec_module(copy)
-    return copy
-
-
-def _copy(f, name):
-    return types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
+from mutants import fresh_import as _fresh, function_copy as _copy, right, value, wrong  # noqa: F401
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,11 +1,7 @@
 """Chapter 12 (training on real text): learner answers to exercises 12.1-12.3."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-import types
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,20 +9,7 @@ import torch
 import attnbook.lm as _lm
 import attnbook.text as _text
 import attnbook.training as _training
-from mutants import right, wrong
-
-
-def _fresh(module, name):
-    """A second, separate import of the package module's .py file (not the module in sys.modules)."""
-    spec = importlib.util.spec_from_file_location(f"{module.__package__}._copy_{name}", Path(module.__file__))
-    copy = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = copy  # dataclasses look their module up in sys.modules while it executes
-    spec.loader.exec_module(copy)
-    return copy
-
-
-def _copy(f, name):
-    return types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
+from mutants import fresh_import as _fresh, function_copy as _copy, right, wrong
 
 
 # ----------------------------------------------------------------------------------------------------------------
