@@ -82,11 +82,117 @@ def function_copy(f, name: str):
 
 
 def load(chapter: str | None = None) -> list[Mutant]:
-    """Import every chNN module of the catalogue (or only chapter `chapter`'s) and return their entries."""
+    """Import every chNN module of the catalogue (or only chapter `chapter`'s) and return their entries, with the
+    entries `generated` makes for every exercise of those chapters."""
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("ch") and (chapter is None or info.name == f"ch{int(chapter):02d}"):
-            importlib.import_module(f"{__name__}.{info.name}")
+            if f"{__name__}.{info.name}" not in sys.modules:
+                importlib.import_module(f"{__name__}.{info.name}")
+                generated(int(info.name[2:]))
     return CATALOGUE
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Entries made for every exercise: the package's own solution held where no name reaches it, and answers that
+# remember results instead of computing them (issue 23, classes 1 and 2)
+# ---------------------------------------------------------------------------------------------------------------
+
+# Exercises whose inputs are plain numbers or lists: a cache keyed by the values of all the arguments is a right
+# answer (the same arguments always have the same answer), so `memoised` must pass them.
+PLAIN_INPUTS = {"3.3", "4.4", "5.1", "5.4", "6.1", "9.2", "10.1", "12.1", "12.3"}
+# What the package's own solution gets as a message, in every exercise
+OWN_SOLUTION = "package's own"
+
+
+class Holder:
+    """A callable object around a function: `Holder(f)(*args)` is `f(*args)`, with `f` kept only in the object."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, *args, **kwargs):
+        return self.f(*args, **kwargs)
+
+
+_HELD: dict[str, object] = {}  # path -> the package's object, read by name from a module-level dict
+
+
+def held_in_list(f):
+    """An answer that calls `f` kept in a list in its closure: box[0](...)."""
+    box = [f]
+
+    def answer(*args, **kwargs):
+        return box[0](*args, **kwargs)
+    return answer
+
+
+def held_in_dict(path: str):
+    """An answer that calls the object at `path` through a module-level dict: _HELD[path](...)."""
+    def answer(*args, **kwargs):
+        return _HELD[path](*args, **kwargs)
+    return answer
+
+
+def shape_key(x):
+    """What a cache keyed on the look of the inputs sees: shapes and dtypes of tensors, not their values; the
+    values of plain numbers and strings; the names of functions and classes; the type of anything else."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), str(x.dtype))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(shape_key(v) for v in x))
+    if isinstance(x, dict):
+        return ("dict", tuple(sorted((repr(k), shape_key(v)) for k, v in x.items())))
+    if x is None or isinstance(x, (bool, int, float, str, complex)):
+        return repr(x)
+    return getattr(x, "__qualname__", type(x).__qualname__)
+
+
+def memoised(answer):
+    """A right answer behind a cache keyed by `shape_key` of its arguments: it computes the first input of each
+    shape and returns that result again for every later input of the same shapes (and plain values)."""
+    import inspect
+
+    cache: dict = {}
+
+    def remembering(*args, **kwargs):
+        key = shape_key((args, kwargs))
+        if key not in cache:
+            cache[key] = answer(*args, **kwargs)
+        return cache[key]
+
+    try:
+        remembering.__signature__ = inspect.signature(answer)
+    except (TypeError, ValueError):
+        pass
+    remembering.__name__ = getattr(answer, "__name__", "answer")
+    return remembering
+
+
+def generated(chapter: int) -> None:
+    """Add, for every function exercise of `chapter`: each of its references held in a callable object, in a
+    closure's list and in a module-level dict (each must be refused as the package's own solution), and its first
+    right answer behind `memoised` (refused, unless its inputs are plain values: PLAIN_INPUTS)."""
+    from attnbook.exercises import REGISTRY
+    from attnbook.exercises.reach import resolve_or_none
+
+    for exercise_id, ex in sorted(REGISTRY.items()):
+        if ex.chapter != str(chapter) or ex.answer_kind != "function":
+            continue
+        for path in ex.references:
+            obj = resolve_or_none(path)
+            if obj is None:
+                continue
+            _HELD[path] = obj
+            _register(exercise_id, Holder(obj), False, OWN_SOLUTION, f"{path} in a callable object (generated)")
+            _register(exercise_id, held_in_list(obj), False, OWN_SOLUTION, f"{path} kept in a list (generated)")
+            _register(exercise_id, held_in_dict(path), False, OWN_SOLUTION, f"{path} kept in a dict (generated)")
+        first_right = next((m for m in CATALOGUE if m.exercise_id == exercise_id and m.right), None)
+        if first_right is not None:
+            plain = exercise_id in PLAIN_INPUTS
+            _register(exercise_id, memoised(first_right.answer), plain, None,
+                      f"{first_right.name}, remembering results by input shape (generated)")
 
 
 def run_in(mutant: Mutant, language: str):

@@ -3,6 +3,7 @@ mistakes mapped to hints), `expect_tuple`, `expect_dtype`, `expect_int`, and by-
 `expect_value`), plus `randn` for seeded check inputs."""
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections.abc import Mapping
@@ -220,13 +221,38 @@ def expect_value(got, expected: Tensor, *, what: str = N_("your answer"), atol: 
 
 
 SEED_OFFSET = 0  # added to every `randn` seed: set per grading run by remote.seeding (0 in a notebook)
+FRESH_STEP = 1_000_000_007 % 2 ** 31  # what the second pass of a check (`fresh_values`) adds to the offset
+
+
+def case_seed(seed: int) -> int:
+    """The seed a checker's case draws its values from: `seed` plus the run's offset (see `fresh_values`)."""
+    return (seed + SEED_OFFSET) % 2 ** 63
+
+
+def generator(seed: int) -> torch.Generator:
+    """A torch.Generator for a checker's own draws, seeded with `case_seed(seed)`."""
+    return torch.Generator().manual_seed(case_seed(seed))
 
 
 def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, std: float = 1.0, vary: bool = True) -> Tensor:
     """A checker's test input: standard normal (times `std`) from its own generator seeded with `seed` (plus the
     run's SEED_OFFSET, unless `vary` is False: cases tuned to their seed)."""
-    seed = seed + SEED_OFFSET if vary else seed
+    seed = case_seed(seed) if vary else seed
     return std * torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+@contextlib.contextmanager
+def fresh_values():
+    """The second pass of every check (`results.check`): the checker runs again with the offset moved, so every
+    input drawn with `randn`, `generator` or `case_seed` has the same shape and new values. An answer that
+    remembers results by shape, or knows the first pass's inputs, fails here."""
+    global SEED_OFFSET
+    previous = SEED_OFFSET
+    SEED_OFFSET = (SEED_OFFSET + FRESH_STEP) % 2 ** 31
+    try:
+        yield
+    finally:
+        SEED_OFFSET = previous
 
 
 DTYPE_HINT = (N_("keep the dtype of the input: no .float(), .double() or .half() casts on the result, and create new "

@@ -13,6 +13,7 @@ import functools
 import inspect
 import re
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -207,6 +208,8 @@ def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s:
     static = guard.reached_by_name()
     if static is not None and (not guard.reached or (static[2] and not any(r[2] for r in guard.reached))):
         guard.reached.insert(0, static)
+    if isinstance(error, RecursionError):
+        guard.lost_profile = False  # Python drops a profile hook that overflows the stack: the error is the verdict
     guard.judge(what, where)  # a forbidden reach decides first, even if the answer swallowed it
     if isinstance(error, NotImplementedError):
         raiser = _raising_function(error)
@@ -385,9 +388,11 @@ class _Forbidding:
             self._patch()
             if profile is not None:  # installed last: patching itself need not be watched
                 self.previous_profile = sys.getprofile()
+                self.previous_thread_profile = threading.getprofile()
                 self.profile = profile
                 self.lost_profile = False
                 sys.setprofile(profile)
+                threading.setprofile(profile)  # a thread the answer starts is watched too
         except BaseException:
             self.__exit__(None, None, None)  # never leave a patch behind
             raise
@@ -397,6 +402,7 @@ class _Forbidding:
         if self.profile is not None:
             self.lost_profile = sys.getprofile() is not self.profile
             sys.setprofile(self.previous_profile)
+            threading.setprofile(self.previous_thread_profile)
         self.patches.restore()
         return False
 
@@ -498,8 +504,8 @@ class _Forbidding:
             if parts[:2] == ["torch", "Tensor"] and len(parts) == 3:
                 methods.setdefault(parts[2], (path, instead, reference))
         patterns = self.patterns
-        if not patterns:  # the hook is for patterns; names and copies are found by `reached_by_name`
-            return None
+        if not patterns and not self.references:
+            return None  # names and copies of forbidden functions are found by `reached_by_name`
         seen: dict = {}  # code object -> verdict or None: each function is matched once
         record = self.record
 

@@ -86,19 +86,55 @@ def reachable(fn, limit: int = 400) -> list:
         if isinstance(obj, functools.partial):
             queue += [obj.func, *obj.args, *obj.keywords.values()]
             continue
+        if isinstance(obj, (list, tuple, set, frozenset, dict)):  # a function kept in a container: REFS[0](...)
+            items = list(obj.values()) if isinstance(obj, dict) else list(obj)
+            queue += [v for v in items[:limit] if _worth_following(v)]
+            continue
         if isinstance(obj, types.MethodType):
+            if _is_learner_instance(obj.__self__):
+                queue.append(obj.__self__)
             obj = obj.__func__
+        if _is_learner_instance(obj):  # an object (with __call__, or a bound method's): its class and attributes
+            queue.append(type(obj))
+            queue += [v for v in list(getattr(obj, "__dict__", {}).values())[:limit] if _worth_following(v)]
+            continue
+        if isinstance(obj, type) and obj.__module__.split(".")[0] not in _LIBRARIES:
+            # a class of the learner's: the functions defined in it, and what its class attributes hold
+            queue += [v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
+                      for v in list(vars(obj).values())[:limit] if _worth_following(v)]
         if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
             found.append(obj)
         if not isinstance(obj, types.FunctionType):
             continue
         module = getattr(obj, "__module__", None) or ""
-        if module.split(".")[0] in ("torch", "numpy", "attnbook", "transformers", "scipy") and found[-1] is not unwrap(fn):
+        if module.split(".")[0] in _LIBRARIES and found[-1] is not unwrap(fn):
             continue  # a library function: its own insides are the library's business
         values = _referenced(obj)
         values += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
-        queue += [v for v in values if callable(v) and not isinstance(v, types.ModuleType)]
+        queue += [v for v in values if _worth_following(v)]
     return found
+
+
+_LIBRARIES = ("torch", "numpy", "attnbook", "transformers", "scipy", "builtins")
+
+
+def _is_learner_instance(obj) -> bool:
+    """An object of a class defined outside the libraries (the learner's), not a function, class or container:
+    what its class's methods (its __call__) call may be kept in its attributes."""
+    import types
+
+    return (not isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                                 types.ModuleType, functools.partial, list, tuple, set, frozenset, dict))
+            and (type(obj).__module__ or "").split(".")[0] not in _LIBRARIES)
+
+
+def _worth_following(value) -> bool:
+    """What may hold or be a function the answer calls: callables and the containers that keep them."""
+    import types
+
+    if isinstance(value, types.ModuleType):
+        return False
+    return callable(value) or isinstance(value, (list, tuple, set, frozenset, dict))
 
 
 def _referenced(fn) -> list:

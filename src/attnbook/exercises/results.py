@@ -114,6 +114,8 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
         try:
             with guard.checking(ex.references):
                 message = ex.checker(answer)
+                if ex.answer_kind == "function":
+                    _second_pass(ex, answer)
             result = _result(ex, PASSED, _(message) if message else _("all tests passed"))
         except NotAttempted as e:
             result = _result(ex, NOT_ATTEMPTED, _(str(e)) if str(e) else
@@ -134,6 +136,19 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
     if result.passed:
         _PASSED_BEFORE.add(exercise_id)
     return result
+
+
+def _second_pass(ex: Exercise, answer) -> None:
+    """Run the checker again on the same shapes with new values (`compare.fresh_values`): a function is right on
+    every input, not only on the ones it has seen."""
+    from .compare import fresh_values  # compare builds on this module (failed_attempts)
+
+    try:
+        with fresh_values():
+            ex.checker(answer)
+    except Wrong as e:
+        raise Wrong(_("on a second run of the same cases with new values: {message}", message=_(e.message)),
+                    e.hint) from None
 
 
 def _result(ex: Exercise, status: str, message: str) -> CheckResult:
