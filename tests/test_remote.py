@@ -32,6 +32,7 @@ def _warn_always():
 
 
 def _direct(exercise_id: str, answer, run_seed: int):
+    mutants.fresh(answer)
     reset_session()
     with remote.seeding(run_seed):
         result = check(exercise_id, answer)
@@ -52,7 +53,7 @@ class _CountingLink(remote.LocalLink):
 
 def _remote(exercise_id: str, answer, run_seed: int, tamper=None, namespace=None):
     """The grader's verdict with the answer behind a link (every message through JSON text, as over the pipe)."""
-    namespace = {REGISTRY[exercise_id].answer_name: answer} if namespace is None else namespace
+    namespace = {REGISTRY[exercise_id].answer_name: mutants.fresh(answer)} if namespace is None else namespace
     link = _CountingLink(remote.Server(namespace), tamper)
     return remote.judge_exercise(link, exercise_id, run_seed)
 

@@ -167,7 +167,17 @@ def memoised(answer):
     except (TypeError, ValueError):
         pass
     remembering.__name__ = getattr(answer, "__name__", "answer")
+    remembering.cache = cache  # emptied by `fresh` before each check, as a new kernel would start
     return remembering
+
+
+def fresh(answer):
+    """`answer` as a new kernel would hold it: a `memoised` answer's cache emptied (a learner's check or a
+    graded submission starts with nothing remembered)."""
+    cache = getattr(answer, "cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+    return answer
 
 
 def generated(chapter: int) -> None:
@@ -204,7 +214,7 @@ def run_in(mutant: Mutant, language: str):
     set_language(language)
     try:
         reset_session()
-        return check(mutant.exercise_id, mutant.answer)
+        return check(mutant.exercise_id, fresh(mutant.answer))
     finally:
         reset_session()
         set_language(before)
@@ -215,7 +225,7 @@ def run(mutant: Mutant):
     from attnbook.exercises import check, reset_session
 
     reset_session()
-    result = check(mutant.exercise_id, mutant.answer)
+    result = check(mutant.exercise_id, fresh(mutant.answer))
     reset_session()
     if mutant.right:
         return result.passed, result
