@@ -8,7 +8,7 @@ import torch
 from attnbook.exercises import REGISTRY, CheckResult, check, reset_session, summary
 from attnbook.exercises.compare import expect_close, expect_tensor, expect_tuple
 from attnbook.exercises.guard import call
-from attnbook.exercises.registry import Wrong
+from attnbook.exercises.registry import ANSWER_NAMES, Wrong
 
 
 def raises_value_error(*args, **kwargs):
@@ -537,3 +537,22 @@ def test_a_check_stays_fast_with_the_profile_hook():
     start = time.perf_counter()
     result = check("2.2", answers["attention"])
     assert result.passed and time.perf_counter() - start < 1.0
+
+
+def test_answer_names_are_unique_within_each_chapter():
+    """The grader looks each answer up by its name in the learner's notebook: two exercises of one chapter with the
+    same name would grade one definition twice and the other never."""
+    by_chapter: dict[str, list[str]] = {}
+    for ex in REGISTRY.values():
+        by_chapter.setdefault(ex.chapter, []).append(ex.answer_name)
+    for chapter, names in by_chapter.items():
+        assert len(names) == len(set(names)), f"chapter {chapter}: answer names repeat: {sorted(names)}"
+    assert all(REGISTRY[i].answer_name == name for i, name in ANSWER_NAMES.items())
+
+
+def test_registering_a_second_answer_of_the_same_name_is_refused():
+    from attnbook.exercises.registry import exercise
+
+    with pytest.raises(ValueError, match="1.1 and 1.99 both name their answer 'project_qkv'"):
+        exercise("1.99", "a twin", answer_name="project_qkv")(lambda answer: "ok")
+    assert "1.99" not in REGISTRY

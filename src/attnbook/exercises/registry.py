@@ -76,6 +76,13 @@ def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in REGISTRY:
             raise ValueError(_("exercise {exercise_id} is registered twice", exercise_id=exercise_id))
+        name = answer_name or ANSWER_NAMES.get(exercise_id)
+        chapter = exercise_id.split(".")[0]
+        twin = next((other for other in REGISTRY.values()
+                     if other.chapter == chapter and name is not None and other.answer_name == name), None)
+        if twin is not None:  # the grader finds each answer by name: a second one would shadow the first
+            raise ValueError(_("exercises {first} and {second} both name their answer {name!r}: the grader "
+                               "could not tell them apart", first=twin.exercise_id, second=exercise_id, name=name))
         REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind, section,
                                          answer_name or ANSWER_NAMES.get(exercise_id), tuple(references))
         return checker
