@@ -635,8 +635,9 @@ def test_no_attack_gains_a_point_harms_the_machine_or_costs_another_row(tmp_path
     hostile = hostile_files(subs_dir, secret)
     paths = [str(subs_dir / n) for n in subs]
     paths += [str(subs_dir / n) for n in hostile]
-    paths.append(str(subs_dir / "sub" / ".." / "right_2.ipynb"))  # the same file twice: graded once
-    os.mkdir(subs_dir / "sub")
+    paths.append(f"{subs_dir}/./right_2.ipynb")  # the same path twice: graded once
+    os.symlink(subs_dir / "right_2.ipynb", subs_dir / "aaron.ipynb")  # another's file through a link: refused
+    paths.insert(0, str(subs_dir / "aaron.ipynb"))
     start = time.monotonic()
     try:
         status = main([*paths, "--jobs", "2", "--csv", str(book), "--timeout", str(CELL_TIMEOUT),
@@ -674,7 +675,9 @@ def test_no_attack_gains_a_point_harms_the_machine_or_costs_another_row(tmp_path
         assert leaked not in text and leaked not in out, f"{leaked} is in the feedback"
     with book.open(encoding="utf-8") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}
-    assert list(rows) == [p for p in paths if "/sub/" not in p]  # every row (intact), each file once
+    assert list(rows) == [p for p in paths if "/./" not in p]  # every row (intact), each path once
+    aaron = rows.pop(str(subs_dir / "aaron.ipynb"))
+    assert aaron["total"] == "0" and "goes through a symbolic link" in aaron["problems"], aaron
     failures = []
     for name, (expected, problem) in subs.items():
         row = rows[str(subs_dir / name)]

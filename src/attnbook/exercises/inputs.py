@@ -3,10 +3,12 @@
 A checker's inputs are tensors, numbers, strings and containers of them, which cross with `codec`; a few are
 objects with behaviour: a `torch.Generator` (crosses as its state), a function of the package (as its module
 and qualified name), and an object made by a factory of a checker marked `@builds` (a model, sublayer
-functions), which crosses as its recipe: the factory's name and its plain-data arguments. The kernel, which has
-the same package, rebuilds it by calling the same factory, under the same run seed. A tensor that requires grad
-keeps whether it is a leaf (the checks hand over non-leaf copies, so that an in-place change is reported as one),
-and a tensor that is a view with other strides (a transpose, an expand) keeps its strides.
+functions), which crosses as its recipe: the factory's name, its plain-data arguments and the seed offset
+(`compare.SEED_OFFSET`) in force when it ran in the grader. The kernel, which has the same package, rebuilds it
+by calling the same factory with the offset set to that value, and puts the offset back as soon as the factory
+returns: the kernel never gets the run's seed, and the learner's code never runs with an offset set. A tensor
+that requires grad keeps whether it is a leaf (the checks hand over non-leaf copies, so that an in-place change is
+reported as one), and a tensor that is a view with other strides (a transpose, an expand) keeps its strides.
 
 Only the grader encodes inputs and only the kernel decodes them: the data is the grader's own, so decoding may
 import a module of `attnbook.exercises` (never anything else) to find a factory or a function.
@@ -20,11 +22,11 @@ import json
 import torch
 from torch import Tensor
 
-from . import codec
+from . import codec, compare
 from .codec import CodecError
 from ..i18n import _
 
-RECIPE = "__attnbook_recipe__"  # on an object made by a @builds factory: (name, args, kwargs, index or None)
+RECIPE = "__attnbook_recipe__"  # on an object made by a @builds factory: (name, args, kwargs, index or None, offset)
 _FACTORY = "__attnbook_factory__"
 _PACKAGE = "attnbook."
 
@@ -32,17 +34,36 @@ _PACKAGE = "attnbook."
 def builds(factory):
     """Decorator for a checker's factory of inputs that are not plain data (a model, sublayer functions): its
     arguments must be plain data, and it returns one object or a tuple of them, each of which remembers how it
-    was made, so that the kernel can make the same one."""
+    was made (with the `compare.SEED_OFFSET` it was made under: its `randn` draws depend on it), so that the
+    kernel can make the same one."""
     name = f"{factory.__module__}:{factory.__qualname__}"
 
     @functools.wraps(factory)
     def make(*args, **kwargs):
+        offset = compare.SEED_OFFSET
         out = factory(*args, **kwargs)
         for i, item in enumerate(out if isinstance(out, tuple) else (out,)):
-            setattr(item, RECIPE, (name, args, kwargs, i if isinstance(out, tuple) else None))
+            setattr(item, RECIPE, (name, args, kwargs, i if isinstance(out, tuple) else None, offset))
         return out
     setattr(make, _FACTORY, True)
     return make
+
+
+def _offset(value) -> int:
+    """A recipe's seed offset: an int in [0, 2**63); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2 ** 63:
+        raise ValueError(_("a recipe's seed offset must be an int in [0, 2**63), got {value_50!r}",
+                           value_50=str(value)[:50]))
+    return value
+
+
+def _made_under(offset: int, factory, args, kwargs):
+    """`factory(*args, **kwargs)` with `compare.SEED_OFFSET` set to `offset`, put back as soon as it returns."""
+    previous, compare.SEED_OFFSET = compare.SEED_OFFSET, offset
+    try:
+        return factory(*args, **kwargs)
+    finally:
+        compare.SEED_OFFSET = previous
 
 
 def resolve(name: str, marker: str | None = None):
@@ -76,9 +97,9 @@ def encode(obj, depth: int = 0):
         raise CodecError(_("inputs nested too deeply"))
     recipe = getattr(obj, RECIPE, None) if not isinstance(obj, (Tensor, type)) else None
     if recipe is not None:
-        factory, args, kwargs, index = recipe
+        factory, args, kwargs, index, offset = recipe
         return {"t": "built", "factory": factory, "args": encode(list(args), depth + 1),
-                "kwargs": encode(dict(kwargs), depth + 1), "index": index}
+                "kwargs": encode(dict(kwargs), depth + 1), "index": index, "offset": offset}
     if isinstance(obj, Tensor):
         if obj.is_contiguous() or obj.requires_grad or obj.numel() == 0:
             data = codec.encode(obj)
@@ -110,15 +131,17 @@ def encode(obj, depth: int = 0):
 
 def decode(data, cache: dict | None = None):
     """The input that `encode` described (kernel side). Objects made by one factory call with the same arguments
-    within one `cache` are made once (the pieces of one model stay one model)."""
+    and offset within one `cache` are made once (the pieces of one model stay one model)."""
     cache = {} if cache is None else cache
     if isinstance(data, dict):
         tag = data.get("t")
         if tag == "built":
-            key = (data["factory"], json.dumps([data["args"], data["kwargs"]], sort_keys=True))
+            offset = _offset(data.get("offset"))
+            key = (data["factory"], offset, json.dumps([data["args"], data["kwargs"]], sort_keys=True))
             if key not in cache:
                 factory = resolve(data["factory"], _FACTORY)
-                cache[key] = factory(*decode(data["args"], cache), **decode(data["kwargs"], cache))
+                args, kwargs = decode(data["args"], cache), decode(data["kwargs"], cache)
+                cache[key] = _made_under(offset, factory, args, kwargs)
             out = cache[key]
             return out if data["index"] is None else out[data["index"]]
         if tag == "tensor":

@@ -1,17 +1,20 @@
 """Grade returned exercise notebooks: each submission runs in a sandbox, and the grader judges its answers.
 
-    attnbook-grade returned/*.ipynb --csv gradebook.csv       # run every submission, judge its answers
-    attnbook-grade returned/*.ipynb --jobs 4 --timeout 60    # 4 at a time, 60 s per cell
-    attnbook-grade returned/*.ipynb --chapter 2               # all of them as chapter 2
-    attnbook-grade --recorded my_chapter2.ipynb               # fast, untrusted: the check records in the file
-    python -m attnbook.grade ...                              # the same
+    attnbook-grade --csv gradebook.csv -- returned/*.ipynb       # run every submission, judge its answers
+    attnbook-grade --jobs 4 --timeout 60 -- returned/*.ipynb    # 4 at a time, 60 s per cell
+    attnbook-grade --chapter 2 -- returned/*.ipynb               # all of them as chapter 2
+    attnbook-grade --recorded -- my_chapter2.ipynb               # fast, untrusted: the check records in the file
+    attnbook-grade --csv g.csv --similarity -- returned/*.ipynb  # and the answers that are the same program
+    python -m attnbook.grade ...                                 # the same
+
+(`--`: every word after it is a file, even one named like an option.)
 
 How a submission is graded (one module per step):
 
-- `submission`: the file is read safely (a regular file only, at most 20 MB, JSON nesting bounded before
-  parsing); its chapter is `--chapter`, else the notebook's `metadata.attnbook.chapter`, else recognised from
-  its content; a fresh temporary folder gets a copy of it and the request (`protocol`), and is removed
-  afterwards.
+- `submission`: the file is read safely (a regular file only, reached through no symbolic link, at most 20 MB,
+  JSON nesting bounded before parsing); its chapter is `--chapter`, else the notebook's
+  `metadata.attnbook.chapter`, else recognised from its content; a fresh temporary folder gets a copy of it and
+  the request (`protocol`), and is removed afterwards.
 - `sandbox`: the runner starts in bubblewrap: no network, nothing of the machine visible but the system,
   Python and the package (read-only), a private home and /tmp, the submission's folder the only writable
   place, a minimal environment, limits on memory, processes, file size and CPU time; the whole process tree
@@ -23,8 +26,10 @@ How a submission is graded (one module per step):
   (seeded per run) go to the runner over a pipe as plain data, the function runs there, and what it returned
   comes back as plain data (numbers, strings, shapes, dtypes, `.npy` bytes read from tensor storage; never
   pickle). The references, the comparison, the verdict, the points and the hint exist only in the grader: the
-  learner's process never holds an expected value it could copy.
-- `gradebook`: one CSV row per submission, the file rewritten atomically as each one ends.
+  learner's process never holds an expected value it could copy. The run's seed stays in the grader.
+- `gradebook`: one CSV row per path given, the file rewritten atomically as each one ends; every cell and every
+  printed line escaped, so that a file name or a message can neither be a formula nor forge a line.
+- `similarity` (`--similarity`): the answers that are the same program after normalisation, read statically.
 
 Limits: a cell that runs past `--timeout` (or kills the process) is dropped and the notebook runs again
 without it (at most 3 runs); a check past `--timeout` gets 0; a submission past `--notebook-timeout` is

@@ -9,10 +9,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..exercises.registry import REGISTRY
 from ..exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 from ..i18n import LANGUAGES, set_language
-from . import sandbox
-from .gradebook import Gradebook
+from . import sandbox, similarity
+from .gradebook import Gradebook, cell, printable, write_atomically
 from .submission import (DEFAULT_NOTEBOOK_TIMEOUT_S, DEFAULT_TIMEOUT_S, MAX_CHAPTER, SubmissionGrade,
                          grade_submission)
 
@@ -20,30 +21,69 @@ _ICONS = {PASSED: "✓", FAILED: "✗", NOT_ATTEMPTED: "○"}
 
 
 def describe(grade: SubmissionGrade) -> str:
-    """A few readable lines about one submission."""
-    head = f"{grade.submission}: "
+    """A few readable lines about one submission; what came from it (its name, messages, problems) is escaped
+    (`printable`), so that none of it can make a line of its own."""
+    head = f"{printable(grade.submission)}: "
     if grade.chapter is None:
         head += "not graded"
     else:
         head += f"chapter {grade.chapter}, {grade.total:g}/{grade.max_total:g} points"
     lines = [head + f" ({grade.seconds:.1f} s)"]
     for e in grade.exercises.values():
-        message = "" if e.status == PASSED else f": {e.message[:160]}"
+        message = "" if e.status == PASSED else f": {printable(e.message[:160])}"
         lines.append(f"  {_ICONS.get(e.status, '?')} {e.exercise_id} {e.status} "
                      f"[{e.points:g}/{e.max_points:g}]{message}")
-    lines += [f"  problem: {p}" for p in grade.problems]
+    lines += [f"  problem: {printable(p)}" for p in grade.problems]
     return "\n".join(lines)
 
 
 def distinct(paths: list[str]) -> list[str]:
-    """`paths` without repeats of the same file (same real path), first spelling kept, in order."""
+    """`paths` without exact repeats, in order: two spellings are one path when os.path.normpath makes them equal
+    (`a/./b.ipynb`, `a//b.ipynb`), except that a path with a `..` in it is kept as spelled (after a link, `..`
+    does not mean what normpath assumes). Different paths to one file (links) each keep their own row."""
     seen, out = set(), []
     for p in paths:
-        key = os.path.realpath(p)
+        key = p if ".." in p.split(os.sep) else os.path.normpath(p)
         if key not in seen:
             seen.add(key)
             out.append(p)
     return out
+
+
+def clobbers(output: Path, inputs: list[str]) -> str | None:
+    """Why writing `output` could destroy a submission, or None: it ends in .ipynb, or it is one of `inputs`
+    (the same path, the same real path, or the same file)."""
+    if output.name.lower().endswith(".ipynb"):
+        return "it ends in .ipynb, like a submission"
+    target = os.path.realpath(output)
+    for p in inputs:
+        if target in (os.path.realpath(p), os.path.abspath(p)) or _same_file(output, p):
+            return f"it is the submission {p}"
+    return None
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def similarity_path(book: Path) -> Path:
+    """Where --similarity writes its report beside the gradebook: `<stem>-similarity.csv`."""
+    return book.with_name(f"{book.stem}-similarity.csv")
+
+
+def report_similarity(grades: list[SubmissionGrade], book: Path | None) -> None:
+    """Print the pairs of submissions with the same answer, and the answers equal to the published solutions
+    (`similarity`), and write them to `similarity_path(book)` when there is a gradebook."""
+    found = similarity.matches({g.submission: g.answers for g in grades if g.chapter},
+                               {g.submission: g.chapter for g in grades if g.chapter},
+                               {ex_id: ex.answer_name for ex_id, ex in REGISTRY.items()})
+    print("\n".join(similarity.report_lines(found, printable)))
+    if book is not None:
+        write_atomically(similarity.render(found, cell), similarity_path(book))
+        print(f"similarity report: {printable(similarity_path(book))}")
 
 
 def grade_all(paths: list[str], *, jobs: int = 1, progress=None, **options) -> list[SubmissionGrade]:
@@ -79,14 +119,19 @@ def _chapter(text: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="attnbook-grade", description="Grade returned exercise notebooks: each runs in a sandbox, and the "
-                                           "grader runs its checks in its own process.")
-    p.add_argument("submissions", nargs="+", help="returned .ipynb files (of any chapters); a file named twice "
-                                                  "is graded once")
+    p = _Parser(
+        prog="attnbook-grade", allow_abbrev=False,
+        usage="%(prog)s [options] -- SUBMISSION.ipynb ...",
+        description="Grade returned exercise notebooks: each runs in a sandbox, and the grader runs its checks in "
+                    "its own process. Put -- before the files, so that a file named like an option is read as "
+                    "a file.")
+    p.add_argument("submissions", nargs="+", help="returned .ipynb files (of any chapters); each path gets its "
+                                                  "own row (a path repeated as spelled is graded once), and a "
+                                                  "path through a symbolic link is refused")
     p.add_argument("--chapter", type=_chapter, metavar="N", help="grade every submission as chapter N (default: "
                    "the notebook's metadata, else recognised from its content)")
-    p.add_argument("--csv", type=Path, help="the gradebook, rewritten (atomically) as each submission ends")
+    p.add_argument("--csv", type=Path, help="the gradebook, rewritten (atomically) as each submission ends; never "
+                                             "one of the submissions, nor a name ending in .ipynb")
     p.add_argument("--timeout", type=_positive(float), default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help=f"limit per cell, and per exercise's check (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--notebook-timeout", type=_positive(float), default=DEFAULT_NOTEBOOK_TIMEOUT_S,
@@ -100,17 +145,34 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--recorded", action="store_true",
                    help="read the check records in each file instead of running it (fast, UNTRUSTED: a learner "
                         "can edit them; for checking your own work, not for marks)")
+    p.add_argument("--similarity", action="store_true",
+                   help="after grading, list the pairs of submissions whose answer to an exercise is the same "
+                        "program after renaming, and the answers equal to the published solution (evidence for "
+                        "a person, not a verdict); also written to <csv stem>-similarity.csv beside --csv")
     return p
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        if "unrecognized arguments" in message or "ignored explicit argument" in message:
+            message += " (a file whose name starts with - is read as an option: put -- before the files)"
+        super().error(printable(message))
 
 
 def main(argv: list[str] | None = None) -> int:
     """The attnbook-grade command; exit status 0 when every submission was graded, 1 otherwise, 2 when the
     sandbox cannot run here (one line says why and how to allow it)."""
     args = parser().parse_args(argv)
+    paths = distinct(args.submissions)
+    for output in [args.csv, *([similarity_path(args.csv)] if args.csv and args.similarity else [])]:
+        why = clobbers(output, paths) if output is not None else None
+        if why:
+            print(f"attnbook-grade: refusing to write {printable(output)}: {printable(why)}; nothing was graded "
+                  "(name the gradebook with --csv FILE.csv, and put -- before the submissions)", file=sys.stderr)
+            return 2
     if args.lang:
         set_language(args.lang)  # the checks run in this process; the kernels get it through ATTNBOOK_LANG
     start = time.monotonic()
-    paths = distinct(args.submissions)
     box = None
     if args.recorded:
         print("Grading from the check records in the files: UNTRUSTED, a learner can edit them, so this is for "
@@ -120,18 +182,18 @@ def main(argv: list[str] | None = None) -> int:
             box = sandbox.Sandbox()
             sandbox.check_available(box)
         except sandbox.Unavailable as e:
-            print(f"attnbook-grade: {e}", file=sys.stderr)
+            print(f"attnbook-grade: {printable(e)}", file=sys.stderr)
             return 2
     book = Gradebook(args.csv, paths)
 
     def progress(grade: SubmissionGrade) -> None:
         book.add(grade)
         if not args.recorded:
-            print(f"graded {grade.submission} in {grade.seconds:.1f} s", file=sys.stderr, flush=True)
+            print(f"graded {printable(grade.submission)} in {grade.seconds:.1f} s", file=sys.stderr, flush=True)
 
     grades = grade_all(paths, jobs=args.jobs, progress=progress, timeout_s=args.timeout,
                        notebook_timeout_s=args.notebook_timeout, recorded=args.recorded, chapter=args.chapter,
-                       sandboxed=not args.no_sandbox, box=box)
+                       sandboxed=not args.no_sandbox, box=box, similarity=args.similarity)
     for grade in grades:
         print(describe(grade))
     elapsed = time.monotonic() - start
@@ -140,5 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(grades)} submission(s) in {elapsed:.1f} s with --jobs {args.jobs} "
           f"({elapsed / len(grades):.1f} s per submission); {flawed} with problems, {ungraded} not graded")
     if args.csv:
-        print(f"gradebook: {args.csv}")
+        print(f"gradebook: {printable(args.csv)}")
+    if args.similarity:
+        report_similarity(grades, args.csv)
     return 1 if ungraded else 0

@@ -4,6 +4,11 @@ Columns: `submission` (the path as given), one per exercise id seen so far (in n
 10.1; empty where a submission's chapter has no such exercise), `total`, `max_total`, `problems`. After each
 submission the whole file is written to a temporary file next to it and renamed over it (os.replace), so a
 crash, a kill or a full disk at any moment leaves either the previous complete gradebook or the new one.
+
+Everything in it may come from a submission (its file name, an error message its code raised), so every cell is
+made safe to open: control characters are shown as escapes (`printable`), and a cell that a spreadsheet would
+read as a formula (starting with =, +, -, @, a tab or a carriage return) gets a leading single quote (`cell`).
+The grader's printed lines go through `printable` too, so no name or message can start a line of its own.
 """
 from __future__ import annotations
 
@@ -12,10 +17,40 @@ import io
 import os
 import tempfile
 import threading
+import unicodedata
 from pathlib import Path
 
 from ..exercises.registry import id_key
 from .submission import SubmissionGrade
+
+
+_HIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp"}  # controls, format characters (bidi overrides), surrogates, line breaks
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def printable(text) -> str:
+    """`text` with every control, format (bidi override, zero-width), surrogate and line-separator character
+    shown as a visible escape (\\n, \\x1b, \\u202e): printed, it cannot start a line, move the cursor or reorder
+    what follows."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if ch in _SHORT:
+        return _SHORT[ch]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def cell(text) -> str:
+    """`printable(text)`, with a leading single quote if a spreadsheet would read it as a formula (OWASP's
+    advice for CSV injection)."""
+    text = printable(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def gradebook_columns(grades: list[SubmissionGrade]) -> list[str]:
@@ -38,20 +73,26 @@ def gradebook_rows(grades: list[SubmissionGrade]) -> list[dict[str, str]]:
 
 
 def render(grades: list[SubmissionGrade]) -> str:
+    """The gradebook as CSV text, every cell made safe (`cell`)."""
     out = io.StringIO(newline="")
     writer = csv.DictWriter(out, fieldnames=gradebook_columns(grades))
     writer.writeheader()
-    writer.writerows(gradebook_rows(grades))
+    writer.writerows({key: cell(value) for key, value in row.items()} for row in gradebook_rows(grades))
     return out.getvalue()
 
 
 def write_gradebook(grades: list[SubmissionGrade], path: Path | str) -> None:
-    """Write the gradebook atomically: a temporary file in the same folder, flushed to disk, then renamed."""
+    """Write the gradebook atomically (`write_atomically`)."""
+    write_atomically(render(grades), path)
+
+
+def write_atomically(text: str, path: Path | str) -> None:
+    """Write `text` to `path` atomically: a temporary file in the same folder, flushed to disk, then renamed."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(render(grades))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)

@@ -2,12 +2,18 @@
 
 A submission's folder (the only place the sandbox may write) holds:
 
-- `request.json`, written by the grader: the chapter, the exercises (id and answer name), the run seed, the
-  per-cell limit, and the code cells to run (position in the notebook and source; skipped ones left out);
+- `request.json`, written by the grader: the chapter, the exercises (id and answer name), the per-cell limit,
+  and the code cells to run (position in the notebook and source; skipped ones left out). It holds no seed: the
+  run's seed stays in the grader, and an input the kernel must rebuild carries only what rebuilding it needs
+  (`attnbook.exercises.inputs`);
 - the copy of the notebook, under its own name (the learner's code may read it);
 - `progress.jsonl`, appended by the runner, one flushed line per step: `ready`, `start I` / `end I` around
   code cell I, `flood I BYTES` when cell I printed more than OUTPUT_FLOOD_BYTES, `serving` once the cells have
   run, `done`.
+
+The runner's stderr (descriptor 2 of it and of every process it starts) is a pipe that the grader drains as it
+is written, keeping only its last STDERR_TAIL_BYTES (`StderrTail`): nothing written there reaches the grader's
+disk, and its memory holds at most that tail.
 
 Once the runner reports `serving`, the checks run in the grader (`attnbook.exercises.remote.judge_exercise`)
 and each call of the learner's code goes over the link: one JSON message per line to the runner's stdin, one
@@ -26,6 +32,7 @@ import json
 import os
 import select
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -38,17 +45,24 @@ MAX_PROGRESS_BYTES = 1_000_000
 MAX_REPLY_BYTES = 16_000_000  # one reply line from the runner (the largest honest one, 8.1's, is about 6.4 MB)
 MAX_REPLY_CONTAINERS = 100_000  # lists and objects in one reply (an honest one has a few dozen)
 MAX_JSON_DEPTH = 64  # nesting allowed in any JSON the grader parses (a notebook is about 6 deep)
+STDERR_TAIL_BYTES = 64_000  # of what the runner's process tree writes to its stderr: the rest is read and dropped
 
 
 class BadFile(Exception):
     """A file of the protocol (or a submission) that cannot be used; the message says why, without its content."""
 
 
-def read_regular(path: str, limit: int, *, what: str = "the file") -> bytes:
+class LinkInPath(BadFile):
+    """A path with a symbolic link in it (the file itself or a folder on the way); the message names the link."""
+
+
+def read_regular(path: str, limit: int, *, what: str = "the file", whole_path: bool = False) -> bytes:
     """The bytes of `path`, which must be a regular file (not a link, FIFO, device or folder) of at most
-    `limit` bytes; opened without following a link and without blocking, checked with fstat before reading."""
+    `limit` bytes; opened without following a link and without blocking, checked with fstat before reading.
+    With `whole_path`, no folder on the way may be a link either (`open_without_links`); otherwise only the
+    last component is checked (O_NOFOLLOW)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = open_without_links(path) if whole_path else os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         raise BadFile(f"{what} is missing") from None
     except OSError as e:
@@ -75,6 +89,53 @@ def read_regular(path: str, limit: int, *, what: str = "the file") -> bytes:
         raise BadFile(f"cannot read {what}: {e.strerror or e}") from None
     finally:
         os.close(fd)
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+# A folder on the way is only walked through: O_PATH (Linux) needs no read permission on it.
+_FOLDER_FLAGS = (getattr(os, "O_PATH", 0) or os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_without_links(path: str) -> int:
+    """A read-only descriptor of `path`, reached without following a symbolic link anywhere in it.
+
+    The walk starts at / for an absolute path and at the working directory for a relative one (its own path,
+    as os.getcwd() gives it, has no link in it), and opens each component relative to the folder before with
+    O_NOFOLLOW, after an lstat of it (`LinkInPath` names the first component that is a link). Then the opened
+    file's device and inode are compared with an lstat of the whole path, so a folder swapped for a link while
+    the walk went on is refused too. OSError for a missing or unreadable component."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    start = "/" if path.startswith("/") else "."
+    fd = os.open(start, _FOLDER_FLAGS if parts else _READ_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        for i, name in enumerate(parts):
+            shown = ("/" if start == "/" else "") + "/".join(parts[:i + 1])
+            if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):  # (missing: OSError)
+                raise LinkInPath(f"the path goes through a symbolic link: `{shown}` is a link (links are not "
+                                 "followed: give the file's own path)")
+            try:
+                inner = os.open(name, _READ_FLAGS if i == len(parts) - 1 else _FOLDER_FLAGS, dir_fd=fd)
+            except OSError as e:  # ELOOP (or ENOTDIR for a folder): made a link since the lstat just above?
+                if e.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, fd):
+                    raise LinkInPath(f"the path goes through a symbolic link: `{shown}` became a link while it "
+                                     "was opened") from None
+                raise
+            os.close(fd)
+            fd = inner
+        opened, named = os.fstat(fd), os.lstat(path)
+        if (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
+            raise LinkInPath("the path changed while it was opened (a folder on the way was replaced)")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _kind(mode: int) -> str:
@@ -138,20 +199,19 @@ def _no_constant(name: str):
 class Request:
     chapter: str
     exercises: list[tuple[str, str]]  # (exercise id, answer name), in order
-    run_seed: int
     cell_timeout_s: float
     cells: list[tuple[int, str]]  # (position in the notebook, source) of the code cells to run, in order
     notebook: str = ""  # the copy's file name
 
     def to_json(self) -> str:
-        return json.dumps({"chapter": self.chapter, "exercises": self.exercises, "run_seed": self.run_seed,
+        return json.dumps({"chapter": self.chapter, "exercises": self.exercises,
                            "cell_timeout_s": self.cell_timeout_s, "cells": self.cells, "notebook": self.notebook})
 
     @classmethod
     def from_json(cls, data: bytes) -> "Request":
         raw = loads_bounded(data, what="the request")
         return cls(chapter=str(raw["chapter"]), exercises=[(str(e), str(n)) for e, n in raw["exercises"]],
-                   run_seed=int(raw["run_seed"]), cell_timeout_s=float(raw["cell_timeout_s"]),
+                   cell_timeout_s=float(raw["cell_timeout_s"]),
                    cells=[(int(i), str(s)) for i, s in raw["cells"]], notebook=str(raw.get("notebook", "")))
 
 
@@ -301,3 +361,58 @@ def serve(server, requests: int, replies: int, quiet) -> None:
         data = (reply + "\n").encode("utf-8")
         while data:
             data = data[os.write(replies, data):]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The runner's stderr (runner -> grader): drained as it comes, only a tail kept
+# ---------------------------------------------------------------------------------------------------------
+
+
+class StderrTail:
+    """A pipe to give a process as its stderr (`write_fd`), drained by a thread that keeps only the last `keep`
+    bytes, so that what the process writes there never fills the grader's disk or memory.
+
+    `started()` after the process has started (closes the grader's copy of the write end); `close()` when it
+    has ended: waits briefly for what is still in the pipe, stops the thread and returns the tail."""
+
+    def __init__(self, keep: int = STDERR_TAIL_BYTES):
+        self.read_fd, self.write_fd = os.pipe()  # both non-inheritable: only the process it is given to gets it
+        self.keep, self.total = keep, 0
+        self.tail = bytearray()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._drain, name="attnbook-stderr", daemon=True)
+
+    def started(self) -> None:
+        os.close(self.write_fd)
+        self.write_fd = -1
+        self.thread.start()
+
+    def _drain(self) -> None:
+        poller = select.poll()
+        poller.register(self.read_fd, select.POLLIN)
+        after_stop = 0
+        while after_stop <= (1 << 20):  # after close(): at most 1 MB more (a process left behind may write on)
+            stopping = self.stopping.is_set()
+            if not poller.poll(0 if stopping else 200):
+                if stopping:
+                    return
+                continue
+            chunk = os.read(self.read_fd, 1 << 16)
+            if not chunk:
+                return
+            self.total += len(chunk)
+            after_stop += len(chunk) if stopping else 0
+            self.tail += chunk
+            del self.tail[:-self.keep]
+
+    def close(self) -> bytes:
+        """Stop draining and return the last bytes written (at most `keep`)."""
+        if self.write_fd >= 0:  # the process never started
+            os.close(self.write_fd)
+            self.write_fd = -1
+        else:
+            self.stopping.set()
+            self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            os.close(self.read_fd)  # (a thread still reading keeps it: the descriptor is not reused under it)
+        return bytes(self.tail)

@@ -9,8 +9,10 @@ loads the checkers afresh from the package's files (the learner's cells may have
 (`attnbook.exercises.remote.Server`): it runs the learner's functions on the inputs the grader sends over the
 pipe and sends back what they returned.
 
-It never sees a reference value and never decides a verdict: the checks run in the grader's process. Everything
-here runs in the learner's process, so a learner can change it; the grader trusts none of what it sends.
+It never sees a reference value and never decides a verdict: the checks run in the grader's process. Nor does it
+get the run's seed: the inputs arrive as data, and an object the kernel rebuilds (`inputs.builds`) carries the
+offset its factory ran under in the grader. Everything here runs in the learner's process, so a learner can
+change it; the grader trusts none of what it sends.
 """
 from __future__ import annotations
 
@@ -149,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     with quiet():
         remote = fresh_checkers()
     report("serving")
-    with remote.seeding(request.run_seed):
-        protocol.serve(remote.Server(shell.user_ns), requests, replies, quiet)
+    protocol.serve(remote.Server(shell.user_ns), requests, replies, quiet)  # no seed here: it stays in the grader
     report("done")
     return 0
 

@@ -50,6 +50,7 @@ class SubmissionGrade:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     graded: bool = False  # its notebook was run (or its records read) and its exercises given points
+    answers: dict = field(default_factory=dict)  # {exercise id: similarity.Fingerprint}, with --similarity only
 
     @property
     def total(self) -> float:
@@ -76,12 +77,13 @@ def read_submission(path: Path | str):
 
 def load_submission(path: Path | str):
     """(the file's bytes, the notebook as version 4), or Unreadable saying plainly what the file is instead.
-    Only a regular file is opened for reading (a FIFO, folder or link is refused first); its size and JSON
-    nesting are bounded before parsing."""
+    Only a regular file is opened for reading (a FIFO or a folder is refused first, and so is a path with a
+    symbolic link anywhere in it: the file itself or a folder on the way); its size and JSON nesting are bounded
+    before parsing."""
     import nbformat
 
     try:
-        data = protocol.read_regular(str(path), MAX_NOTEBOOK_BYTES, what="the file")
+        data = protocol.read_regular(str(path), MAX_NOTEBOOK_BYTES, what="the file", whole_path=True)
         raw = protocol.loads_bounded(data, what="the file")
     except protocol.BadFile as e:
         message = str(e).replace("the file is not UTF-8", "not a notebook: the file is not UTF-8") \
@@ -247,13 +249,16 @@ class Options:
     notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S
     sandboxed: bool = True
     run_seed: int | None = None
+    similarity: bool = False
 
 
-def _run_once(data: bytes, request: protocol.Request, todo: list[str], options: Options, deadline: float, box):
+def _run_once(data: bytes, request: protocol.Request, run_seed: int, todo: list[str], options: Options,
+              deadline: float, box):
     """One run of the runner in a fresh folder: its cells, then the checks of the exercises in `todo`, in order,
-    over the link. Returns (how it ended, the last progress step, the grades made, problems). How it ended:
-    "done", "stalled" (no progress for timeout_s), "died", "deadline", or ("check", id, why) when the link failed
-    while exercise id was checked (why: "stalled" or "died")."""
+    over the link, with the inputs of `run_seed` (which stays in the grader: the request does not carry it).
+    Returns (how it ended, the last progress step, the grades made, problems). How it ended: "done", "stalled"
+    (no progress for timeout_s), "died", "deadline", or ("check", id, why) when the link failed while exercise id
+    was checked (why: "stalled" or "died"). The runner's stderr is read through a pipe, only its tail kept."""
     tmp = tempfile.mkdtemp(prefix="attnbook-grade-")
     grades: dict[str, ExerciseGrade] = {}
     try:
@@ -265,22 +270,24 @@ def _run_once(data: bytes, request: protocol.Request, todo: list[str], options: 
         protocol.write_request(folder, request)
         open(os.path.join(folder, protocol.PROGRESS), "xb").close()  # bound into the sandbox: created here, empty
         limits = sandbox.Limits(cpu_s=int(options.notebook_timeout_s) + sandbox.CPU_MARGIN_S)
-        with open(os.path.join(tmp, "stderr"), "w+b") as stderr:
+        stderr = protocol.StderrTail()  # a pipe drained as it comes: never a file, at most its last 64 KB kept
+        try:
             if box is not None:
                 box.prepare(etc_dir)
                 proc = sandbox.start(box.command(folder, etc_dir, box.runner_argv()), cwd=folder, env={},
-                                     limits=limits, stderr=stderr)
+                                     limits=limits, stderr=stderr.write_fd)
             else:
                 argv, env = sandbox.unsandboxed_command(folder)
-                proc = sandbox.start(argv, cwd=folder, env=env, limits=limits, stderr=stderr)
+                proc = sandbox.start(argv, cwd=folder, env=env, limits=limits, stderr=stderr.write_fd)
+            stderr.started()
             try:
                 ended, progress = _watch(proc, folder, options.timeout_s, deadline)
                 if ended == "serving":
-                    ended = _serve_checks(proc, request.run_seed, todo, options.timeout_s, deadline, grades)
+                    ended = _serve_checks(proc, run_seed, todo, options.timeout_s, deadline, grades)
             finally:
                 sandbox.kill_tree(proc)
-            stderr.seek(0)
-            tail = stderr.read(4000).decode("utf-8", "replace").strip().splitlines()
+        finally:
+            tail = stderr.close()[-4000:].decode("utf-8", "replace").strip().splitlines()
         problems = [progress.problem] if progress.problem else []
         if progress.last == () and ended != "deadline" and tail:
             problems.append(f"the run did not start: {tail[-1][:200]}")
@@ -345,9 +352,10 @@ def run_and_judge(data: bytes, nb, path: Path, todo: list[Exercise], options: Op
         if not pending:
             break
         request = protocol.Request(chapter=todo[0].chapter, exercises=[(e.exercise_id, e.answer_name) for e in todo],
-                                   run_seed=run_seed, cell_timeout_s=options.timeout_s,
+                                   cell_timeout_s=options.timeout_s,
                                    cells=[(i, s) for i, s in code if i not in skip], notebook=name)
-        ended, progress, found, run_problems = _run_once(data, request, pending, options, deadline, box)
+        ended, progress, found, run_problems = _run_once(data, request, run_seed, pending, options, deadline,
+                                                         box)
         started = started or progress.last != ()
         grades.update(found)
         for p in run_problems:
@@ -392,20 +400,31 @@ def run_and_judge(data: bytes, nb, path: Path, todo: list[Exercise], options: Op
 def grade_submission(path: Path | str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                      notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S, recorded: bool = False,
                      chapter: str | None = None, sandboxed: bool = True, run_seed: int | None = None,
-                     box=None) -> SubmissionGrade:
-    """Grade one submission; never raises for anything in the file: each problem is listed in the result."""
+                     box=None, similarity: bool = False) -> SubmissionGrade:
+    """Grade one submission; never raises for anything in the file: each problem is listed in the result. With
+    `similarity`, its answers' normalised programs are kept too (`result.answers`, read statically)."""
     start = time.monotonic()
     result = SubmissionGrade(str(path))
     if not sandboxed and not recorded:
         result.problems.append(UNSANDBOXED)
     try:
-        _grade(Path(path), result, Options(timeout_s, notebook_timeout_s, sandboxed, run_seed), recorded, chapter,
-               start, box if box is not None or not sandboxed else sandbox.Sandbox())
+        _grade(Path(path), result, Options(timeout_s, notebook_timeout_s, sandboxed, run_seed, similarity), recorded,
+               chapter, start, box if box is not None or not sandboxed else sandbox.Sandbox())
     except Exception as e:  # a bug or an OS error here must not stop the other submissions
         _add(result.problems, f"not graded: {type(e).__name__}: {str(e)[:200]}")
         result.graded = False
     result.seconds = time.monotonic() - start
     return result
+
+
+def _answers(nb, todo: list[Exercise]) -> dict:
+    """The normalised programs of the submission's answers, read statically; none if they cannot be read."""
+    from . import similarity
+
+    try:
+        return similarity.fingerprints(nb, [(ex.exercise_id, ex.answer_name) for ex in todo])
+    except Exception:  # noqa: BLE001 - a report for people: an answer it cannot read is left out of it
+        return {}
 
 
 def _grade(path: Path, result: SubmissionGrade, options: Options, recorded: bool, chapter: str | None,
@@ -429,6 +448,8 @@ def _grade(path: Path, result: SubmissionGrade, options: Options, recorded: bool
                                f"{', '.join(known_chapters())})")
         return
     result.chapter = chapter
+    if options.similarity:
+        result.answers = _answers(nb, todo)
     if recorded:
         records = recorded_checks(nb)
         result.exercises = {ex.exercise_id: _from_record(ex, records.get(ex.exercise_id)) for ex in todo}
