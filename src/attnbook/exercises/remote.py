@@ -9,7 +9,8 @@
   function on those inputs (`execute.execute`, as in a notebook) and sends back what it returned, as plain data
   (`codec.encode`, read from tensor storage, never pickle), or how it failed. The references, the comparisons,
   the points and the hint are computed here only: the kernel never holds an expected value, so the learner's
-  code has nothing to read them from. Inputs come from the run seed, which the learner cannot know in advance.
+  code has nothing to read them from. Inputs come from the run seed, which stays in the grader (the kernel is
+  sent inputs, never the seed), so the learner cannot know them in advance.
 
 Messages (JSON objects, one per line over the link):
   {"op": "describe", "exercise": id} -> {"absent": true} | {"answer": description} | {"unreadable": why}
