@@ -232,3 +232,95 @@ def test_12_3_not_attempted():
         raise NotImplementedError
 
     assert check("12.3", merge_pair).status == "not attempted"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cases drawn from the run's seed: the properties they are tuned for hold in every draw. For 200 offsets of
+# compare.SEED_OFFSET (the second pass of a check and the grader move it), every known mistake of the check's
+# table is rejected, and named by its own hint: no mistake listed before it gives the same results on every case
+# the check would run. The checkers' case generators and mistake tables are the parameters under test here.
+# ---------------------------------------------------------------------------------------------------------
+
+OFFSETS = [k * 7_919 + 1 for k in range(200)]
+
+
+def _runs(answer, inputs, stop=(ArithmeticError, ValueError, IndexError)):
+    """The answer's results on the inputs, in order, up to the first that raises (where the check stops too). A
+    table's mistake returns NaN where the answer it stands for raises (math.log(0.0))."""
+    out = []
+    for args in inputs:
+        try:
+            got = answer(*args)
+        except stop:
+            break
+        if isinstance(got, float) and math.isnan(got):
+            break
+        out.append((got, args))
+    return out
+
+
+def _named(runs, table, same) -> str | None:
+    """The hint a check would give: the first mistake of the table that gives every result of the runs."""
+    return next((hint for hint, f in table.items() if all(same(got, f(*args)) for got, args in runs)), None)
+
+
+def test_12_1_every_draw_tells_every_known_mistake_apart(monkeypatch):
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch12 import schedule
+    from attnbook.training import warmup_cosine_lr
+
+    same = lambda a, b: math.isfinite(a) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)  # noqa: E731
+    for offset in OFFSETS:
+        monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+        cases = schedule.cases()
+        assert len(cases) == sum(schedule.SCHEDULE_STEPS) == 37
+        inputs = [(s, M, W, T, 0.0 if m is None else m) for s, M, W, T, m in cases]
+        for hint, mistake in schedule.MISTAKES.items():
+            runs = _runs(mistake, inputs)
+            assert any(not same(got, warmup_cosine_lr(*args)) for got, args in runs), (offset, hint)
+            assert _named(runs, schedule.MISTAKES, same) == hint, (offset, hint)
+
+
+def test_12_2_every_draw_tells_every_known_mistake_apart(monkeypatch):
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch12 import perplexity
+
+    same = lambda a, b: math.isfinite(a) and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)  # noqa: E731
+    right = lambda x: math.exp(sum(_numeric(x)) / len(_numeric(x)))  # noqa: E731
+    for offset in OFFSETS:
+        monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+        inputs = [(x,) for x, _desc in perplexity._cases()]
+        for hint, mistake in perplexity.MISTAKES.items():
+            runs = _runs(mistake, inputs)
+            assert any(not same(got, right(*args)) for got, args in runs), (offset, hint)
+            assert _named(runs, perplexity.MISTAKES, same) == hint, (offset, hint)
+
+
+def test_12_3_every_draw_tells_every_known_mistake_apart(monkeypatch):
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch12 import merge
+    from attnbook.text import merge_pair
+
+    for offset in OFFSETS:
+        monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+        inputs = [(ids, pair, new) for ids, pair, new, _desc in merge.cases()]
+        assert [len(ids) for ids, *_rest in inputs][-3:] == [0, 1, merge.LONG]
+        assert all(new >= 256 and all(0 <= i < 256 for i in ids) for ids, _pair, new in inputs)
+        assert any(merge_pair(*args) == list(args[0]) for args in inputs if args[0])  # nothing to merge
+        for hint, mistake in merge.MISTAKES.items():
+            runs = _runs(mistake, inputs)
+            assert any(got != merge_pair(*args) for got, args in runs), (offset, hint)
+            assert _named(runs, merge.MISTAKES, lambda a, b: a == b) == hint, (offset, hint)
+
+
+def test_12_the_second_pass_draws_new_values():
+    """Every input of 12.1, 12.2 and 12.3 but the edge cases changes when the offset moves (compare.fresh_values)."""
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch12 import merge, perplexity, schedule
+
+    first = (schedule.cases(), [d for _x, d in perplexity._cases()], [c[:3] for c in merge.cases()])
+    with compare.fresh_values():
+        second = (schedule.cases(), [d for _x, d in perplexity._cases()], [c[:3] for c in merge.cases()])
+    assert [c[1:] for c in first[0]] != [c[1:] for c in second[0]]
+    assert sum(a != b for a, b in zip(first[1], second[1])) == len(first[1]) - 1  # all but mean_loss=0.0
+    assert sum(a != b for a, b in zip(first[2], second[2])) == len(first[2])

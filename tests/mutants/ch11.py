@@ -206,7 +206,7 @@ def rms_norm(x, weight, eps=1e-6):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
 
 
-@wrong("11.1", hint="significant digits")
+@wrong("11.1", hint="relative 1e-12")
 def rms_norm(x, weight, eps=1e-6):
     """computes in float32 and casts back"""
     xf = x.float()
@@ -466,7 +466,17 @@ def _merge_heads(x):
 
 
 def _apply_rope(x, positions, base=10000.0):
-    """5.3 with a base (angles in float32, as many learners write it: right to about 1e-6)"""
+    """5.3 with a base, its angles in float64 as the cell before 11.3 asks"""
+    d = x.shape[-1]
+    theta = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.double()[:, None] * theta
+    emb = torch.cat([angles, angles], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
+
+
+def _apply_rope32(x, positions, base=10000.0):
+    """5.3 with a base, its angles in float32 (5.3 accepts that: right to about 1e-6, not to 1e-12)"""
     d = x.shape[-1]
     theta = 1.0 / base ** (torch.arange(0, d, 2).float() / d)
     angles = positions.float()[:, None] * theta
@@ -597,7 +607,7 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     return _rms_norm(_block(x, weights, n_heads, n_kv_heads, rope_base), weights["norm2"])
 
 
-@wrong("11.3", hint="use the rope_base argument")
+@wrong("11.3", hint="pass rope_base to apply_rope")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """ignores rope_base: apply_rope's default base"""
     return _block(x, weights, n_heads, n_kv_heads)
@@ -745,7 +755,7 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
 
 @right("11.3")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
-    """the learner's helpers, in the order of the task (RoPE angles in float32)"""
+    """the learner's helpers, in the order of the task"""
     return _block(x, weights, n_heads, n_kv_heads, rope_base)
 
 
@@ -825,3 +835,497 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """pops every weight out of the dict it was given (a learner trial's find: the check crashed)"""
     w = {name: weights.pop(name) for name in list(weights)}
     return _block(x, w, n_heads, n_kv_heads, rope_base)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 23, round three: library building blocks (transformers, torch, the package), precision, misleading and
+# missing hints. Chapter 11 imports transformers, so a learner has its Llama pieces at hand.
+# ---------------------------------------------------------------------------------------------------------------
+
+import warnings  # noqa: E402
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import transformers  # noqa: E402
+    from transformers.models.llama import modeling_llama as _hf  # noqa: E402
+
+
+def _hf_config(x, weights, n_heads, n_kv_heads, rope_base=10000.0, eps=1e-6):
+    """A transformers LlamaConfig of the block's sizes (eager attention)."""
+    return transformers.LlamaConfig(hidden_size=x.shape[-1], num_attention_heads=n_heads,
+                                    num_key_value_heads=n_kv_heads, intermediate_size=weights["W_gate"].shape[1],
+                                    rope_theta=rope_base, rms_norm_eps=eps, attn_implementation="eager")
+
+
+# 11.1 -----------------------------------------------------------------------------------------------------------
+
+@wrong("11.1", hint="without transformers.models.llama.modeling_llama.LlamaRMSNorm")
+def rms_norm(x, weight, eps=1e-6):
+    """Hugging Face's LlamaRMSNorm with the weight copied in"""
+    norm = _hf.LlamaRMSNorm(x.shape[-1], eps=eps).to(x.dtype)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+    return norm(x)
+
+
+@wrong("11.1", hint="without transformers.models.llama.modeling_llama.LlamaRMSNorm")
+def rms_norm(x, weight, eps=1e-6):
+    """LlamaRMSNorm imported inside the function, its forward on a stand-in self"""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    return LlamaRMSNorm.forward(types.SimpleNamespace(weight=weight, variance_epsilon=eps), x)
+
+
+@wrong("11.1", hint="without transformers.models.mistral.modeling_mistral.MistralRMSNorm")
+def rms_norm(x, weight, eps=1e-6):
+    """another model's copy of the same RMSNorm, Mistral's, imported inside the function"""
+    from transformers.models.mistral.modeling_mistral import MistralRMSNorm
+
+    norm = MistralRMSNorm(x.shape[-1], eps=eps).to(x.dtype)
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+    return norm(x)
+
+
+@wrong("11.1", hint="without torch.rms_norm")
+def rms_norm(x, weight, eps=1e-6):
+    """torch.rms_norm"""
+    return torch.rms_norm(x, [x.shape[-1]], weight, eps)
+
+
+@wrong("11.1", hint="relative 1e-12")
+def rms_norm(x, weight, eps=1e-6):
+    """right up to a factor 1 + 1e-5 (a constant written with too few digits)"""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight * (1 + 1e-5)
+
+
+@wrong("11.1", hint="relative 1e-12")
+def rms_norm(x, weight, eps=1e-6):
+    """the root mean square through a float32 detour, the rest in x's dtype"""
+    ms = x.float().pow(2).mean(-1, keepdim=True).to(x.dtype)
+    return x / torch.sqrt(ms + eps) * weight
+
+
+@wrong("11.1", hint="dim=1 of a batch (batch, n, d), the positions")
+def rms_norm(x, weight, eps=1e-6):
+    """mean over dim=1 (the last dimension of a (n, d) sequence only)"""
+    return x * torch.rsqrt(x.pow(2).mean(dim=1, keepdim=True) + eps) * weight
+
+
+@wrong("11.1", hint="which every one of them has")
+def rms_norm(x, weight, eps=1e-6):
+    """mean over dim=2, written for a batch (batch, n, d)"""
+    return x * torch.rsqrt(x.pow(2).mean(dim=2, keepdim=True) + eps) * weight
+
+
+@wrong("11.1", hint="x.shape[-1]")
+def rms_norm(x, weight, eps=1e-6):
+    """the sum of squares divided by x.shape[1], the d of a (n, d) sequence"""
+    return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) / x.shape[1] + eps) * weight
+
+
+# 11.2 -----------------------------------------------------------------------------------------------------------
+
+@wrong("11.2", hint="without transformers.models.llama.modeling_llama.LlamaMLP")
+def swiglu(x, W_gate, W_up, W_down):
+    """Hugging Face's LlamaMLP with the weights copied in"""
+    config = transformers.LlamaConfig(hidden_size=W_gate.shape[0], intermediate_size=W_gate.shape[1],
+                                      num_attention_heads=1, num_key_value_heads=1)
+    mlp = _hf.LlamaMLP(config).to(x.dtype)
+    with torch.no_grad():
+        mlp.gate_proj.weight.copy_(W_gate.T)
+        mlp.up_proj.weight.copy_(W_up.T)
+        mlp.down_proj.weight.copy_(W_down.T)
+    return mlp(x)
+
+
+@wrong("11.2", hint="without transformers.models.llama.modeling_llama.LlamaMLP")
+def swiglu(x, W_gate, W_up, W_down):
+    """LlamaMLP.forward imported inside the function, on a stand-in self holding the products"""
+    from transformers.models.llama.modeling_llama import LlamaMLP
+
+    stand_in = types.SimpleNamespace(gate_proj=lambda t: t @ W_gate, up_proj=lambda t: t @ W_up,
+                                     down_proj=lambda t: t @ W_down, act_fn=F.silu)
+    return LlamaMLP.forward(stand_in, x)
+
+
+@wrong("11.2", hint="same precedence")
+def swiglu(x, W_gate, W_up, W_down):
+    """operator precedence: silu(x @ W_gate) * x @ W_up is (silu(x @ W_gate) * x) @ W_up"""
+    return (F.silu(x @ W_gate) * x @ W_up) @ W_down
+
+
+@wrong("11.2", hint="same precedence")
+def swiglu(x, W_gate, W_up, W_down):
+    """operator precedence, in one line: silu(x @ W_gate) * x @ W_up @ W_down"""
+    return F.silu(x @ W_gate) * x @ W_up @ W_down
+
+
+@wrong("11.2", hint="same precedence")
+def swiglu(x, W_gate, W_up, W_down):
+    """x @ W_gate * W_up: the up branch multiplies the weight W_up, not x @ W_up"""
+    return (F.silu(x @ W_gate) * W_up) @ W_down
+
+
+@wrong("11.2", hint="relative 1e-12")
+def swiglu(x, W_gate, W_up, W_down):
+    """in float32, cast back to x's dtype"""
+    xf, g, u, dn = x.float(), W_gate.float(), W_up.float(), W_down.float()
+    return ((F.silu(xf @ g) * (xf @ u)) @ dn).to(x.dtype)
+
+
+@wrong("11.2", hint="relative 1e-12")
+def swiglu(x, W_gate, W_up, W_down):
+    """right up to a factor 1 + 1e-5"""
+    return (F.silu(x @ W_gate) * (x @ W_up)) @ W_down * (1 + 1e-5)
+
+
+@right("11.2")
+def swiglu(x, W_gate, W_up, W_down):
+    """torch.tensordot over the feature axis for the three products"""
+    g = torch.tensordot(x, W_gate, dims=1)
+    u = torch.tensordot(x, W_up, dims=1)
+    return torch.tensordot(F.silu(g) * u, W_down, dims=1)
+
+
+# 11.3 -----------------------------------------------------------------------------------------------------------
+
+def _causal(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def _qkv(x, w, n_heads, n_kv_heads):
+    """rms_norm(x, norm1) and the three projections split into heads (not rotated)."""
+    a = _rms_norm(x, w["norm1"])
+    return (_split_heads(a @ w["W_q"], n_heads), _split_heads(a @ w["W_k"], n_kv_heads),
+            _split_heads(a @ w["W_v"], n_kv_heads))
+
+
+def _finish(x, w, y):
+    """The rest of the block from the attention output y (B, h, T, d_head)."""
+    h = x + _merge_heads(y) @ w["W_o"]
+    return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+def _rope_block(x, w, n_heads, n_kv_heads, rotate, T=None, mask_T=None):
+    """The block with q and k turned by rotate(q, k, positions) -> (q, k) at positions 0..T-1 (T = x.size(1) unless
+    given), and a causal mask of mask_T (T unless given) positions."""
+    T = x.size(1) if T is None else T
+    q, k, v = _qkv(x, w, n_heads, n_kv_heads)
+    q, k = rotate(q, k, torch.arange(T))
+    n_rep = n_heads // n_kv_heads
+    y, _ = _attention(q, _repeat_kv(k, n_rep), _repeat_kv(v, n_rep), _causal(T if mask_T is None else mask_T))
+    return _finish(x, w, y)
+
+
+def _with_norm(x, w, n_heads, n_kv_heads, rope_base, make):
+    """The block with the norm layer make(d, dtype) holding norm1 and norm2 in place of the learner's rms_norm."""
+    def norm(t, weight):
+        layer = make(t.shape[-1], t.dtype)
+        with torch.no_grad():
+            layer.weight.copy_(weight)
+        return layer(t)
+
+    h = x + _attn_sublayer(norm(x, w["norm1"]), w, n_heads, n_kv_heads, rope_base)
+    return h + _swiglu(norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+def _with_ffn(x, w, n_heads, n_kv_heads, rope_base, ffn):
+    """The block with the feed-forward module ffn (nn.Linear layers gate_proj, up_proj, down_proj) holding the
+    weights in place of the learner's swiglu."""
+    with torch.no_grad():
+        for mine, name in (("W_gate", "gate_proj"), ("W_up", "up_proj"), ("W_down", "down_proj")):
+            getattr(ffn, name).weight.copy_(w[mine].T)
+    h = x + _attn_sublayer(_rms_norm(x, w["norm1"]), w, n_heads, n_kv_heads, rope_base)
+    return h + ffn(_rms_norm(h, w["norm2"]))
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.eager_attention_forward")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's eager_attention_forward (it repeats the kv heads itself) with an additive causal mask"""
+    w, T = weights, x.size(1)
+    q, k, v = _qkv(x, w, n_heads, n_kv_heads)
+    pos = torch.arange(T)
+    q, k = _apply_rope(q, pos, rope_base), _apply_rope(k, pos, rope_base)
+    stand_in = types.SimpleNamespace(num_key_value_groups=n_heads // n_kv_heads, training=False)
+    bias = torch.zeros(T, T, dtype=x.dtype).masked_fill(~_causal(T), float("-inf"))
+    y, _ = _hf.eager_attention_forward(stand_in, q, k, v, bias, scaling=q.size(-1) ** -0.5)
+    return _finish(x, w, y.transpose(1, 2))
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.LlamaRMSNorm")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's LlamaRMSNorm as the two norms"""
+    return _with_norm(x, weights, n_heads, n_kv_heads, rope_base,
+                      lambda d, dtype: _hf.LlamaRMSNorm(d, eps=1e-6).to(dtype))
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.apply_rotary_pos_emb")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's apply_rotary_pos_emb with cos and sin computed by hand"""
+    def rotate(q, k, pos):
+        d_head = q.size(-1)
+        angles = pos.double()[:, None] * rope_base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+        emb = torch.cat([angles, angles], dim=-1)[None]  # (1, T, d_head)
+        return _hf.apply_rotary_pos_emb(q, k, emb.cos().to(x.dtype), emb.sin().to(x.dtype))
+
+    return _rope_block(x, weights, n_heads, n_kv_heads, rotate)
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.rotate_half")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the learner's RoPE built on Hugging Face's rotate_half"""
+    def rotate(q, k, pos):
+        d_head = q.size(-1)
+        angles = pos.double()[:, None] * rope_base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+        emb = torch.cat([angles, angles], dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        return q * cos + _hf.rotate_half(q) * sin, k * cos + _hf.rotate_half(k) * sin
+
+    return _rope_block(x, weights, n_heads, n_kv_heads, rotate)
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.repeat_kv")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's repeat_kv instead of the learner's"""
+    return _block(x, weights, n_heads, n_kv_heads, rope_base, repeat=_hf.repeat_kv)
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.repeat_kv")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's repeat_kv, imported inside the function"""
+    from transformers.models.llama.modeling_llama import repeat_kv
+
+    return _block(x, weights, n_heads, n_kv_heads, rope_base, repeat=repeat_kv)
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.LlamaMLP")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's LlamaMLP as the feed-forward sublayer"""
+    mlp = _hf.LlamaMLP(_hf_config(x, weights, n_heads, n_kv_heads, rope_base)).to(x.dtype)
+    return _with_ffn(x, weights, n_heads, n_kv_heads, rope_base, mlp)
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.LlamaRotaryEmbedding")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """cos and sin from Hugging Face's LlamaRotaryEmbedding, applied by hand"""
+    def rotate(q, k, pos):
+        rotary = _hf.LlamaRotaryEmbedding(_hf_config(x, weights, n_heads, n_kv_heads, rope_base))
+        cos, sin = rotary(x, pos[None])
+        rot = lambda t: torch.cat([-t[..., t.size(-1) // 2:], t[..., : t.size(-1) // 2]], dim=-1)  # noqa: E731
+        return q * cos[:, None] + rot(q) * sin[:, None], k * cos[:, None] + rot(k) * sin[:, None]
+
+    return _rope_block(x, weights, n_heads, n_kv_heads, rotate)
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.LlamaAttention")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's LlamaAttention with the weights copied in"""
+    w, T = weights, x.size(1)
+    config = _hf_config(x, w, n_heads, n_kv_heads, rope_base)
+    attn = _hf.LlamaAttention(config, layer_idx=0).to(x.dtype)
+    with torch.no_grad():
+        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "o_proj")):
+            getattr(attn, name).weight.copy_(w[mine].T)
+    d_head = x.size(-1) // n_heads
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * rope_base ** (
+        -torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+    emb = torch.cat([angles, angles], dim=-1)[None]
+    bias = torch.zeros(T, T, dtype=x.dtype).masked_fill(~_causal(T), float("-inf"))
+    y, _ = attn(_rms_norm(x, w["norm1"]), (emb.cos().to(x.dtype), emb.sin().to(x.dtype)), bias)
+    h = x + y
+    return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+@wrong("11.3", hint="without transformers.models.llama.modeling_llama.LlamaDecoderLayer")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """Hugging Face's whole LlamaDecoderLayer with the weights copied in"""
+    w, T = weights, x.size(1)
+    config = _hf_config(x, w, n_heads, n_kv_heads, rope_base)
+    layer = _hf.LlamaDecoderLayer(config, 0).to(x.dtype)
+    with torch.no_grad():
+        layer.input_layernorm.weight.copy_(w["norm1"])
+        layer.post_attention_layernorm.weight.copy_(w["norm2"])
+        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "o_proj")):
+            getattr(layer.self_attn, name).weight.copy_(w[mine].T)
+        for mine, name in (("W_gate", "gate_proj"), ("W_up", "up_proj"), ("W_down", "down_proj")):
+            getattr(layer.mlp, name).weight.copy_(w[mine].T)
+    cos, sin = _hf.LlamaRotaryEmbedding(config)(x, torch.arange(T)[None])
+    bias = torch.zeros(T, T, dtype=x.dtype).masked_fill(~_causal(T), float("-inf"))
+    return layer(x, attention_mask=bias, position_embeddings=(cos, sin))
+
+
+@wrong("11.3", hint="without torch.nn.functional.rms_norm")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """torch.nn.functional.rms_norm as the two norms"""
+    w = weights
+    norm = lambda t, g: F.rms_norm(t, t.shape[-1:], g, 1e-6)  # noqa: E731
+    h = x + _attn_sublayer(norm(x, w["norm1"]), w, n_heads, n_kv_heads, rope_base)
+    return h + _swiglu(norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+@wrong("11.3", hint="without torch.nn.RMSNorm")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """torch.nn.RMSNorm with the weights copied in"""
+    return _with_norm(x, weights, n_heads, n_kv_heads, rope_base,
+                      lambda d, dtype: torch.nn.RMSNorm(d, eps=1e-6, dtype=dtype))
+
+
+@wrong("11.3", hint="without attnbook.models.llama.RMSNorm")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the package's RMSNorm module as the two norms"""
+    return _with_norm(x, weights, n_heads, n_kv_heads, rope_base, lambda d, dtype: _llama.RMSNorm(d, 1e-6).to(dtype))
+
+
+@wrong("11.3", hint="without attnbook.models.llama.SwiGLU")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the package's SwiGLU module as the feed-forward sublayer"""
+    ffn = _llama.SwiGLU(x.shape[-1], weights["W_gate"].shape[1]).to(x.dtype)
+    return _with_ffn(x, weights, n_heads, n_kv_heads, rope_base, ffn)
+
+
+@wrong("11.3", hint="without attnbook.models.llama.LlamaAttention")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the package's LlamaAttention with the weights copied in"""
+    w = weights
+    attn = _llama.LlamaAttention(x.shape[-1], n_heads, n_kv_heads, rope_base).to(x.dtype)
+    with torch.no_grad():
+        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "out_proj")):
+            getattr(attn, name).weight.copy_(w[mine].T)
+    h = x + attn(_rms_norm(x, w["norm1"]))
+    return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+@wrong("11.3", hint="without attnbook.multihead.split_heads")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the package's split_heads and merge_heads instead of the learner's"""
+    w, T = weights, x.size(1)
+    a = _rms_norm(x, w["norm1"])
+    pos = torch.arange(T)
+    q = _apply_rope(_multihead.split_heads(a @ w["W_q"], n_heads), pos, rope_base)
+    k = _apply_rope(_multihead.split_heads(a @ w["W_k"], n_kv_heads), pos, rope_base)
+    v = _multihead.split_heads(a @ w["W_v"], n_kv_heads)
+    n_rep = n_heads // n_kv_heads
+    y, _ = _attention(q, _repeat_kv(k, n_rep), _repeat_kv(v, n_rep), _causal(T))
+    h = x + _multihead.merge_heads(y) @ w["W_o"]
+    return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+# precision: float64 inputs are checked to a relative 1e-12
+
+@wrong("11.3", hint="relative 1e-12")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """right up to a factor 1 + 1e-5"""
+    return _block(x, weights, n_heads, n_kv_heads, rope_base) * (1 + 1e-5)
+
+
+@wrong("11.3", hint="relative 1e-12")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the whole block in float32 on float64 inputs, cast back"""
+    w = {k: v.float() for k, v in weights.items()}
+    return _block(x.float(), w, n_heads, n_kv_heads, rope_base).to(x.dtype)
+
+
+@wrong("11.3", hint="RoPE's angles in float64")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """the chapter 5 apply_rope kept as it was, its angles in float32 (the cell before 11.3 asks for float64)"""
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_apply_rope32(q, pos, rope_base), _apply_rope32(k, pos, rope_base)))
+
+
+# T read from the wrong dimension
+
+@wrong("11.3", hint="x.shape[1]")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """T read from x.shape[0], the batch size"""
+    T = x.shape[0]
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_apply_rope(q, pos, rope_base), _apply_rope(k, pos, rope_base)), T=T)
+
+
+@wrong("11.3", hint="x.shape[1]")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """T = len(x), the batch size; the mask built from it"""
+    T = len(x)
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_apply_rope(q, pos, rope_base), _apply_rope(k, pos, rope_base)), mask_T=T)
+
+
+# wrong output shapes
+
+@wrong("11.3", hint="every position")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """returns the last position only, (B, d), as a generation step would use it"""
+    return _block(x, weights, n_heads, n_kv_heads, rope_base)[:, -1]
+
+
+@wrong("11.3", hint="batch dimension")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """squeezes the result: (T, d) when the batch has one sequence"""
+    return _block(x, weights, n_heads, n_kv_heads, rope_base).squeeze()
+
+
+@wrong("11.3", hint="(B, T, d)")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """flattens the positions for the feed-forward network and returns (B * T, d)"""
+    w = weights
+    h = x + _attn_sublayer(_rms_norm(x, w["norm1"]), w, n_heads, n_kv_heads, rope_base)
+    flat = h.reshape(-1, h.size(-1))
+    return flat + _swiglu(_rms_norm(flat, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+@wrong("11.3", hint="merge_heads")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """returns the attention output per head, (B, n_heads, T, d_head), before merging"""
+    w, T = weights, x.size(1)
+    q, k, v = _qkv(x, w, n_heads, n_kv_heads)
+    pos = torch.arange(T)
+    q, k = _apply_rope(q, pos, rope_base), _apply_rope(k, pos, rope_base)
+    n_rep = n_heads // n_kv_heads
+    return _attention(q, _repeat_kv(k, n_rep), _repeat_kv(v, n_rep), _causal(T))[0]
+
+
+# the rope helper and its base
+
+@wrong("11.3", hint="rope_base")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """calls apply_rope without base: its default 10000 where the check passes rope_base"""
+    return _rope_block(x, weights, n_heads, n_kv_heads, lambda q, k, pos: (_apply_rope(q, pos), _apply_rope(k, pos)))
+
+
+def _rope_fixed_base(x, positions, base=10000.0):
+    """a chapter 5 apply_rope given a base parameter that it never uses (10000 stays written inside)"""
+    return _apply_rope(x, positions, 10000.0)
+
+
+@wrong("11.3", hint="uses its base")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """passes rope_base to an apply_rope that ignores its base parameter"""
+    return _rope_block(x, weights, n_heads, n_kv_heads, lambda q, k, pos: (
+        _rope_fixed_base(q, pos, base=rope_base), _rope_fixed_base(k, pos, base=rope_base)))
+
+
+@wrong("11.3", hint="same base")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """passes rope_base when rotating q but not when rotating k"""
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_apply_rope(q, pos, base=rope_base), _apply_rope(k, pos)))
+
+
+@right("11.3")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """sin and cos of float64 angles built once, shared by q and k; 2.2's attention with an additive mask"""
+    w, T = weights, x.size(1)
+    q, k, v = _qkv(x, w, n_heads, n_kv_heads)
+    d_head = q.size(-1)
+    inv = torch.pow(torch.tensor(rope_base, dtype=torch.float64), -torch.arange(0, d_head, 2).double() / d_head)
+    ang = torch.outer(torch.arange(T).double(), inv).repeat(1, 2)
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    half = d_head // 2
+    rot = lambda t: torch.cat([-t[..., half:], t[..., :half]], dim=-1)  # noqa: E731
+    q, k = q * cos + rot(q) * sin, k * cos + rot(k) * sin
+    n_rep = n_heads // n_kv_heads
+    k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+    bias = torch.zeros(T, T, dtype=x.dtype).masked_fill(~_causal(T), float("-inf"))
+    y = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_head) + bias, dim=-1) @ v
+    return _finish(x, w, y)

@@ -25,17 +25,28 @@ wrong("12.1", hint="package's own", name="a lambda around attnbook.training.warm
 _wc = _copy(_training.warmup_cosine_lr, "lr_at")
 
 
+def _opt(max_lr):
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=max_lr)
+
+
+def _stepped(opt, sched, steps):
+    """The optimizer's rate after `steps` steps of the scheduler."""
+    for _ in range(steps):
+        opt.step()
+        sched.step()
+    return opt.param_groups[0]["lr"]
+
+
 @wrong("12.1", hint="package's own")
 def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     """a types.FunctionType copy of the package's schedule"""
     return _wc(step, max_lr, warmup_steps, total_steps, min_lr)
 
 
-@wrong("12.1", hint="torch.optim.lr_scheduler")
+@wrong("12.1", hint="without torch.optim.lr_scheduler.LambdaLR")
 def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     """PyTorch's LambdaLR on a dummy optimizer, stepped `step` times"""
-    p = torch.nn.Parameter(torch.zeros(1))
-    opt = torch.optim.SGD([p], lr=max_lr)
+    opt = _opt(max_lr)
 
     def factor(s):
         if s < warmup_steps:
@@ -43,11 +54,7 @@ def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
         t = min(1.0, (s - warmup_steps) / (total_steps - warmup_steps))
         return (min_lr + (max_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * t))) / max_lr
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    for _ in range(step):
-        opt.step()
-        sched.step()
-    return opt.param_groups[0]["lr"]
+    return _stepped(opt, torch.optim.lr_scheduler.LambdaLR(opt, factor), step)
 
 
 @wrong("12.1", hint="_lr_factor")
@@ -684,6 +691,166 @@ def merge_pair(ids, pair, new_id):
     return out
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23, round three: forbidden schedules named by their public names, answers that know the check's inputs,
+# an integer tensor's mean, ids treated as bytes
+# ----------------------------------------------------------------------------------------------------------------
+
+@wrong("12.1", hint="without transformers.get_cosine_schedule_with_warmup")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """transformers.get_cosine_schedule_with_warmup, stepped `step` times"""
+    import transformers
+
+    opt = _opt(max_lr)
+    sched = transformers.get_cosine_schedule_with_warmup(opt, warmup_steps, total_steps)
+    return _stepped(opt, sched, step)
+
+
+@wrong("12.1", hint="without transformers.get_cosine_with_min_lr_schedule_with_warmup")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """transformers' cosine schedule with a floor, imported from transformers.optimization"""
+    from transformers.optimization import get_cosine_with_min_lr_schedule_with_warmup
+
+    opt = _opt(max_lr)
+    sched = get_cosine_with_min_lr_schedule_with_warmup(opt, warmup_steps, total_steps, min_lr=min_lr)
+    return _stepped(opt, sched, step)
+
+
+@wrong("12.1", hint="without torch.optim.lr_scheduler.LambdaLR")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """LambdaLR with the learner's own factor (the message names LambdaLR, not its __init__)"""
+    opt = _opt(max_lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    return _stepped(opt, sched, step)
+
+
+@wrong("12.1", hint="without torch.optim.lr_scheduler.LinearLR")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """LinearLR then CosineAnnealingLR, chained with SequentialLR"""
+    from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
+
+    opt = _opt(max_lr)
+    warm = LinearLR(opt, start_factor=1 / max(warmup_steps, 1), total_iters=max(warmup_steps, 1))
+    cos = CosineAnnealingLR(opt, total_steps - warmup_steps, eta_min=min_lr)
+    sched = SequentialLR(opt, [warm, cos], milestones=[warmup_steps])
+    return _stepped(opt, sched, step)
+
+
+@wrong("12.1", hint="without torch.optim.lr_scheduler.CosineAnnealingLR")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """CosineAnnealingLR for the decay, the warm-up by hand"""
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    opt = _opt(max_lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total_steps - warmup_steps, eta_min=min_lr)
+    return _stepped(opt, sched, min(step, total_steps) - warmup_steps)
+
+
+# The 37 inputs of the check as a notebook run shows them (offset 0), with their rates: an answer that looks its
+# inputs up instead of computing them.
+_KNOWN_SCHEDULE = {case: _training.warmup_cosine_lr(*case[:4], case[4] or 0.0) for case in [
+    *[(s, 0.5, 4, 20, 0.05) for s in (0, 1, 3, 4, 5, 9, 12, 16, 19, 20, 21, 37)],
+    *[(s, 3e-3, 10, 110, 3e-4) for s in (0, 9, 10, 35, 60, 85, 109, 110, 500)],
+    *[(s, 1.0, 0, 8, 0.0) for s in (0, 2, 4, 6, 8, 9)],
+    *[(s, 2.0, 1, 3, 0.5) for s in (0, 1, 2, 3, 4)],
+    *[(s, 1.0, 10, 30, 0.5) for s in (0, 3, 9, 20, 30)],
+]}
+
+
+@wrong("12.1")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """knows the check's inputs from a notebook run: a table of their rates, max_lr for anything else"""
+    return _KNOWN_SCHEDULE.get((step, max_lr, warmup_steps, total_steps, min_lr), max_lr)
+
+
+@wrong("12.2", hint="integer tensor")
+def perplexity(mean_loss):
+    """torch.as_tensor(mean_loss).mean(): an int makes an integer tensor, which has no mean"""
+    return torch.as_tensor(mean_loss).detach().mean().exp().item()
+
+
+@wrong("12.2", hint="integer tensor")
+def perplexity(mean_loss):
+    """torch.mean(torch.tensor(...)) on a number"""
+    if isinstance(mean_loss, torch.Tensor):
+        return math.exp(mean_loss.detach().double().mean().item())
+    return math.exp(torch.mean(torch.tensor(mean_loss)).item())
+
+
+@wrong("12.2", hint="integer tensor")
+def perplexity(mean_loss):
+    """.long() before the mean"""
+    return math.exp(torch.as_tensor(mean_loss).detach().long().mean().item())
+
+
+# The inputs of the check as a notebook run shows them (offset 0)
+_KNOWN_LOSSES = {(3.0,): math.exp(3.0), (0.0,): 1.0, (math.log(50),): 50.0, (2.0,): math.exp(2),
+                 (math.log(50257),): 50257.0, (2.5,): math.exp(2.5), (4.2,): math.exp(4.2), (3.7,): math.exp(3.7),
+                 (3.1, 3.3, 3.2, 3.4): math.exp(3.25), (2.0, 4.0): math.exp(3.0)}
+
+
+@wrong("12.2")
+def perplexity(mean_loss):
+    """knows the check's inputs from a notebook run: a table of their perplexities, 1.0 for anything else"""
+    values = mean_loss.detach().double().flatten().tolist() if isinstance(mean_loss, torch.Tensor) else [mean_loss]
+    return _KNOWN_LOSSES.get(tuple(round(float(v), 6) for v in values), 1.0)
+
+
+@right("12.2")
+def perplexity(mean_loss):
+    """torch.as_tensor with dtype=torch.float64 (an int becomes a float tensor)"""
+    return torch.as_tensor(mean_loss, dtype=torch.float64).detach().mean().exp().item()
+
+
+@wrong("12.3", hint="256 and above")
+def merge_pair(ids, pair, new_id):
+    """bytes.replace: every id taken as a byte"""
+    return list(bytes(ids).replace(bytes(pair), bytes([new_id])))
+
+
+@wrong("12.3", hint="256 and above")
+def merge_pair(ids, pair, new_id):
+    """a bytearray, merged by hand and returned as a list"""
+    data, out, i = bytearray(ids), bytearray(), 0
+    while i < len(data):
+        merged = data[i:i + 2] == bytes(pair)
+        out.append(new_id if merged else data[i])
+        i += 2 if merged else 1
+    return list(out)
+
+
+@wrong("12.3", hint="256 and above")
+def merge_pair(ids, pair, new_id):
+    """returns bytes when every id fits in a byte"""
+    out, i = [], 0
+    while i < len(ids):
+        merged = i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair)
+        out.append(new_id if merged else ids[i])
+        i += 2 if merged else 1
+    return bytes(out) if all(0 <= t < 256 for t in out) else out
+
+
+# The ten inputs of the check as a notebook run shows them (offset 0)
+_KNOWN_MERGES = {}
+for _ids, _pair, _new in [([5, 6, 7, 5, 6], (5, 6), 9), ([3, 3, 3], (3, 3), 8), ([1, 2, 3], (3, 4), 9),
+                          ([2, 1, 2, 1], (1, 2), 7), ([4, 4, 4, 4, 4], (4, 4), 6),
+                          ([11, 2, 1, 21, 1, 2], (1, 2), 300), ([8, 1, 2, 3], (1, 2), 256), ([], (1, 2), 5),
+                          ([7], (7, 7), 9)]:
+    _KNOWN_MERGES[(tuple(_ids), _pair, _new)] = _text.merge_pair(_ids, _pair, _new)
+
+
+@wrong("12.3")
+def merge_pair(ids, pair, new_id):
+    """knows the check's short inputs from a notebook run (a table), merges only the first occurrence otherwise"""
+    known = _KNOWN_MERGES.get((tuple(ids), tuple(pair), new_id))
+    if known is not None:
+        return list(known)
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            return ids[:i] + [new_id] + ids[i + 2:]
+    return list(ids)
+
+
 @wrong("12.1", hint="even where that is below min_lr")
 def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     """a floor of min_lr under the warm-up too (a learner trial's find)"""
@@ -727,3 +894,4 @@ def merge_pair(ids, pair, new_id):
     if (ids[0], ids[1]) == tuple(pair):
         return [new_id] + merge_pair(ids[2:], pair, new_id)
     return [ids[0]] + merge_pair(ids[1:], pair, new_id)
+

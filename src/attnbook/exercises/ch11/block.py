@@ -13,11 +13,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...models.llama import LlamaBlock
+from ..ch05._shared import import_transformers_first
 from ..guard import ATTENTION_SHORTCUTS, call
-from ..registry import exercise
+from ..registry import exercise, Wrong
 from ..runs import (GRAD_HINT, GRAD_TAIL, Run, collect, compare_gradients, expect_shape, grad_inputs,
                     observe_gradients, verdict)
-from ._shared import F64, expect_dtype, randn64
+from ._shared import ATOL32, ATOL64, F64, HF_BLOCK, RTOL32, RTOL64, expect_dtype, randn64, transformers_pieces
 from ...i18n import N_, _
 
 _BLOCK_INSTEAD = (N_("assemble the block from your own functions: rms_norm, swiglu and the answers of chapters 2, 3, 5 "
@@ -29,10 +30,30 @@ BLOCK_FORBIDDEN = [(name, _BLOCK_INSTEAD) for name in (
     "attnbook.layers.EncoderBlock", "attnbook.layers.DecoderBlock", "attnbook.layers.LayerNorm",
     "torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm", "torch.nn.functional.layer_norm",
     "torch.nn.LayerNorm", *ATTENTION_SHORTCUTS,
+    # transformers' attention functions and RoPE wherever they are imported from (a "*" pattern is matched on every
+    # call); its classes, and these functions by their names, come from `block_forbidden`
+    "transformers.*attention_forward", "transformers.*rotate_half*", "transformers.*apply_rotary*",
+    "transformers.*rotary_pos_emb*", "transformers.*.repeat_kv",
 )]
 
+
+def block_forbidden(fn) -> list[tuple[str, str]]:
+    """BLOCK_FORBIDDEN and the Llama pieces of every loaded transformers model (LlamaRMSNorm, LlamaMLP,
+    LlamaRotaryEmbedding, LlamaAttention, LlamaDecoderLayer, rotate_half, apply_rotary_pos_emb, repeat_kv,
+    eager_attention_forward, and their copies in other models), each named where the learner would import it from."""
+    return [(path, _BLOCK_INSTEAD) for path in transformers_pieces(HF_BLOCK)] + BLOCK_FORBIDDEN
+
 WEIGHT_NAMES = ("norm1", "W_q", "W_k", "W_v", "W_o", "norm2", "W_gate", "W_up", "W_down")
-ATOL, RTOL = 1e-4, 1e-4  # float64 and float32 alike: RoPE angles computed in float32 are fine; mistakes move ~0.1
+# A float64 block is checked to a relative 1e-12 (ATOL64, RTOL64), as the task text says: RoPE's angles too must be
+# computed in float64 (the cell before the exercise asks for it). A float32 block is checked to 1e-4.
+PRECISION_HINT = (N_("your result is close to the right one, but float64 inputs are checked to a relative 1e-12: "
+                     "compute in x's dtype all the way (no .float() detour, no tensor made without dtype=x.dtype) and "
+                     "RoPE's angles in float64, as the cell \"Your answers from chapters 2, 3, 5 and 10\" asks "
+                     "(positions.double(), torch.arange(0, d, 2, dtype=torch.float64))"))
+
+
+def _tolerance(x: Tensor) -> tuple[float, float]:
+    return (ATOL64, RTOL64) if x.dtype == F64 else (ATOL32, RTOL32)
 BLOCK_RULE = (N_("h = x + attention(rms_norm(x, norm1)) @ W_o, with q and k (not v) rotated by RoPE per head, k and v "
                  "repeated to n_heads heads (kv head j // n_rep for query head j) and a causal mask; then "
                  "h + swiglu(rms_norm(h, norm2), ...)"))
@@ -63,7 +84,8 @@ def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *
            rope: str = "qk", rope_width: str = "head", tiled: bool = False, mask: str = "causal",
            res1: bool = True, res2: bool = True, ffn_reads: str = "h", norms: tuple = ("norm1", "norm2"),
            centre: bool = False, final_norm: bool = False, out_proj: bool = True, ffn_norm: bool = True,
-           residual_from_norm: bool = False, eps: float = 1e-6) -> Tensor:
+           residual_from_norm: bool = False, eps: float = 1e-6, q_base: float | None = None,
+           k_base: float | None = None) -> Tensor:
     """A Llama block in float64 written out step by step; each keyword switches on one mistake."""
     x = x.to(F64)
     w = {k: v.to(F64) for k, v in w.items()}
@@ -74,13 +96,13 @@ def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *
     def attn(t: Tensor) -> Tensor:
         q, k, v = t @ w["W_q"], t @ w["W_k"], t @ w["W_v"]  # (B, T, d), (B, T, kv_dim) x 2
         if rope_width == "model":  # rotated before the split, over the whole width
-            q = _rope(q, pos, base) if "q" in rope else q
-            k = _rope(k, pos, base) if "k" in rope else k
+            q = _rope(q, pos, q_base or base) if "q" in rope else q
+            k = _rope(k, pos, k_base or base) if "k" in rope else k
             v = _rope(v, pos, base) if "v" in rope else v
         q, k, v = _heads(q, n_heads), _heads(k, n_kv), _heads(v, n_kv)
         if rope_width == "head":
-            q = _rope(q, pos, base) if "q" in rope else q
-            k = _rope(k, pos, base) if "k" in rope else k
+            q = _rope(q, pos, q_base or base) if "q" in rope else q
+            k = _rope(k, pos, k_base or base) if "k" in rope else k
             v = _rope(v, pos, base) if "v" in rope else v
         n_rep = n_heads // n_kv
         if tiled:  # kv0, kv1, kv0, kv1, ...
@@ -155,13 +177,24 @@ _MISTAKES = {  # hint: the keyword arguments of `_block` that make the mistake
     N_("the residuals must carry the un-normalised stream: normalise only what goes into each sublayer"):
         dict(residual_from_norm=True),
 }
-_BASE_HINT = (N_("use the rope_base argument: pass it to apply_rope as its base (the check passes rope_base=500.0 "
-                 "by name); you rotated with base 10000"))
+_BASE_HINT = (N_("your result is the block rotated with base 10000, where the check passes rope_base=500.0 by "
+                 "name: pass rope_base to apply_rope as its base (apply_rope(q, positions, base=rope_base)), and "
+                 "check that your apply_rope uses its base parameter where your chapter 5 answer had 10000"))
+_Q_BASE_HINT = (N_("you rotated q with base 10000 and k with rope_base: rotate q and k with the same base, rope_base "
+                   "(pass base=rope_base to both calls of apply_rope)"))
+_K_BASE_HINT = (N_("you rotated q with rope_base and k with base 10000: rotate q and k with the same base, rope_base "
+                   "(pass base=rope_base to both calls of apply_rope)"))
 
 
 def _mistakes(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float) -> dict:
+    """{hint: what that mistake gives on this case}, the one of a result right only to float32's accuracy last, so
+    that any mistake above it that fits is named first."""
     out = {hint: _block(x, w, n_heads, n_kv, base, **kw) for hint, kw in _MISTAKES.items()}
-    out[_BASE_HINT] = _block(x, w, n_heads, n_kv, 10000.0) if base != 10000.0 else None
+    other = base != 10000.0
+    out[_BASE_HINT] = _block(x, w, n_heads, n_kv, 10000.0) if other else None
+    out[_Q_BASE_HINT] = _block(x, w, n_heads, n_kv, base, q_base=10000.0) if other else None
+    out[_K_BASE_HINT] = _block(x, w, n_heads, n_kv, base, k_base=10000.0) if other else None
+    out[PRECISION_HINT] = (_block(x, w, n_heads, n_kv, base), ATOL32, RTOL32) if x.dtype == F64 else None
     return out
 
 
@@ -211,6 +244,47 @@ def _block_error_hint(message: str) -> str | None:
     return None
 
 
+def _block_explainer(x: Tensor):
+    """explain= for a call on input x (B, T, d): two sizes that do not line up being B and T mean that T, the
+    number of positions, was read from the batch dimension; otherwise `_block_error_hint`."""
+    B, T = x.shape[0], x.shape[1]
+
+    def explain(message: str) -> str | None:
+        m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", message)
+        if m and B != T and {int(m.group(1)), int(m.group(2))} == {B, T}:
+            return (_("the sizes {B} and {T} met where they should agree: x is (B, T, d), so T, the number of "
+                      "positions (for the positions 0..T-1 and the causal mask), is x.shape[1], here {T}; x.shape[0] "
+                      "and len(x) are B, the batch size, here {B}", B=B, T=T))
+        return _block_error_hint(message)
+
+    return explain
+
+
+def _shape_hint(got: Tensor, x: Tensor, n_heads: int, d_ff: int) -> str:
+    """The likely cause of a result of another shape than x's (B, T, d)."""
+    B, T, d = x.shape
+    shape = tuple(got.shape)
+    if shape == (B, n_heads, T, d // n_heads):
+        return (_("that is the attention output per head, (B, n_heads, T, d_head): merge the heads (merge_heads) into "
+                  "(B, T, d), multiply by W_o, add the result to x, then the feed-forward sublayer"))
+    if shape == (B, n_heads, T, T):
+        return (_("that is the shape of the attention weights, (B, n_heads, T, T): your attention returns (output, "
+                  "weights); the block goes on with the output"))
+    if B == 1 and shape == (T, d):
+        return (_("keep the batch dimension: the block returns (B, T, d) also when B = 1 (squeeze() or a reshape to "
+                  "(T, d) drops it)"))
+    if shape == (B * T, d):
+        return (_("reshape back to (B, T, d): the block returns one vector for every position of every sequence, in "
+                  "x's shape"))
+    if shape in ((B, d), (d,)):
+        return (_("the block returns a vector for every position, (B, T, d), not only for the last one"))
+    if shape[-1:] == (d_ff,):
+        return (_("the feed-forward sublayer ends with W_down, which brings its d_ff features back to d: "
+                  "swiglu(rms_norm(h, norm2), W_gate, W_up, W_down) is (B, T, d)"))
+    return (_("the block maps x (B, T, d) to a tensor of the same shape: each sublayer's output has x's shape and is "
+              "added to the stream"))
+
+
 def _block_cases():
     """(description, x, weights, n_heads, n_kv_heads, rope_base or None for the default)."""
     specs = [  # (description, shape, n_heads, n_kv_heads, d_ff, rope_base, dtype)
@@ -248,28 +322,32 @@ def check_modern_block(modern_block) -> str:
         on = _("{desc} (weights: {weights})", desc=desc,
                weights=", ".join(f"{k} {tuple(v.shape)}" for k, v in w.items()))
         by_name = {} if base is None else {"rope_base": base}
-        got = call(modern_block, x, _copy(w), h, kv, **by_name, what="modern_block", on=on, forbid=BLOCK_FORBIDDEN,
-                   explain=_block_error_hint)
+        got = call(modern_block, x, _copy(w), h, kv, **by_name, what="modern_block", on=on, forbid=block_forbidden,
+                   explain=_block_explainer(x), prepare=import_transformers_first)
         base_ = 10000.0 if base is None else base
         ref = _llama_reference(x, w, h, kv, base_)  # (B, T, d), float64
         expect_dtype(got, x, _("your result"), on)
+        if isinstance(got, Tensor) and tuple(got.shape) != tuple(ref.shape):
+            raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_ref_shape}",
+                          what=_("your result"), tuple_got_shape=tuple(got.shape), on=on,
+                          tuple_ref_shape=tuple(ref.shape)), _shape_hint(got, x, h, w["W_gate"].shape[1]))
         mistakes = _mistakes(x, w, h, kv, base_)
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
-        return Run(on, got, ref, mistakes, ATOL, RTOL)
+        return Run(on, got, ref, mistakes, *_tolerance(x))
 
     verdict(collect(cases, one), what=_("your result"), rule=BLOCK_RULE)
     desc, x, w, h, kv, _unused = cases[1]
     names = {0: "x"}
     leaves, inputs = grad_inputs((x, w, h, kv), names)
     inputs[1] = _copy(w)  # the answer's own copy: the reference of the gradients reads `w` (in `leaves`) after it
-    got, grads = call(modern_block, *inputs, what="modern_block", on=desc, forbid=BLOCK_FORBIDDEN,
-                      explain=_block_error_hint, observe=observe_gradients(leaves, names, _block_for_gradients))
-    compare_gradients(got, grads, leaves, names, _block_for_gradients, what="modern_block", on=desc, atol=ATOL,
-                      rtol=RTOL, hint=_("the gradient must reach x through every path, the residual connections "
+    got, grads = call(modern_block, *inputs, what="modern_block", on=desc, forbid=block_forbidden,
+                      explain=_block_explainer(x), observe=observe_gradients(leaves, names, _block_for_gradients))
+    compare_gradients(got, grads, leaves, names, _block_for_gradients, what="modern_block", on=desc, atol=1e-9,
+                      rtol=1e-9, hint=_("the gradient must reach x through every path, the residual connections "
                                         "included: ") + _(GRAD_TAIL))
-    return (_("equals the package's LlamaBlock holding the same weights on {len_cases} inputs: multi-head, "
-              "grouped-query and multi-query attention, another rope_base, float32 and tiny inputs where eps "
-              "matters", len_cases=len(cases)))
+    return (_("equals the package's LlamaBlock holding the same weights on {len_cases} inputs (float64 to a "
+              "relative 1e-12): multi-head, grouped-query and multi-query attention, another rope_base, float32 and "
+              "tiny inputs where eps matters", len_cases=len(cases)))
 
 
 def _copy(w: dict) -> dict:

@@ -1,13 +1,16 @@
 """Checker for exercise 11.1, RMSNorm from scratch."""
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import Tensor
 
+from ..ch05._shared import import_transformers_first
 from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import F64, expect_dtype, randn64, tolerance
+from ._shared import F64, HF_NORMS, PRECISION_HINT, expect_dtype, near, randn64, tolerance, transformers_pieces
 from ...i18n import N_, _
 
 NORMALISATION_ROUTINES = (  # torch's normalisations (op_aliases adds their torch.ops.aten and torch._C routes)
@@ -20,8 +23,16 @@ NORMALISATION_ROUTINES = (  # torch's normalisations (op_aliases adds their torc
     "torch.nn.functional.normalize", "torch._refs._normalize", "torch.nn.functional.local_response_norm",
     "attnbook.layers.LayerNorm",
 )
-RMS_FORBIDDEN = [(name, N_("no built-in normalisation routine here: compute the mean of the squares over the last "
-                           "dimension yourself, with tensor operations")) for name in NORMALISATION_ROUTINES]
+_RMS_INSTEAD = (N_("no built-in normalisation routine here: compute the mean of the squares over the last dimension "
+                   "yourself, with tensor operations"))
+RMS_FORBIDDEN = [(name, _RMS_INSTEAD) for name in NORMALISATION_ROUTINES]
+
+
+def rms_norm_forbidden(fn) -> list[tuple[str, str]]:
+    """RMS_FORBIDDEN and the RMSNorm of every loaded transformers model (LlamaRMSNorm, MistralRMSNorm, T5LayerNorm,
+    ...), each named where the learner would import it from."""
+    return RMS_FORBIDDEN + [(path, _RMS_INSTEAD) for path in transformers_pieces(HF_NORMS)]
+
 
 RMS_RULE = (N_("each vector along the last dimension is divided by sqrt(mean(x**2) + eps), its root mean square with "
                "eps inside the square root, then multiplied by weight; nothing is subtracted and nothing is added"))
@@ -72,15 +83,28 @@ def _rms_mistakes(x: Tensor, weight: Tensor, eps: float, eps_given: bool) -> dic
         _("RMSNorm returns only the normalised, scaled x: do not add x back (the block adds the residual)"):
             x + x / rms * w,
     }
-    for dims, name in (((0,), _("the wrong dimension (dim=0)")), ((-2,), _("the wrong dimension (dim=-2, the positions)")),
+    for dims, name in (((0,), _("the wrong dimension (dim=0)")),
+                       ((-2,), _("the wrong dimension (dim=1 of a batch (batch, n, d), the positions)")),
                        (tuple(range(x.dim())), _("all dimensions at once"))):
         told = x.dim() >= 2 + (dims == (-2,))  # dim=-2 of a 2-D input is dim=0: told on 3-D inputs only
         out[_("you normalised over {name}; RMSNorm normalises each token over its own features, the last "
               "dimension (dim=-1, with keepdim=True)", name=name)] = x / _rms(x, dims, eps) * w if told else None
+    for k in (0, 1):  # d read from a fixed place of the shape: right for one input dimension only
+        told = x.dim() > k and x.shape[k] != x.shape[-1]
+        out[_("the mean divides the sum of the squares by d, the size of the last dimension, x.shape[-1]; you "
+              "divided by x.shape[{k}]", k=k)] = \
+            x / torch.sqrt((x * x).sum(dim=-1, keepdim=True) / x.shape[k] + eps) * w if told else None
     return out
 
 
 def _rms_error_hint(message: str) -> str | None:
+    if re.search(r"Dimension out of range|dim=-?\d+ is out of range", message):
+        return (_("x may be a single token (d,), a sequence (n, d) or a batch (batch, n, d): take the mean over "
+                  "dim=-1, the last dimension, which every one of them has (a fixed dim=1 or dim=2 exists only on "
+                  "some of them)"))
+    if "tuple index out of range" in message:
+        return (_("x may be a single token of shape (d,), which has one dimension only: read d as x.shape[-1], the "
+                  "size of the last dimension, or let mean(dim=-1) divide by it"))
     if "must match the size" in message or "size of tensor" in message:
         return (_("two shapes do not line up. The mean of the squares needs keepdim=True to broadcast against x "
                   "(mean(dim=-1, keepdim=True)), and weight, of shape (d,), broadcasts over the last dimension as it "
@@ -120,12 +144,13 @@ def check_rms_norm(rms_norm) -> str:
         weight = randn64(d, seed=130 + i, dtype=x.dtype) * 0.5 + 1
         on = desc + _(" (and a random weight of shape ({d},))", d=d)
         by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
-        got = call(rms_norm, x, weight, **by_name, what="rms_norm", on=on, forbid=RMS_FORBIDDEN,
-                   explain=_rms_error_hint)
+        got = call(rms_norm, x, weight, **by_name, what="rms_norm", on=on, forbid=rms_norm_forbidden,
+                   explain=_rms_error_hint, prepare=import_transformers_first)
         eps_ = 1e-6 if eps is None else eps
         ref = _rms_ref(x.to(F64), weight.to(F64), eps_)
         expect_dtype(got, x, _("your result"), on)
         mistakes = _rms_mistakes(x, weight, eps_, eps is not None)
+        mistakes[_(PRECISION_HINT)] = near(ref, x)  # last: any mistake above that fits is the better hint
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, *tolerance(x))
 
@@ -135,9 +160,9 @@ def check_rms_norm(rms_norm) -> str:
                        "sqrt(mean(x**2) + eps), so that you never divide by 0"))
     x, weight = randn64(4, 6, seed=111) * 1.5 + 2, randn64(6, seed=130) * 0.5 + 1
     expect_gradients(rms_norm, (x, weight), {0: "x", 1: "weight"}, _rms_ref, what="rms_norm", on=cases[0][0],
-                     forbid=RMS_FORBIDDEN)
-    return (_("matches RMSNorm on {len_cases} inputs, including a single token, an all-zero token, a mean square "
-              "close to eps, eps=0.1 and float32", len_cases=len(cases)))
+                     forbid=rms_norm_forbidden)
+    return (_("matches RMSNorm on {len_cases} inputs (float64 to a relative 1e-12), including a single token, an "
+              "all-zero token, a mean square close to eps, eps=0.1 and float32", len_cases=len(cases)))
 
 
 def _rms_ref(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:

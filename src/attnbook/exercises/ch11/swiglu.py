@@ -5,15 +5,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..ch05._shared import import_transformers_first
 from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import F64, expect_dtype, randn64, tolerance
+from ._shared import F64, HF_MLPS, PRECISION_HINT, expect_dtype, near, randn64, tolerance, transformers_pieces
 from ...i18n import N_, _
 
-SWIGLU_FORBIDDEN = [(name, N_("write the three products yourself, with @, as the weights are given (in, out)"))
+_SWIGLU_INSTEAD = N_("write the three products yourself, with @, as the weights are given (in, out)")
+SWIGLU_FORBIDDEN = [(name, _SWIGLU_INSTEAD)
                     for name in ("torch.nn.functional.linear", "torch.nn.Linear", "torch.nn.functional.bilinear",
                                  "attnbook.layers.FeedForward")]
+
+
+def swiglu_forbidden(fn) -> list[tuple[str, str]]:
+    """SWIGLU_FORBIDDEN and the feed-forward network (the MLP) of every loaded transformers model (LlamaMLP, ...),
+    each named where the learner would import it from. SiLU itself is allowed (the task says so)."""
+    return SWIGLU_FORBIDDEN + [(path, _SWIGLU_INSTEAD) for path in transformers_pieces(HF_MLPS)]
 
 SWIGLU_RULE = (N_("the result is (silu(x @ W_gate) * (x @ W_up)) @ W_down: SiLU on the gate branch only, multiplied "
                   "element by element with the up branch, then the down projection, the weights used as given"))
@@ -52,8 +60,15 @@ def _swiglu_mistakes(x: Tensor, W_gate: Tensor, W_up: Tensor, W_down: Tensor) ->
 
 
 def _swiglu_error_hint(message: str) -> str | None:
-    # PyTorch's own (English) error texts
-    if any(s in message for s in ("cannot be multiplied", "size mismatch", "must match the size", "size of tensor")):
+    # PyTorch's own (English) error texts. An element-wise operation that does not line up is never a transpose
+    # (every product with a weight is a matrix product): the gate and the up branch, both (..., d_ff), are the only
+    # two tensors multiplied element by element, and a missing bracket is what usually breaks one of them.
+    if "must match the size" in message or "size of tensor" in message:
+        return (_("an element-wise operation met two tensors whose shapes do not line up. The gate silu(x @ W_gate) "
+                  "and the up branch x @ W_up are both (..., d_ff) and are multiplied element by element, before "
+                  "W_down. Mind the brackets: @ and * have the same precedence and group from the left, so "
+                  "silu(x @ W_gate) * x @ W_up means (silu(x @ W_gate) * x) @ W_up"))
+    if any(s in message for s in ("cannot be multiplied", "size mismatch")):
         return (_("follow the shapes: x is (..., d), W_gate and W_up (d, d_ff), W_down (d_ff, d). All three are used "
                   "as given, x @ W_gate, with no transpose (nn.Linear stores (out, in); these are (in, out))"))
     return None
@@ -82,20 +97,21 @@ def check_swiglu(swiglu) -> str:
         W_down = randn64(d_ff, d, seed=170 + i, dtype=dtype) / d_ff ** 0.5
         on = _("{desc} (W_gate and W_up {tuple_w_gate_shape}, W_down {tuple_w_down_shape})",
                desc=_(desc), tuple_w_gate_shape=tuple(W_gate.shape), tuple_w_down_shape=tuple(W_down.shape))
-        got = call(swiglu, x, W_gate, W_up, W_down, what="swiglu", on=on, forbid=SWIGLU_FORBIDDEN,
-                   explain=_swiglu_error_hint)
+        got = call(swiglu, x, W_gate, W_up, W_down, what="swiglu", on=on, forbid=swiglu_forbidden,
+                   explain=_swiglu_error_hint, prepare=import_transformers_first)
         ref = _swiglu_ref(x, W_gate, W_up, W_down)  # (..., d), float64
         expect_dtype(got, x, _("your result"), on)
         mistakes = _swiglu_mistakes(x, W_gate, W_up, W_down)
+        mistakes[_(PRECISION_HINT)] = near(ref, x)  # last: any mistake above that fits is the better hint
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, *tolerance(x))
 
     verdict(collect(enumerate(cases), one), what=_("your result"), rule=SWIGLU_RULE)
     x, Wg, Wu, Wd = (randn64(*s, seed=180 + k) for k, s in enumerate([(5, 4), (4, 6), (4, 6), (6, 4)]))
     expect_gradients(swiglu, (x, Wg, Wu, Wd), {0: "x", 1: "W_gate", 2: "W_up", 3: "W_down"}, _swiglu_ref,
-                     what="swiglu", on=cases[0][0], forbid=SWIGLU_FORBIDDEN)
-    return (_("matches (silu(x @ W_gate) * (x @ W_up)) @ W_down on {len_cases} inputs, including a single token, "
-              "d_ff < d, large gate values and float32", len_cases=len(cases)))
+                     what="swiglu", on=cases[0][0], forbid=swiglu_forbidden)
+    return (_("matches (silu(x @ W_gate) * (x @ W_up)) @ W_down on {len_cases} inputs (float64 to a relative 1e-12), "
+              "including a single token, d_ff < d, large gate values and float32", len_cases=len(cases)))
 
 
 def _swiglu_ref(x, W_gate, W_up, W_down):

@@ -3,8 +3,10 @@ of ids, from left to right, becomes new_id, in a new list. The reference is `att
 from __future__ import annotations
 
 import random
+import re
 
 from ...text import merge_pair as _right
+from ..compare import case_seed
 from ..guard import call
 from ..hints import describe
 from ..observe import Observer
@@ -29,27 +31,54 @@ class IdsKept(Observer):
         return isinstance(given, list) and given == self.params["original"], output is given
 
 
-def _long_case() -> list[int]:
-    """2,000 ids from {0, 1, 2} (a fixed seed: the case is tuned to have runs of the pair and of single ids)."""
-    rng = random.Random(1203)
-    return [rng.choice((0, 1, 1, 2)) for _ in range(2000)]
-
-
-# (ids, pair, new_id, description). The first case has the pair at both ends; the runs of one id tell left to right
-# from right to left and from overlapping merges; ids of two digits catch a merge done on text; the last id
-# outside a pair, an empty list and one id catch loops that stop early or start late.
-CASES = [
-    ([5, 6, 7, 5, 6], (5, 6), 9, N_("ids=[5, 6, 7, 5, 6], pair=(5, 6), new_id=9: the pair at the start and the end")),
-    ([3, 3, 3], (3, 3), 8, N_("ids=[3, 3, 3], pair=(3, 3), new_id=8: three in a row")),
-    ([1, 2, 3], (3, 4), 9, N_("ids=[1, 2, 3], pair=(3, 4), new_id=9: no occurrence")),
-    ([2, 1, 2, 1], (1, 2), 7, N_("ids=[2, 1, 2, 1], pair=(1, 2), new_id=7: (2, 1) is another pair")),
-    ([4, 4, 4, 4, 4], (4, 4), 6, N_("ids=[4, 4, 4, 4, 4], pair=(4, 4), new_id=6: five in a row")),
-    ([11, 2, 1, 21, 1, 2], (1, 2), 300, N_("ids=[11, 2, 1, 21, 1, 2], pair=(1, 2), new_id=300: ids of two digits")),
-    ([8, 1, 2, 3], (1, 2), 256, N_("ids=[8, 1, 2, 3], pair=(1, 2), new_id=256: one occurrence in the middle")),
-    ([], (1, 2), 5, N_("ids=[], pair=(1, 2), new_id=5: an empty list")),
-    ([7], (7, 7), 9, N_("ids=[7], pair=(7, 7), new_id=9: one id")),
-    (_long_case(), (1, 2), 3, N_("2,000 random ids from {0, 1, 2}, pair=(1, 2), new_id=3")),
+# The ten cases as patterns over the symbols 0, 1, 2, 3 (ids, pair, what the case is for). Each run puts other ids
+# in place of the symbols, drawn from its seed (compare.case_seed): distinct byte values 0..255 for the symbols and a
+# new_id of 256 or more, as a merge makes, so that the same structure holds in every run. The first case has the pair
+# at both ends; the runs of one id tell left to right from right to left and from overlapping merges; the last id
+# outside a pair, an empty list and one id catch loops that stop early or start late. The case of ids of two digits
+# (built apart, below) catches a merge done on text, and the 2,000 ids have runs of the pair and of single ids.
+PATTERNS = [
+    ([0, 1, 2, 0, 1], (0, 1), N_("the pair at the start and the end")),
+    ([0, 0, 0], (0, 0), N_("three in a row")),
+    ([0, 1, 2], (2, 3), N_("no occurrence")),
+    ([1, 0, 1, 0], (0, 1), N_("the reversed pair is there too")),
+    ([0, 0, 0, 0, 0], (0, 0), N_("five in a row")),
+    None,  # ids of two digits
+    ([3, 0, 1, 2], (0, 1), N_("one occurrence in the middle")),
+    ([], (0, 1), N_("an empty list")),
+    ([0], (0, 0), N_("one id")),
 ]
+LONG = 2000  # ids in the last case
+
+
+def cases() -> list[tuple[list[int], tuple[int, int], int, str]]:
+    """[(ids, pair, new_id, description)] of this run."""
+    rng = random.Random(case_seed(1203))
+    out = []
+    for pattern in PATTERNS:
+        if pattern is None:
+            # [10 r + a, b, a, 10 b + s, a, b] with pair (a, b) of one digit each: joined as text, "r a b" holds
+            # "a b" (inside "10 r + a" followed by b) and so does "a b s" (a followed by 10 b + s)
+            a, b = rng.sample(range(1, 10), 2)
+            r, s = rng.randint(1, 9), rng.randint(0, 9)
+            ids = [10 * r + a, b, a, 10 * b + s, a, b]
+            new = rng.randint(256, 999)
+            out.append((ids, (a, b), new, _("ids={ids}, pair={pair}, new_id={new_id}: ids of two digits",
+                                             ids=ids, pair=(a, b), new_id=new)))
+            continue
+        ids, pair, what = pattern
+        symbol = rng.sample(range(256), 4)
+        new = rng.randint(256, 999)
+        ids, pair = [symbol[i] for i in ids], (symbol[pair[0]], symbol[pair[1]])
+        out.append((ids, pair, new, _("ids={ids}, pair={pair}, new_id={new_id}: {what}", ids=ids, pair=pair,
+                                      new_id=new, what=_(what))))
+    symbol = rng.sample(range(256), 3)
+    ids = [symbol[rng.choice((0, 1, 1, 2))] for _unused in range(LONG)]
+    new = rng.randint(256, 999)
+    out.append((ids, (symbol[1], symbol[2]), new,
+                _("{n:,} random ids from {{{x}, {y}, {z}}}, pair=({y}, {z}), new_id={new_id}", n=LONG, x=symbol[0],
+                  y=symbol[1], z=symbol[2], new_id=new)))
+    return out
 
 
 def _right_to_left(ids, pair, new):
@@ -139,6 +168,9 @@ def _merge_error_hint(message: str) -> str | None:
                   "empty list and a pair at the very end must work)"))
     if "'tuple' object does not support item assignment" in message:
         return _("pair is a tuple, which cannot change: build a new list for the result")
+    if re.search(r"bytes? must be in range\(0, 256\)", message):
+        return (_("ids are token ids, not bytes: a merge makes ids of 256 and above (new_id is one), which bytes and "
+                  "bytearray cannot hold; work on the list of ints itself"))
     return None
 
 
@@ -156,6 +188,11 @@ def _merged_list(merge_pair, ids, pair, new, on) -> list:
         raise Wrong(_("merge_pair returned the list `ids` it was given on {on}, expected a new list", on=on),
                     _("build a new list every time, also when nothing is merged: code that later changes the result "
                       "would change the caller's ids too"))
+    if type(got).__name__ in ("bytes", "bytearray"):  # by name: in the grader it comes back as a stand-in (codec)
+        raise Wrong(_("merge_pair returned {describe_got} on {on}, expected a list of ints",
+                      describe_got=describe(got), on=on),
+                    _("return a list of ints, not bytes: the ids a merge makes are 256 and above, which bytes cannot "
+                      "hold"))
     if not isinstance(got, list):
         raise Wrong(_("merge_pair returned {describe_got} on {on}, expected a list of ints",
                       describe_got=describe(got), on=on),
@@ -173,8 +210,8 @@ def _merged_list(merge_pair, ids, pair, new, on) -> list:
 def check_merge_pair(merge_pair) -> str:
     """merge_pair(ids, pair, new_id) -> a new list, every occurrence of pair (left to right) replaced by new_id."""
     runs = []  # (the learner's list, the case) of every case, in order
-    for ids, pair, new, on in CASES:
-        on = _(on)  # the descriptions are marked N_ where they are defined
+    all_cases = cases()
+    for ids, pair, new, on in all_cases:
         try:
             got = _merged_list(merge_pair, ids, pair, new, on)
         except Wrong:
@@ -185,7 +222,7 @@ def check_merge_pair(merge_pair) -> str:
     wrong = [i for i, (got, case, _unused) in enumerate(runs) if got != _right(*case)]
     if not wrong:
         return (_("right on {len_cases} lists, including runs of one id, a pair at either end, ids of two "
-                  "digits, an empty list and 2,000 random ids", len_cases=len(CASES)))
+                  "digits, an empty list and 2,000 random ids", len_cases=len(all_cases)))
     got, (ids, pair, new), on = runs[wrong[0]]
     want = _right(ids, pair, new)
     hint = next((h for h, f in MISTAKES.items() if all(g == f(*c) for g, c, _unused in runs)), None)

@@ -3,10 +3,12 @@ float, for a number, a 0-d tensor or a tensor of batch means. The reference is `
 from __future__ import annotations
 
 import math
+import random
 import re
 
 import torch
 
+from ..compare import case_seed
 from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
@@ -14,23 +16,38 @@ from ._shared import as_number, close
 from ...i18n import N_, _
 
 
+# Each value of a batch of four around its mean: the first and the last differ from the mean, and so do the sum and
+# the mean of the perplexities, whatever the mean.
+BATCH_OFFSETS = (-0.15, 0.05, -0.05, 0.15)
+
+
 def _cases():
-    """(mean_loss, description). Numbers first, where exp, 2 **, 10 **, bits and the loss itself all differ; then
-    0-d tensors; then tensors of batch means, where the sum, a single batch and the mean of the perplexities
-    differ from the mean."""
-    grad = torch.tensor(3.7, dtype=torch.float64, requires_grad=True) * 1.0  # a loss straight from a model
+    """(mean_loss, description), drawn from the run's seed (compare.case_seed): every value but the edge case 0.0
+    changes from run to run, as short decimals that the message shows exactly. Numbers first, where exp, 2 **,
+    10 **, bits and the loss itself all differ; then 0-d tensors; then tensors of batch means, where the sum, a
+    single batch and the mean of the perplexities differ from the mean."""
+    rng = random.Random(case_seed(1202))
+    a, n = round(rng.uniform(2.0, 4.5), 3), rng.randint(1, 6)
+    vocab, big = rng.randint(20, 200), rng.randint(30000, 60000)
+    b, c, e = (round(rng.uniform(1.5, 5.0), 2) for _unused in range(3))
+    m4, lo = round(rng.uniform(2.5, 4.0), 2), round(rng.uniform(1.5, 3.0), 1)
+    four = [round(m4 + o, 2) for o in BATCH_OFFSETS]
+    grad = torch.tensor(e, dtype=torch.float64, requires_grad=True) * 1.0  # a loss straight from a model
     return [
-        (3.0, "mean_loss=3.0"),
+        (a, _("mean_loss={a}", a=a)),
         (0.0, _("mean_loss=0.0, a model that gives the right token probability 1")),
-        (math.log(50), _("mean_loss=log(50) = 3.912, a uniform guess among 50 tokens")),
-        (2, _("mean_loss=2, an int")),
-        (math.log(50257), _("mean_loss=log(50257) = 10.825, a uniform guess among GPT-2's 50,257 tokens")),
-        (torch.tensor(2.5), _("a 0-d float32 tensor, tensor(2.5)")),
-        (torch.tensor(4.2, dtype=torch.float64), _("a 0-d float64 tensor, tensor(4.2)")),
-        (grad, _("a 0-d float64 loss tensor that carries a gradient, tensor(3.7, grad_fn=...)")),
-        (torch.tensor([3.1, 3.3, 3.2, 3.4], dtype=torch.float64), _("the mean losses of 4 equal batches, "
-                                                                    "tensor([3.1, 3.3, 3.2, 3.4])")),
-        (torch.tensor([2.0, 4.0]), _("the float32 mean losses of 2 equal batches, tensor([2.0, 4.0])")),
+        (math.log(vocab), _("mean_loss=log({vocab}) = {loss:.3f}, a uniform guess among {vocab} tokens",
+                            vocab=vocab, loss=math.log(vocab))),
+        (n, _("mean_loss={n}, an int", n=n)),
+        (math.log(big), _("mean_loss=log({vocab}) = {loss:.3f}, a uniform guess among {vocab} tokens (GPT-2 has "
+                          "50,257)", vocab=big, loss=math.log(big))),
+        (torch.tensor(b), _("a 0-d float32 tensor, tensor({b})", b=b)),
+        (torch.tensor(c, dtype=torch.float64), _("a 0-d float64 tensor, tensor({c})", c=c)),
+        (grad, _("a 0-d float64 loss tensor that carries a gradient, tensor({e}, grad_fn=...)", e=e)),
+        (torch.tensor(four, dtype=torch.float64), _("the mean losses of 4 equal batches, tensor({four})",
+                                                    four=four)),
+        (torch.tensor([lo, lo + 2.0]), _("the float32 mean losses of 2 equal batches, tensor([{lo}, {hi}])",
+                                         lo=lo, hi=round(lo + 2.0, 1))),
     ]
 
 
@@ -72,6 +89,10 @@ MISTAKES = {
 
 
 def _perplexity_error_hint(message: str) -> str | None:
+    if re.search(r"could not infer output dtype.*Got: (Long|Int|Short|Char|Byte|Bool)", message):
+        return (_("mean() needs a floating-point tensor, and this one is an integer tensor: an int such as "
+                  "mean_loss=2 makes one (torch.tensor(2), torch.as_tensor(2)), and so does .long(). Make the "
+                  "tensor with dtype=torch.float64, or convert the number with float(...)"))
     if re.search(r"exp\(\): argument 'input' .*must be Tensor, not (float|int)", message):
         return (_("mean_loss may be a Python number: torch.exp needs a tensor; use math.exp(float(mean_loss)), or "
                   "make a tensor first with torch.as_tensor"))
@@ -102,8 +123,8 @@ def check_perplexity(perplexity) -> str:
         runs.append((got, x, on))
     wrong = [i for i, (got, x, _unused) in enumerate(runs) if not close(got, math.exp(_mean(x)))]
     if not wrong:
-        return (_("right on {len_cases} inputs: numbers, 0-d tensors (float32, float64, a loss with a gradient) "
-                  "and tensors of batch means", len_cases=len(cases)))
+        return (_("right (to a relative 1e-6) on {len_cases} inputs: numbers, 0-d tensors (float32, float64, a "
+                  "loss with a gradient) and tensors of batch means", len_cases=len(cases)))
     got, x, on = runs[wrong[0]]
     hint = next((h for h, f in MISTAKES.items() if all(close(g, f(c)) for g, c, _unused in runs)), None)
     raise Wrong(_("perplexity is wrong on {on}: expected {show_pair_math_exp__mean}",

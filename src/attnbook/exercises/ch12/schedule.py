@@ -2,34 +2,92 @@
 then min_lr. The reference is `attnbook.training.warmup_cosine_lr`, never an answer."""
 from __future__ import annotations
 
+import importlib
 import math
+import random
+import sys
+
+import torch.optim.lr_scheduler
 
 from ...training import warmup_cosine_lr as _right
+from ..ch05._shared import import_transformers_first
+from ..compare import case_seed
 from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
 from ._shared import as_number, close
 from ...i18n import N_, _
 
-SCHEDULE_FORBIDDEN = [
-    ("torch.optim.lr_scheduler.*", N_("compute the rate yourself with math.cos and math.pi")),
-    ("transformers.optimization.*", N_("compute the rate yourself with math.cos and math.pi")),
-    ("attnbook.training._lr_factor", N_("compute the rate yourself with math.cos and math.pi")),
-]
+_SCHEDULE_INSTEAD = N_("compute the rate yourself with math.cos and math.pi")
+# PyTorch's schedulers by their public names (a forbidden class is also seen by the code of its methods, so a
+# subclass of LRScheduler is named too), and the package's own factor of train()
+SCHEDULE_FORBIDDEN = [(path, _SCHEDULE_INSTEAD) for path in (
+    *[f"torch.optim.lr_scheduler.{name}" for name in torch.optim.lr_scheduler.__all__],
+    "torch.optim.swa_utils.SWALR", "attnbook.training._lr_factor",
+)]
 
-# (step, max_lr, warmup_steps, total_steps, min_lr or None for the default 0.0). Schedule A alone tells every
-# known mistake apart: its warm-up's first and last steps (off by one either way), the cosine's first step
-# (warm-up through step warmup_steps), middle and last (the period, the span, degrees, linear, min_lr), and steps
-# past total_steps (one just past, where a cosine that goes on is still near min_lr, and one far past).
-# B has other magnitudes; C has no warm-up (warmup_steps=0) and the default min_lr; D a one-step warm-up; E a warm-up
-# that starts below min_lr (a floor of min_lr under the warm-up shows there).
-CASES = [
-    *[(s, 0.5, 4, 20, 0.05) for s in (0, 1, 3, 4, 5, 9, 12, 16, 19, 20, 21, 37)],
-    *[(s, 3e-3, 10, 110, 3e-4) for s in (0, 9, 10, 35, 60, 85, 109, 110, 500)],
-    *[(s, 1.0, 0, 8, None) for s in (0, 2, 4, 6, 8, 9)],
-    *[(s, 2.0, 1, 3, 0.5) for s in (0, 1, 2, 3, 4)],
-    *[(s, 1.0, 10, 30, 0.5) for s in (0, 3, 9, 20, 30)],  # E: the warm-up starts below min_lr
-]
+
+def schedule_forbidden(fn) -> list[tuple[str, str]]:
+    """SCHEDULE_FORBIDDEN and, once the learner's code has imported transformers (in the notebook, or in its own
+    body: `prepare=import_transformers_first` imports it first), every schedule of transformers.optimization, by
+    the name the learner would write: transformers.get_cosine_schedule_with_warmup where transformers exports it,
+    else transformers.optimization.<name>. A call however reached is seen by the function's code."""
+    paths = list(SCHEDULE_FORBIDDEN)
+    hf = sys.modules.get("transformers")
+    if hf is None:
+        return paths
+    try:
+        optimization = importlib.import_module("transformers.optimization")
+    except Exception:  # noqa: BLE001 - not importable here, so not callable by the learner either
+        return paths
+    for name, value in sorted(vars(optimization).items()):
+        if "schedul" in name.lower() and not name.startswith("_") and callable(value) and \
+                getattr(value, "__module__", None) == optimization.__name__:
+            exported = getattr(hf, name, None) is value
+            paths.append((f"transformers.{name}" if exported else f"transformers.optimization.{name}",
+                          _SCHEDULE_INSTEAD))
+    return paths
+
+
+# The five schedules of the check, drawn from the run's seed (compare.case_seed) with the properties that tell the
+# known mistakes apart in every draw (tests/test_exercises_ch12.py checks that over many seeds). Schedule A alone
+# tells every known mistake apart: its warm-up's first and last steps (off by one either way), the cosine's first step
+# (warm-up through step warmup_steps), three steps inside it and its last (the period, the span, degrees, linear,
+# min_lr), and steps past total_steps (one just past, where a cosine that goes on is still near min_lr, and one far
+# past). B has other magnitudes; C has no warm-up (warmup_steps=0) and the default min_lr; D a one-step warm-up; E a
+# warm-up that starts below min_lr (a floor of min_lr under the warm-up shows there). Every value is a short decimal,
+# so that the message shows it exactly.
+SCHEDULE_STEPS = (12, 9, 6, 5, 5)  # steps per schedule: 37 in all
+
+
+def cases() -> list[tuple[int, float, int, int, float | None]]:
+    """[(step, max_lr, warmup_steps, total_steps, min_lr or None for the default 0.0)] of this run."""
+    rng = random.Random(case_seed(1201))
+    out = []
+    # A: 3 to 6 warm-up steps, a decay of 14 to 20 steps, min_lr 5% to 20% of max_lr
+    M, W = round(rng.uniform(0.2, 0.9), 2), rng.randint(3, 6)
+    T, m = W + rng.randint(14, 20), round(M * rng.uniform(0.05, 0.2), 3)
+    D = T - W
+    out += [(s, M, W, T, m) for s in (0, 1, W - 1, W, W + 1, W + round(0.3 * D), W + D // 2, W + round(0.75 * D),
+                                      T - 1, T, T + 1, T + rng.randint(10, 20))]
+    # B: a rate of a few 1e-3, 8 to 12 warm-up steps, a long decay, min_lr a tenth of max_lr
+    M, W = round(rng.uniform(1.0, 5.0) * 1e-3, 5), rng.randint(8, 12)
+    T = W + 4 * rng.randint(20, 30)
+    D = T - W
+    out += [(s, M, W, T, round(M / 10, 6)) for s in (0, W - 1, W, W + D // 4, W + D // 2, W + 3 * D // 4, T - 1, T,
+                                                     T + rng.randint(200, 500))]
+    # C: no warm-up, the default min_lr, a decay of 8, 12 or 16 steps seen at its quarters and one step past
+    M, T = round(rng.uniform(0.5, 2.0), 2), 4 * rng.randint(2, 4)
+    out += [(s, M, 0, T, None) for s in (0, T // 4, T // 2, 3 * T // 4, T, T + 1)]
+    # D: a one-step warm-up, total_steps=3: every step from 0 to 4
+    M = round(rng.uniform(1.0, 3.0), 2)
+    m = round(M * rng.uniform(0.1, 0.4), 2)
+    out += [(s, M, 1, 3, m) for s in range(5)]
+    # E: 8 to 12 warm-up steps and min_lr 40% to 60% of max_lr: step 0's rate, at most max_lr / 8, is below min_lr
+    M, W = round(rng.uniform(0.8, 1.2), 2), rng.randint(8, 12)
+    T, m = W + rng.randint(15, 25), round(M * rng.uniform(0.4, 0.6), 2)
+    out += [(s, M, W, T, m) for s in (0, 3, W - 1, (W + T) // 2, T)]
+    return out
 
 
 def _cosine(step, M, W, T, m, *, span=None, start=None, angle=math.pi, half=0.5, floor=None, scale=None):
@@ -142,12 +200,14 @@ def _phase(step, W, T) -> str:
 def check_lr_at(lr_at) -> str:
     """lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0) -> float."""
     runs = []  # (the learner's rate, the case) for every case, in order
-    for step, M, W, T, m in CASES:
+    all_cases = cases()
+    for step, M, W, T, m in all_cases:
         on = _describe(step, M, W, T, m)
         kwargs = {} if m is None else {"min_lr": m}
         try:
-            got = as_number(call(lr_at, step, M, W, T, what="lr_at", on=on, forbid=SCHEDULE_FORBIDDEN,
-                                 explain=_schedule_error_hint, **kwargs), fn="lr_at", on=on)
+            got = as_number(call(lr_at, step, M, W, T, what="lr_at", on=on, forbid=schedule_forbidden,
+                                 explain=_schedule_error_hint, prepare=import_transformers_first, **kwargs),
+                            fn="lr_at", on=on)
         except Wrong:
             if any(not close(g, _right(*c)) for g, c in runs):
                 break  # a wrong rate came first: report it, with the evidence of the cases before
@@ -155,13 +215,14 @@ def check_lr_at(lr_at) -> str:
         runs.append((got, (step, M, W, T, 0.0 if m is None else m)))
     wrong = [i for i, (got, case) in enumerate(runs) if not close(got, _right(*case))]
     if not wrong:
-        return (_("right on {len_cases} steps of 5 schedules: the warm-up, the cosine from max_lr to min_lr, the "
-                  "steps past total_steps, no warm-up at all, a one-step warm-up and a warm-up that starts below "
-                  "min_lr", len_cases=len(CASES)))
+        return (_("right (to a relative 1e-6) on {len_cases} steps of {n_schedules} schedules: the warm-up, the "
+                  "cosine from max_lr to min_lr, the steps past total_steps, no warm-up at all, a one-step warm-up "
+                  "and a warm-up that starts below min_lr", len_cases=len(all_cases),
+                  n_schedules=len(SCHEDULE_STEPS)))
     got, case = runs[wrong[0]]
     step, M, W, T, _unused = case
     hint = next((h for h, f in MISTAKES.items() if all(close(g, f(*c)) for g, c in runs)), None)
-    m_shown = CASES[wrong[0]][4]
+    m_shown = all_cases[wrong[0]][4]
     raise Wrong(_("lr_at is wrong on {describe_step_m_w_t_m_sh}, {phase_step_w_t}: expected "
                   "{show_pair__right_case_go}",
                   describe_step_m_w_t_m_sh=_describe(step, M, W, T, m_shown), phase_step_w_t=_phase(step, W, T),
