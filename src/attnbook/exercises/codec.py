@@ -11,6 +11,12 @@ a few whitelisted ones (torch.nn.Conv2d, torch.Size, torch.return_types).
 The format: JSON null, booleans, strings and small ints stand for themselves, finite floats are JSON numbers;
 everything else is an object {"t": tag, ...}. Strict limits (depth, items, string length, bytes) hold both ways;
 `decode` raises CodecError (a ValueError) on anything it does not expect.
+
+What a decoded reply costs the grader is bounded by the reply itself, and nothing of it outlives the value: an
+array's elements (times their size, at least 1 byte: a zero-size dtype counts 1) never exceed the bytes that came,
+nor the nested lists `tolist()` would make (a shape such as (10**9, 0)) a few per byte; the classes made for a
+reply's unknown types (opaque stand-ins, named tuples, dict subclasses) are made afresh for each reply, at most
+MAX_TYPES of them with at most MAX_FIELDS fields each, and kept in no cache.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from ..i18n import _
 import base64
 import io
 import math
+import operator
 
 import numpy as np
 import torch
@@ -28,6 +35,9 @@ MAX_ITEMS = 100_000  # per list, tuple or dict
 MAX_STR = 100_000  # characters per string
 MAX_BYTES = 64_000_000  # array bytes per encode/decode
 MAX_INT_DIGITS = 1_000
+MAX_TYPES = 100  # classes made for one decoded value (an honest reply has a handful)
+MAX_FIELDS = 256  # fields of one named tuple
+NODES_PER_BYTE = 4  # lists and elements `tolist()` would make from an array, per byte of its .npy data
 _NAME_LEN = 200
 
 _TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -42,13 +52,24 @@ class CodecError(ValueError):
 
 
 class _Budget:
+    """What one encode or decode may still spend: bytes, and (decoding) the classes made for its types, by key."""
+
     def __init__(self, limit: int):
         self.limit = self.left = limit
+        self.types: dict[tuple, type] = {}
 
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
             raise CodecError(_("more than {limit:,} bytes of data", limit=self.limit))
+
+    def make_type(self, key: tuple, make) -> type:
+        """The class for `key` within this value, made by `make()` the first time (at most MAX_TYPES)."""
+        if key not in self.types:
+            if len(self.types) >= MAX_TYPES:
+                raise CodecError(_("more than {MAX_TYPES} different types", MAX_TYPES=MAX_TYPES))
+            self.types[key] = make()
+        return self.types[key]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -94,15 +115,44 @@ def _npy(arr: np.ndarray, budget: _Budget) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _nodes(shape: tuple) -> int:
+    """The objects `tolist()` makes for an array of `shape`: its nested lists and its elements."""
+    total, count = 0, 1
+    for n in shape:
+        count *= n
+        total += count
+    return max(total, 1)
+
+
 def _from_npy(text, budget: _Budget) -> np.ndarray:
+    """The array in base64 .npy `text`. Its header is read first: the dtype must be a number or string kind, the
+    data exactly what the shape needs, and neither the elements (at least 1 byte each) nor the objects
+    `tolist()` would make beyond what the bytes that came allow; only then are the values read."""
     if not isinstance(text, str) or len(text) > MAX_BYTES * 4 // 3 + 1024:
         raise CodecError(_("array data is not a bounded string"))
     budget.spend(len(text) * 3 // 4)
     try:
-        arr = np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
+        raw = base64.b64decode(text, validate=True)
+        f = io.BytesIO(raw)
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError("npy version")
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(f)
     except Exception as e:  # noqa: BLE001 - anything malformed
         raise CodecError(_("unreadable array data ({type_e___name})", type_e___name=type(e).__name__)) from None
-    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in _NP_KINDS + "U" or arr.dtype.hasobject:
+    if dtype.kind not in _NP_KINDS + "U" or dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+        raise CodecError(_("array data of an unexpected type"))
+    size = math.prod(shape)
+    if size * dtype.itemsize != len(raw) - f.tell() or size * max(dtype.itemsize, 1) > len(raw) \
+            or _nodes(shape) > NODES_PER_BYTE * len(raw):
+        raise CodecError(_("array data whose shape does not fit its bytes"))
+    try:
+        f.seek(0)
+        arr = np.load(f, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - anything malformed
+        raise CodecError(_("unreadable array data ({type_e___name})", type_e___name=type(e).__name__)) from None
+    if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.shape != shape:
         raise CodecError(_("array data of an unexpected type"))
     return arr
 
@@ -221,10 +271,6 @@ def decode(data, *, max_bytes: int = MAX_BYTES):
         raise CodecError(_("malformed data ({type_e___name})", type_e___name=type(e).__name__)) from None
 
 
-_OPAQUE_TYPES: dict[tuple[str, bool], type] = {}
-_SEQ_TYPES: dict[tuple, type] = {}
-
-
 class Opaque:
     """Stands for an object of a type that is not carried over: only its type's name (`type(x).__name__`)."""
 
@@ -235,15 +281,14 @@ class Opaque:
 
 
 def opaque_type(name: str, is_callable: bool = False) -> type:
-    key = (name, is_callable)
-    if key not in _OPAQUE_TYPES:
-        attrs = {"__slots__": (), "__module__": "attnbook.exercises.codec"}
-        if is_callable:
-            def __call__(self, *args, **kwargs):
-                raise TypeError(_("{name} (not carried over) cannot be called", name=name))
-            attrs["__call__"] = __call__
-        _OPAQUE_TYPES[key] = type(name, (Opaque,), attrs)
-    return _OPAQUE_TYPES[key]
+    """A new stand-in class named `name` (callable ones refuse to be called). Not cached: a decoded value makes
+    its own, through its budget (`_Budget.make_type`), so no class outlives the value that needed it."""
+    attrs = {"__slots__": (), "__module__": "attnbook.exercises.codec"}
+    if is_callable:
+        def __call__(self, *args, **kwargs):
+            raise TypeError(_("{name} (not carried over) cannot be called", name=name))
+        attrs["__call__"] = __call__
+    return type(name, (Opaque,), attrs)
 
 
 def _str(x, limit: int = _NAME_LEN) -> str:
@@ -298,7 +343,7 @@ def _dec(data, depth: int, budget: _Budget):
     if tag == "dtype":
         name = _str(data.get("v"))
         if name not in _TORCH_DTYPES:
-            return opaque_type("dtype")()
+            return budget.make_type(("opaque", "dtype", False), lambda: opaque_type("dtype"))()
         return _TORCH_DTYPES[name]
     if tag == "device":
         name = _str(data.get("v"))
@@ -318,23 +363,25 @@ def _dec(data, depth: int, budget: _Budget):
         items = [_dec(x, depth + 1, budget) for x in _items(data.get("v"))]
         if "type" not in data:
             return items if tag == "list" else tuple(items)
-        return _sequence(tag, data, items)
+        return _sequence(tag, data, items, budget)
     if tag == "dict":
         out = {}
         for pair in _items(data.get("v")):
             k, v = _items(pair)
             out[_dec(k, depth + 1, budget)] = _dec(v, depth + 1, budget)  # TypeError: unhashable key
         if "type" in data:
-            return type(_str(data["type"]), (dict,), {"__module__": "attnbook.exercises.codec"})(out)
+            name = _str(data["type"])
+            return budget.make_type(("dict", name), lambda: type(name, (dict,), {"__module__": __name__}))(out)
         return out
     if tag == "module":
         return _dec_conv(data, depth, budget)
     if tag == "opaque":
-        return opaque_type(_str(data.get("type")), data.get("callable") is True)()
+        name, is_callable = _str(data.get("type")), data.get("callable") is True
+        return budget.make_type(("opaque", name, is_callable), lambda: opaque_type(name, is_callable))()
     raise CodecError(_("unknown tag {str_tag_40!r}", str_tag_40=str(tag)[:40]))
 
 
-def _sequence(tag: str, data: dict, items: list):
+def _sequence(tag: str, data: dict, items: list, budget: _Budget):
     name, module = _str(data.get("type")), _str(data.get("module", ""))
     if tag == "tuple" and module == "torch" and name == "Size":
         if not all(isinstance(i, int) and i >= 0 for i in items):
@@ -346,19 +393,20 @@ def _sequence(tag: str, data: dict, items: list):
             return cls(items)
     fields = data.get("fields")
     if fields is not None:
-        fields = tuple(_str(f) for f in _items(fields))
+        fields = _items(fields)
+        if len(fields) > MAX_FIELDS:
+            raise CodecError(_("more than {MAX_FIELDS} field names", MAX_FIELDS=MAX_FIELDS))
+        fields = tuple(_str(f) for f in fields)
         if len(fields) != len(items) or not all(f.isidentifier() and not f.startswith("_") for f in fields):
             raise CodecError(_("bad field names"))
-    key = (tag, name, fields)
-    if key not in _SEQ_TYPES:
-        base = list if tag == "list" else tuple
-        attrs = {"__module__": "attnbook.exercises.codec"}
+
+    def make() -> type:
+        attrs = {"__module__": __name__}
         if fields:
             attrs["_fields"] = fields
-            for i, f in enumerate(fields):
-                attrs[f] = property(lambda self, i=i: tuple.__getitem__(self, i))
-        _SEQ_TYPES[key] = type(name, (base,), attrs)
-    return _SEQ_TYPES[key](items)
+            attrs.update((f, property(operator.itemgetter(i))) for i, f in enumerate(fields))
+        return type(name, (list if tag == "list" else tuple,), attrs)
+    return budget.make_type((tag, name, fields), make)(items)
 
 
 def _dec_tensor(data: dict, budget: _Budget) -> Tensor:

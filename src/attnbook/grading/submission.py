@@ -289,6 +289,9 @@ def _run_once(data: bytes, request: protocol.Request, run_seed: int, todo: list[
         finally:
             tail = stderr.close()[-4000:].decode("utf-8", "replace").strip().splitlines()
         problems = [progress.problem] if progress.problem else []
+        stopped = sandbox.why_stopped(proc)
+        if stopped:
+            problems.append(stopped)
         if progress.last == () and ended != "deadline" and tail:
             problems.append(f"the run did not start: {tail[-1][:200]}")
         return ended, progress, grades, problems
