@@ -1,6 +1,7 @@
 """Chapter 5 (positional encoding): learner answers to exercises 5.1-5.4."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import types
@@ -380,6 +381,63 @@ def sinusoidal_table(max_len, d_model):
     return _positional.halves_to_interleaved(torch.cat((a.sin(), a.cos()), dim=-1)).float()
 
 
+# Tables kept between calls (issue 23): a cache must be looked up by both arguments. The caches live as long as
+# the notebook's kernel, so they outlast one check (as a learner's would).
+def _chapter_table(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (max_len, d_model), interleaved
+
+
+def _cached(key_of):
+    """The chapter's table behind a dict keyed by key_of(max_len, d_model)."""
+    store: dict = {}
+
+    def sinusoidal_table(max_len, d_model):
+        key = key_of(max_len, d_model)
+        if key not in store:
+            store[key] = _chapter_table(max_len, d_model)
+        return store[key]
+    return sinusoidal_table
+
+
+wrong("5.1", hint="earlier call", name='keeps its tables in a dict keyed by max_len alone ("the table only depends '
+      'on how long it is")')(_cached(lambda max_len, d_model: max_len))
+wrong("5.1", hint="earlier call", name='keeps its tables in a dict keyed by d_model alone ("one table per model '
+      'width")')(_cached(lambda max_len, d_model: d_model))
+
+
+_WIDEST: dict = {}
+
+
+@wrong("5.1")
+def sinusoidal_table(max_len, d_model):
+    """keeps the widest table made so far for each max_len and slices its first d_model columns (their
+    frequencies belong to the wider table's d_model)"""
+    if max_len not in _WIDEST or _WIDEST[max_len].size(1) < d_model:
+        _WIDEST[max_len] = _chapter_table(max_len, max(d_model, 64))
+    return _WIDEST[max_len][:, :d_model].contiguous()
+
+
+_LONGEST: dict = {}
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """keeps the longest table made so far for each d_model and slices its first max_len rows (a row depends only
+    on its position and d_model)"""
+    if d_model not in _LONGEST or _LONGEST[d_model].size(0) < max_len:
+        _LONGEST[d_model] = _chapter_table(max_len, d_model)
+    return _LONGEST[d_model][:max_len].clone()
+
+
+@right("5.1")
+@functools.lru_cache(maxsize=None)
+def sinusoidal_table(max_len, d_model):
+    """functools.lru_cache around the chapter's formula: the cache is keyed by both arguments"""
+    return _chapter_table(max_len, d_model)
+
+
 # ==========================================================================================================
 # 5.2 How far from permutation-equivariant
 # ==========================================================================================================
@@ -634,6 +692,26 @@ def max_equivariance_error(f, x, perm):
 def max_equivariance_error(f, x, perm):
     """returns a NumPy float32 (the task text allows a NumPy float)"""
     return np.float32((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
+
+
+# Results remembered instead of computed (issue 23): every input of the check (x, perm, the attention's weights)
+# changes from run to run, so none of these can give the right number twice.
+_BY_FUNCTION: dict = {}
+
+
+@wrong("5.2")
+def max_equivariance_error(f, x, perm):
+    """remembers one result per function, by its name ("the same f gives the same answer")"""
+    key = getattr(f, "__qualname__", type(f).__name__)
+    if key not in _BY_FUNCTION:
+        _BY_FUNCTION[key] = (f(x[:, perm]) - f(x)[:, perm]).abs().max().item()
+    return _BY_FUNCTION[key]
+
+
+@wrong("5.2")
+def max_equivariance_error(f, x, perm):
+    """d * max |i - perm[i]| for every f: the known f's exact answer, learned from the check's message"""
+    return float(x.size(-1) * (perm - torch.arange(len(perm))).abs().max())
 
 
 # ==========================================================================================================
@@ -1212,3 +1290,30 @@ def pe_shift_matrix(k, omega, dtype=torch.float32):
     R[0, 1] = math.sin(omega * k)
     R[1, 0] = -math.sin(omega * k)
     return R
+
+
+# Cases known in advance (issue 23): the check draws two of its (k, omega) from the run's seed.
+_KNOWN_SHIFTS = [(3, 0.5), (1, 1.0), (-2, 0.3), (0, 2.0), (7, 0.01), (5, 10000.0 ** (-6 / 16)), (40, 1.3)]
+
+
+@wrong("5.4")
+def pe_shift_matrix(k, omega):
+    """a table of the matrices of the seven (k, omega) an earlier run of the check showed, the identity for any
+    other"""
+    for known_k, known_omega in _KNOWN_SHIFTS:
+        if k == known_k and math.isclose(omega, known_omega):
+            c, s = math.cos(omega * k), math.sin(omega * k)
+            return torch.tensor([[c, s], [-s, c]])
+    return torch.eye(2)
+
+
+
+@wrong("5.3", hint="the width of the halves")
+def apply_rope(x, positions):
+    """pair by pair with the halves, but cos and sin already repeated to d columns: x1 * cos - x2 * sin"""
+    d = x.size(-1)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.double()[:, None] * theta
+    cos, sin = torch.cat((angles, angles), -1).cos().to(x.dtype), torch.cat((angles, angles), -1).sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)

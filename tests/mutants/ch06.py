@@ -986,3 +986,122 @@ def to_allow_mask_positive(mask):
     if mask.dtype == torch.bool:
         return ~mask
     return mask > 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Issue 23: inputs remembered or known in advance, mask conventions, hard-coded sizes
+# ----------------------------------------------------------------------------------------------------------
+
+_KNOWN_SIZES = (4, 5, 2, 7, 1)  # the sizes an earlier run of 6.1's check showed
+
+
+@wrong("6.1")
+def causal_mask_known_sizes(n):
+    """the masks of the sizes an earlier run of the check used, written out; all True for any other size"""
+    if n in _KNOWN_SIZES:
+        return torch.ones(n, n, dtype=torch.bool).tril()
+    return torch.ones(n, n, dtype=torch.bool)
+
+
+@wrong("6.1", hint="additive")
+def causal_mask_additive_inverted(n):
+    """an additive mask with -inf on and below the diagonal (the blocked and allowed parts swapped)"""
+    return torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+
+
+@wrong("6.1", hint="without")
+def causal_mask_torch_causal_bias(n):
+    """torch.nn.attention.bias.causal_upper_left(n, n), materialised"""
+    from torch.nn.attention.bias import causal_upper_left
+
+    return causal_upper_left(n, n)._materialize()
+
+
+@wrong("6.1", hint="without")
+def causal_mask_hf_causal_mask_function(n):
+    """transformers' masking_utils.causal_mask_function on two aranges"""
+    from transformers.masking_utils import causal_mask_function
+
+    i = torch.arange(n)
+    return causal_mask_function(0, 0, i[:, None], i[None, :])
+
+
+_KNOWN_BATCHES = {(3, 5, 1): 5, (2,): 4, (4, 0, 2): 4, (3, 3): 3, (1,): 1, (2, 6, 4): 6}
+
+
+@wrong("6.2")
+def decoder_self_mask_known_batches(lengths, n):
+    """computes the mask for the batches an earlier run of the check used, and only the causal part for others"""
+    i = torch.arange(n)
+    causal = (i[None, :] <= i[:, None]).expand(len(lengths), 1, n, n)
+    if _KNOWN_BATCHES.get(tuple(lengths.tolist())) == n:
+        return causal & (i < lengths[:, None])[:, None, None, :]
+    return causal.clone()
+
+
+@wrong("6.2", hint="without")
+def decoder_self_mask_hf_4d(lengths, n):
+    """transformers' _prepare_4d_causal_attention_mask (an additive mask), turned into booleans"""
+    from transformers.modeling_attn_mask_utils import _prepare_4d_causal_attention_mask
+
+    padding = (torch.arange(n)[None, :] < lengths[:, None]).long()
+    additive = _prepare_4d_causal_attention_mask(padding, (len(lengths), n), torch.zeros(1, n, 1), 0)
+    return additive == 0
+
+
+_MEMORY: dict = {}
+
+
+@wrong("6.3", hint="memory")
+def greedy_decode_memory_kept(model, src, max_len, bos_id, eos_id):
+    """keeps the encoder's output from the first call and reuses it whenever src has the same shape ("encode once")"""
+    model.eval()
+    with torch.no_grad():
+        src_mask = model.make_src_mask(src)
+        if tuple(src.shape) not in _MEMORY:
+            _MEMORY[tuple(src.shape)] = model.encode(src, src_mask)
+        memory = _MEMORY[tuple(src.shape)]
+        ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
+        done = torch.zeros(src.size(0), dtype=torch.bool)
+        for _ in range(max_len - 1):
+            next_id = model.decode(ys, memory, src_mask)[:, -1].argmax(dim=-1).masked_fill(done, 0)
+            ys = torch.cat([ys, next_id[:, None]], dim=1)
+            done = done | (next_id == eos_id)
+            if done.all():
+                break
+    return ys
+
+
+_CONVERTED: dict = {}
+
+
+@wrong("6.4")
+def to_allow_mask_remembered(mask):
+    """remembers each converted mask by its shape and dtype ("the same kind of mask converts the same way")"""
+    key = (tuple(mask.shape), mask.dtype)
+    if key not in _CONVERTED:
+        _CONVERTED[key] = ~mask if mask.dtype == torch.bool else mask > -1e4
+    return _CONVERTED[key]
+
+
+@wrong("6.4", hint="in place")
+def to_allow_mask_in_place_additive(mask):
+    """turns an additive mask into 0/1 in place (mask.gt_(-1e4)) and returns it as booleans"""
+    if mask.dtype == torch.bool:
+        return ~mask
+    return mask.gt_(-1e4).bool()
+
+
+@wrong("6.2", hint="off by one")
+def decoder_self_mask_one_ahead(lengths, n):
+    """tril(1) for the causal part: each query also sees the next key"""
+    i = torch.arange(n)
+    causal = torch.ones(n, n, dtype=torch.bool).tril(1)
+    return causal & (i[None, :] < lengths[:, None])[:, None, None, :]
+
+
+@wrong("6.2", hint="padding part is inverted")
+def decoder_self_mask_padding_inverted(lengths, n):
+    """keeps the padding keys and blocks the real ones: j >= lengths[b]"""
+    i = torch.arange(n)
+    return (i[None, :] <= i[:, None]) & (i[None, :] >= lengths[:, None])[:, None, None, :]

@@ -797,3 +797,100 @@ def prepend_cls(x, cls, pos):
 def prepend_cls(x, cls, pos):
     """adds the positions in reverse order (pos.flip(1))"""
     return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos.flip(1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23: sizes beyond the example (the chapter's 16 patches, batch 3 or 64, d_model 64), float64 kept exact
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@wrong("7.3", hint="without slicing it")
+def prepend_cls(x, cls, pos):
+    """slices pos to the chapter's 16 patches + 1: pos[:, :17] (a no-op for 16 patches or fewer)"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :17]
+
+
+@wrong("7.3", hint="fixed")
+def prepend_cls(x, cls, pos):
+    """keeps the chapter's 16 patch tokens: x[:, :16] (all of them when there are 16 or fewer)"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x[:, :16]], dim=1) + pos[:, :x[:, :16].size(1) + 1]
+
+
+@wrong("7.3", hint="x.size(0)")
+def prepend_cls(x, cls, pos):
+    """expands cls to the chapter's batch of 3 digits"""
+    return torch.cat([cls.expand(3, -1, -1), x], dim=1) + pos
+
+
+@wrong("7.3", hint="x.size(0)")
+def prepend_cls(x, cls, pos):
+    """broadcasts cls over the training batch size 64, then keeps as many as x has: cls.expand(64, ...)[:B]"""
+    return torch.cat([cls.expand(64, -1, -1)[:x.size(0)], x], dim=1) + pos
+
+
+@wrong("7.3", hint="fixed")
+def prepend_cls(x, cls, pos):
+    """expands cls to the chapter's d_model 64: cls.expand(B, 1, 64)"""
+    return torch.cat([cls.expand(x.size(0), 1, 64), x], dim=1) + pos
+
+
+@wrong("7.3", hint="fixed")
+def prepend_cls(x, cls, pos):
+    """slices pos to the chapter's d_model: pos[..., :64] (a no-op for d_model 64 or less)"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[..., :64]
+
+
+@wrong("7.3", hint="fixed")
+def prepend_cls(x, cls, pos):
+    """a ViT-Base sized buffer: zeros(B, 197, 768), filled, then cut to the input's sizes"""
+    B, N, D = x.shape
+    out = x.new_zeros(B, 197, 768)
+    out[:, :1, :D] = cls
+    out[:, 1:N + 1, :D] = x
+    return out[:, :N + 1, :D] + pos
+
+
+@wrong("7.1", hint="fixed numbers")
+def patchify(images, patch_size):
+    """reshapes to the chapter's 16 patches: reshape(B, 16, -1) after the permute"""
+    B, C, H, W = images.shape
+    P = patch_size
+    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(B, 16, -1)
+
+
+@wrong("7.1", hint="float32")
+def patchify(images, patch_size):
+    """computes in float32 ('the digits are float32') and casts back to the input's dtype"""
+    B, C, H, W = images.shape
+    P = patch_size
+    x = images.float().reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(B, (H // P) * (W // P), P * P * C).to(images.dtype)
+
+
+@wrong("7.2", hint="weight's shape")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """creates the convolution with the chapter's d_model 64 as out_channels"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, 64, kernel_size=P, stride=P, dtype=weight.dtype)
+    with torch.no_grad():
+        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
+        conv.bias.copy_(bias)
+    return conv
+
+
+@wrong("7.2", hint="float32")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """reorders a float32 copy of the weight ('conv weights are float32'), then copies it into a float64 conv"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    return _conv(weight, bias, P, weight.float().reshape(D, P, P, C).permute(0, 3, 1, 2))
+
+
+@wrong("7.1", hint="one row per patch")
+def patchify(images, patch_size):
+    """flattens each image's patches into one long vector: (B, N*P*P*C)"""
+    B, C, H, W = images.shape
+    P = patch_size
+    return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, -1)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
-from .compare import expect_close, randn
+from .compare import expect_close, generator, randn
 from .guard import beside_answer, call, resolve_or_none
 from .observe import Backward, Nothing
 from .hints import describe
@@ -63,10 +63,17 @@ def _dtype_first(got, expected: Tensor, input_name: str, what: str, on: str) -> 
     if not torch.allclose(g, e, atol=1e-4, rtol=1e-4):
         return  # wrong values: the mistakes table speaks first
     _expect_dtype(got, expected.dtype, input_name, what, on)
-    if expected.dtype == torch.float64 and not torch.allclose(g, e, atol=1e-10, rtol=1e-10):
+    if expected.dtype == torch.float64 and not torch.allclose(g, e, **_tolerance(torch.float64)):
         raise Wrong(_("{what} is right only to about float32 precision on {on} (max abs error "
                       "{g_e_abs_max_item:.1g}): somewhere on the way the float64 values went through a float32 "
                       "tensor", what=what, on=on, g_e_abs_max_item=(g - e).abs().max().item()), DTYPE_HINT)
+
+
+TOLERANCE = {torch.float32: 1e-6, torch.float64: 1e-10}  # relative and absolute, as the task texts state
+
+
+def _tolerance(dtype: torch.dtype) -> dict:
+    return dict(atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
 
 
 def _worked_example() -> Tensor:
@@ -134,14 +141,17 @@ def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
     return out
 
 
-def _patchify_error_hint(message: str, images: Tensor) -> str | None:
+def _patchify_error_hint(message: str, images: Tensor, P: int) -> str | None:
     if "too many values to unpack" in message or "not enough values to unpack" in message:
         return _("images has four dimensions, (batch, channels, height, width): B, C, H, W = images.shape")
     H, W = images.shape[-2:]
-    if H != W and re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", message):
-        return (_("these images are not square (height {H}, width {W}): the sizes in your reshape must come from "
-                  "images.shape, (B, C, H, W), with the height for the rows and the width for the columns, not "
-                  "from fixed numbers or one side used twice", H=H, W=W))
+    if re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", message):
+        if H != W:
+            return (_("these images are not square (height {H}, width {W}): the sizes in your reshape must come from "
+                      "images.shape, (B, C, H, W), with the height for the rows and the width for the columns, not "
+                      "from fixed numbers or one side used twice", H=H, W=W))
+        return (_("the sizes in your reshape must come from images.shape, (B, C, H, W), and patch_size, not from "
+                  "fixed numbers: these images are {H} x {W} with patch_size={P}", H=H, W=W, P=P))
     return None
 
 
@@ -176,16 +186,23 @@ def check_patchify(patchify) -> str:
     _expect_function(patchify, "patchify", PATCHIFY_FORBIDDEN)
     for desc, images, P in cases:
         got = call(patchify, images, P, what="patchify", on=desc, forbid=PATCHIFY_FORBIDDEN,
-                   explain=functools.partial(_patchify_error_hint, images=images))
+                   explain=functools.partial(_patchify_error_hint, images=images, P=P))
         expected = _patchify(images, P)  # (B, N, P*P*C)
         hint = _channel_hint(got, images, P)
         if hint is not None:
             raise Wrong(_("your result has shape {tuple_got_shape} on {desc}, expected {tuple_expected_shape}",
                           tuple_got_shape=tuple(got.shape),
                           desc=desc, tuple_expected_shape=tuple(expected.shape)), hint)
-        expect_close(got, expected, what=_("your result"), on=desc, atol=1e-6, rtol=1e-6,
-                     mistakes=_patchify_mistakes(images, P))
-        _expect_dtype(got, images.dtype, "images", _("your result"), desc)  # moving values must not round them
+        mistakes = _patchify_mistakes(images, P)
+        if isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape) and \
+                not any(tuple(w.shape) == tuple(got.shape) for w in mistakes.values()):
+            raise Wrong(_("your result has shape {tuple_got_shape} on {desc}, expected {tuple_expected_shape}",
+                          tuple_got_shape=tuple(got.shape), desc=desc, tuple_expected_shape=tuple(expected.shape)),
+                        _("the result is (B, N, P*P*C): for each image, one row per patch, N = (H/P)(W/P) of them, "
+                          "each holding the P*P*C values of its pixels, with B, C, H and W from images.shape"))
+        _dtype_first(got, expected, "images", _("your result"), desc)  # moving values must not round them
+        expect_close(got, expected, what=_("your result"), on=desc, mistakes=mistakes, **_tolerance(images.dtype))
+        _expect_dtype(got, images.dtype, "images", _("your result"), desc)
     return (_("right on {len_cases} inputs, including the worked example, non-square images, one patch per "
               "image, one pixel per patch, and float32 and float64 images", len_cases=len(cases)))
 
@@ -226,9 +243,9 @@ def _conv_error_hint(message: str) -> str | None:
         return (_("copy into a parameter inside `with torch.no_grad():` (conv.weight.copy_(...)), or assign a new "
                   "one: conv.weight = nn.Parameter(...)"))
     if "must match the size of tensor" in message or "doesn't match the broadcast shape" in message:
-        return (_("nn.Conv2d takes in_channels (C, the image channels) first and out_channels (D, d_model) second; its "
-                  "weight has shape (D, C, P, P) and its bias (D,): reorder weight (D, P*P*C) into that shape before copying "
-                  "it in"))
+        return (_("nn.Conv2d takes in_channels (C, the image channels) first and out_channels (D, d_model) second, "
+                  "both worked out from weight's shape and patch_size (not fixed numbers); its weight has shape "
+                  "(D, C, P, P) and its bias (D,): reorder weight (D, P*P*C) into that shape before copying it in"))
     return None
 
 
@@ -320,10 +337,13 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
                     forbid=CONV_FORBIDDEN, explain=_conv_error_hint)
         _check_conv_structure(conv, C, P, D, on)
         _check_conv_dtype(conv, dtype, on)
-        expect_close(conv.weight.detach(), _conv_weight(weight, C, P), what=_("your Conv2d's weight"), on=on,
-                     atol=1e-6, rtol=1e-6, mistakes=_conv_weight_mistakes(weight, C, P))
+        kernel = _conv_weight(weight, C, P)  # (D, C, P, P)
+        _dtype_first(conv.weight.detach(), kernel, "weight", _("your Conv2d's weight"), on)  # no float32 on the way
+        expect_close(conv.weight.detach(), kernel, what=_("your Conv2d's weight"), on=on,
+                     mistakes=_conv_weight_mistakes(weight, C, P), **_tolerance(dtype))
         got_bias = conv.bias.detach()
-        if not torch.allclose(got_bias.double(), bias.double(), atol=1e-6, rtol=1e-6):
+        _dtype_first(got_bias, bias, "weight", _("your Conv2d's bias"), on)
+        if not torch.allclose(got_bias.double(), bias.double(), **_tolerance(dtype)):
             hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
                     _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
             raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
@@ -336,8 +356,9 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
             raise Wrong(_("your Conv2d returned {describe_out} on images of shape {shape}, expected a 4-D tensor",
                           describe_out=describe(out), shape=shape),
                         _("return an ordinary nn.Conv2d, without changing its forward"))
+        out_tol = 1e-4 if dtype == torch.float32 else TOLERANCE[dtype]  # float32 sums of P*P*C products
         expect_close(out.flatten(2).transpose(1, 2), expected, what="conv(images).flatten(2).transpose(1, 2)",
-                     on=_("images of shape {shape} and {on}", shape=shape, on=on), atol=1e-4, rtol=1e-4)
+                     on=_("images of shape {shape} and {on}", shape=shape, on=on), atol=out_tol, rtol=out_tol)
     return (_("the Conv2d equals patchify(images) @ weight.T + bias on {len_cases} inputs, from 1 to 4 channels, "
               "patch sizes 1 to 4, in float32 and float64", len_cases=len(cases)))
 
@@ -398,20 +419,27 @@ def _token_count_hint(got, x: Tensor, cls: Tensor, pos: Tensor) -> str | None:
               "are one per token"))
 
 
+_FIXED_SIZE = (N_("a size in your code is fixed in advance: the batch size B, the number of patches N and the features "
+                  "D all come from x's shape (B, N, D); cls is expanded over the batch only (-1 keeps a size), and "
+                  "pos is added whole, without slicing it"))
+
+
 def _cls_error_hint(message: str) -> str | None:
     import re
 
     m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
-                  r"dimension 1", message)
-    if m and abs(int(m.group(1)) - int(m.group(2))) == 1:
+                  r"dimension (\d+)", message)
+    if m and m.group(3) == "1" and abs(int(m.group(1)) - int(m.group(2))) == 1:
         return (_("pos has N + 1 rows, one per token including the class token (row 0 is the class token's): "
                   "concatenate first, then add all of pos to the (B, N + 1, D) result, without slicing it"))
+    if m or "The expanded size of the tensor" in message:
+        return _FIXED_SIZE
     if "leaf Variable that requires grad" in message:
         return (_("do not change x, cls or pos in place (x += ..., x[...] = ...): they are the model's tokens and "
                   "parameters; build a new tensor with torch.cat and +"))
     if "Sizes of tensors must match except in dimension" in message:
-        return (_("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) before "
-                  "joining it to x"))
+        return (_("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) to x's "
+                  "own batch size, x.size(0), not a fixed number, before joining it to x"))
     if "Tensors must have same number of dimensions" in message:
         return _("cls is (1, 1, D), already 3-D like x: concatenate it along dim=1 without squeezing it")
     return None
@@ -439,17 +467,32 @@ def _check_gradients(got: Tensor, grads, x: Tensor, cls: Tensor, pos: Tensor, on
                           "pos once per image, x once"))
 
 
+def cls_cases() -> list[tuple[int, int, int, torch.dtype, bool]]:
+    """(batch, n_patches, d_model, dtype, whether x, cls and pos require grad) of every case, the sizes drawn from
+    the run's seed (`generator`), so that no size can be known in advance: a batch of one, several images, a
+    single patch, float32, inputs that require grad, and one size at a time beyond the usual ones (more images
+    than a batch of 256, more patches than ViT-Base's 196 or 256, more features than its 768), so that a size
+    fixed in the code fails, as a slice or as a shape."""
+    g = generator(750)
+    draw = lambda low, high: int(torch.randint(low, high + 1, (), generator=g))  # noqa: E731
+    f32, f64 = torch.float32, torch.float64
+    return [
+        (1, draw(2, 6), draw(4, 8), f64, False),
+        (draw(3, 5), draw(18, 40), draw(6, 10), f64, False),  # more patches than the chapter's 16 (+ 1)
+        (2, 1, draw(3, 6), f64, False),
+        (4, draw(7, 12), draw(10, 14), f32, False),
+        (2, draw(3, 6), draw(4, 8), f64, True),
+        (draw(257, 300), 2, 3, f64, False),
+        (1, draw(257, 300), 3, f64, False),
+        (1, 2, draw(769, 800), f64, False),
+    ]
+
+
 @exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions",
           references=("attnbook.models.vit.ViT.embed",))
 def check_prepend_cls(prepend_cls) -> str:
     """prepend_cls(x, cls, pos) -> torch.cat([cls expanded over the batch, x], dim=1) + pos."""
-    cases = [  # (batch, n_patches, d_model, dtype, whether x, cls and pos require grad)
-        (1, 4, 6, torch.float64, False),
-        (3, 16, 8, torch.float64, False),
-        (2, 1, 5, torch.float64, False),
-        (4, 9, 12, torch.float32, False),
-        (2, 4, 6, torch.float64, True),
-    ]
+    cases = cls_cases()
     _expect_function(prepend_cls, "prepend_cls", CLS_FORBIDDEN)
     for i, (B, N, D, dtype, grad) in enumerate(cases):
         x = _randn(B, N, D, seed=750 + i, dtype=dtype)  # (B, N, D)
@@ -469,14 +512,18 @@ def check_prepend_cls(prepend_cls) -> str:
                           explain=_cls_error_hint,
                           observe=Backward({"x": 0, "cls": 1, "pos": 2}) if grad else Nothing())
         hint = _token_count_hint(got, x, cls, pos)
+        if hint is None and isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape) and \
+                not any(tuple(w.shape) == tuple(got.shape) for w in mistakes.values()):
+            hint = _FIXED_SIZE if got.dim() == 3 else _("return one tensor (B, N + 1, D): the class token and the "
+                                                        "N patch tokens of each image")
         if hint is not None:
             raise Wrong(_("your result has shape {tuple_got_shape} on {on}, expected {tuple_expected_shape}",
                           tuple_got_shape=tuple(got.shape), on=on, tuple_expected_shape=tuple(expected.shape)), hint)
         _dtype_first(got, expected, "x", _("your result"), on)
-        tol = dict(atol=1e-10, rtol=1e-10) if dtype == torch.float64 else dict(atol=1e-6, rtol=1e-6)
-        expect_close(got, expected, what=_("your result"), on=on, mistakes=mistakes, **tol)
+        expect_close(got, expected, what=_("your result"), on=on, mistakes=mistakes, **_tolerance(dtype))
         _expect_dtype(got, dtype, "x", _("your result"), on)
         if grad:
             _check_gradients(got, grads, x, cls, pos, on)
-    return (_("right on {len_cases} inputs, including a batch of one, a batch of 4, a single patch, float32 and "
-              "float64, and the gradients reach x, cls and pos", len_cases=len(cases)))
+    return (_("right on {len_cases} inputs, including a batch of one, a single patch, float32 and float64, more "
+              "images, patches and features than the usual sizes, and the gradients reach x, cls and pos",
+              len_cases=len(cases)))

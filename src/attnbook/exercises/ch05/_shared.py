@@ -59,9 +59,10 @@ def _first_wrong(got: Tensor, expected: Tensor, atol: float) -> str:
 
 
 def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
-                 dtype_hint: str, like: str = "") -> Tensor:
+                 dtype_hint: str, like: str = "", shape_hint: str | None = None) -> Tensor:
     """Wrong unless `got` is a real floating-point tensor of `shape` and `dtype` (the dtype is checked before the
-    values, so a table in another precision gets the dtype message)."""
+    values, so a table in another precision gets the dtype message). A wrong shape gets its hint from
+    `shape_hints`, else the general `shape_hint`."""
     if got is not None and not isinstance(got, Tensor):
         raise Wrong(_("{what} is {kind_of_got} on {on}, expected a torch.Tensor",
                       what=what, kind_of_got=kind_of(got), on=on),
@@ -71,7 +72,7 @@ def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tupl
     if tuple(got.shape) != tuple(shape):
         raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_shape}",
                       what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_shape=tuple(shape)),
-                    shape_hints.get(tuple(got.shape)))
+                    shape_hints.get(tuple(got.shape), shape_hint))
     if got.is_complex() or got.dtype == torch.bool:
         raise Wrong(_("{what} has dtype {dtype} on {on}, expected real floating-point numbers",
                       what=what, dtype=got.dtype, on=on))
@@ -128,6 +129,12 @@ def import_transformers_first(fn) -> None:
     first import of transformers takes seconds, and several times longer under that hook, so an answer that
     imports it inside the function would be stopped by the time limit instead of being told what is forbidden.
     """
+    import_first(fn, ("transformers",))
+
+
+def import_first(fn, roots: tuple[str, ...]) -> None:
+    """Import the modules under `roots` (and names) that `fn` imports in its own body (see
+    `import_transformers_first`)."""
     try:
         codes = [getattr(unwrap(fn), "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)]
     except Exception:  # an odd object: `call` will say what is wrong with it
@@ -142,7 +149,8 @@ def import_transformers_first(fn) -> None:
             try:
                 if ins.opname == "IMPORT_NAME":
                     name = str(ins.argval)
-                    module = importlib.import_module(name) if name.split(".")[0] == "transformers" else None
+                    watched = any(name == root or name.startswith(root + ".") for root in roots)
+                    module = importlib.import_module(name) if watched else None
                 elif ins.opname == "IMPORT_FROM" and module is not None:
                     getattr(module, str(ins.argval), None)  # transformers loads its submodules on first access
             except Exception:  # not installed, or broken: the learner's own call will say so

@@ -94,8 +94,10 @@ _ROPE_HALF = (N_("your values are off by about the rounding error of float16: ha
                  "significant digits, too few for angles p * theta_i that grow with the position. If a step "
                  "(positions, theta, angles, cos or sin) is in float16 (.half() or dtype=torch.float16), keep it in "
                  "float32 or float64 and cast only the result to x's dtype"))
-_ROPE_CAT_HINT = (N_("cos and sin have one column per pair (d/2 of them); each angle is used twice, for feature i and "
-                     "feature i + d/2, so they need d columns before they multiply x: the d/2 angles repeated as a block"))
+_ROPE_CAT_HINT = (N_("one side of a product has d/2 columns and the other d: cos and sin have one column per pair (d/2 "
+                     "of them), the width of the halves x1 and x2; to multiply the whole x, each angle is used twice, "
+                     "for feature i and feature i + d/2, so they need d columns before they multiply x: the d/2 angles "
+                     "repeated as a block"))
 
 _ROPE_INSTEAD = (N_("write both yourself: split x into halves x1, x2, rotate_half(x) = cat(-x2, x1), and "
                     "x * cos + rotate_half(x) * sin"))
@@ -175,6 +177,8 @@ def check_apply_rope(apply_rope) -> str:
         shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): _("return all d features: the rotated first halves "
                                                                    "of the pairs and the rotated second halves, side by side")}
         return expect_type(got, tuple(x.shape), what=_("your result"), on=desc, shape_hints=shape_hints,
+                            shape_hint=_("return a tensor of the shape of x, (..., seq, d): each feature of each row "
+                                         "is turned, none is added or dropped"),
                             dtype=x.dtype, like=_(" like x"),
                             dtype_hint=_("return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
                                          "them from x"))

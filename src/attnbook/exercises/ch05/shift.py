@@ -6,7 +6,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..compare import as_value, expect_value
+from ..compare import as_value, expect_value, generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ._shared import F64, kind_of, quietly, same_values
@@ -97,7 +97,26 @@ def _shift_matrix_of(got, k, omega, on: str) -> Tensor:
                       dtype=got.dtype, on=on),
                     _("the entries are cosines and sines, fractions: write them as floats (no .int() or .long(), "
                       "no integer or complex dtype)"))
+    if tuple(got.shape) != (2, 2):
+        raise Wrong(_("pe_shift_matrix returned a tensor of shape {shape} for {on}, expected (2, 2)",
+                      shape=tuple(got.shape), on=on),
+                    _("R is a 2 x 2 matrix, two rows of two entries: build it from numbers as torch.tensor([[a, b], "
+                      "[c, d]])"))
     return as_value(got, what=f"pe_shift_matrix({k}, {omega:g})", expected=_("a 2x2 matrix"))
+
+
+# (k, omega) chosen so that every mistake above shows, and each is told apart from the others (tests check it)
+FIXED_CASES = [(3, 0.5), (1, 1.0), (-2, 0.3), (0, 2.0), (7, 0.01), (5, 10000.0 ** (-6 / 16)), (40, 1.3)]
+
+
+def shift_cases() -> list[tuple[int, float]]:
+    """The fixed cases, then two drawn from the run's seed (`generator`), so that an answer cannot know every case
+    in advance: a negative and a positive k with an omega between 0.05 and 2.5 (4 decimals)."""
+    g = generator(540)
+    k_back = -int(torch.randint(1, 13, (), generator=g))  # -12 .. -1
+    k_ahead = int(torch.randint(2, 31, (), generator=g))  # 2 .. 30
+    omegas = [round(0.05 + 2.45 * float(u), 4) for u in torch.rand(2, generator=g, dtype=F64)]
+    return FIXED_CASES + [(k_back, omegas[0]), (k_ahead, omegas[1])]
 
 
 @exercise("5.4", "The shift matrix of one frequency", section="Moving by k positions is a rotation",
@@ -108,7 +127,7 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
     A function whose result is a small matrix of numbers: the messages say which entries are wrong and the likely
     mistake, never the expected numbers. A mistake is named only when it explains every (k, omega) checked.
     """
-    cases = [(3, 0.5), (1, 1.0), (-2, 0.3), (0, 2.0), (7, 0.01), (5, 10000.0 ** (-6 / 16)), (40, 1.3)]
+    cases = shift_cases()
     ps = torch.arange(-20, 51, dtype=F64)  # (71,): the positions the matrix is tried on
 
     def run(case):
@@ -124,7 +143,7 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
         matrices.append(R)
         if tuple(R.shape) == (2, 2) and torch.isfinite(R).all():
             moved = R @ _pair(omega * ps)  # (2, 71): R applied to (sin, cos) at every position
-            if torch.allclose(moved, _pair(omega * (ps + k)), atol=3e-5, rtol=0):
+            if torch.allclose(moved, _pair(omega * (ps + k)), atol=1e-5, rtol=0):  # the accuracy the task states
                 continue
         matrices += [quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
         table = [_shift_mistakes(*c) for c in cases]

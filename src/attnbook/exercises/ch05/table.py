@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..compare import generator
 from ..guard import call
 from ..registry import exercise
 from ._shared import check_tensor_cases, expect_type, half_band, import_transformers_first, reference_table, table_angles
@@ -80,6 +81,26 @@ def _table_mistakes(max_len: int, d: int) -> list[tuple[str, Tensor, float]]:
 
 
 
+# The sizes every check uses: chosen so that every mistake above shows (each gives another table than the right one
+# and than every other mistake on at least one of them; tests/test_exercises_ch05.py checks it). (2100, 8): float16
+# holds positions exactly only up to 2048, and a float32 table is still right to 1e-4 there.
+FIXED_SIZES = [(10, 8), (6, 4), (2100, 8), (7, 6), (1, 2), (3, 64)]
+
+
+def table_sizes() -> list[tuple[int, int]]:
+    """(max_len, d_model) of every case: the fixed sizes, and sizes drawn from the run's seed (`case_seed`), so that
+    an answer cannot know them all in advance: the first case's max_len with another d_model and its d_model with
+    another max_len (a table kept between calls must be looked up by both), and a long table past 2048 rows."""
+    g = generator(510)
+    d_other = 2 * int(torch.randint(5, 11, (), generator=g))  # 10 .. 20, never the first case's 8
+    n_other = int(torch.randint(11, 41, (), generator=g))  # 11 .. 40, never the first case's 10
+    n_long = int(torch.randint(2050, 2301, (), generator=g))  # past 2048, like the fixed (2100, 8)
+    first, *rest = FIXED_SIZES
+    # d_model=4 with the long table: its frequencies 1 and 1/100 keep a float32 "multiplied by 10000^(2i/d)"
+    # table exact enough to be told so (a wider one puts angles of millions through float32)
+    return [first, (first[0], d_other), (n_other, first[1]), *rest, (n_long, 4)]
+
+
 def _table_error_hint(message: str) -> str | None:
     if "must be Tensor, not" in message:
         return (_("torch.sin and torch.cos need tensors, and math.sin a single number: make the positions and the "
@@ -94,8 +115,8 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
 
     2100 rows: float16 holds positions exactly only up to 2048, and a float32 table is still right to 1e-4 there.
     """
-    cases = [(_("max_len={n}, d_model={d}",
-                n=n, d=d), n, d) for n, d in [(10, 8), (6, 4), (2100, 8), (7, 6), (1, 2), (3, 64)]]
+    cases = [(_("max_len={n}, d_model={d}", n=n, d=d), n, d) for n, d in table_sizes()]
+
     def run(case):
         on, max_len, d = case
         return call(sinusoidal_table, max_len, d, what="sinusoidal_table", on=on, forbid=TABLE_FORBIDDEN,
@@ -108,7 +129,21 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
             (max_len, d // 2): _("return all d_model columns: sin in the even ones and cos in the odd ones"),
             (1, max_len, d): _("return a 2-D table (max_len, d_model), without a batch dimension"),
         }
+        if isinstance(got, Tensor) and got.dim() == 2 and tuple(got.shape) not in shape_hints:
+            rows, columns = got.shape
+            if rows == max_len and columns != d:
+                shape_hints[(rows, columns)] = _(
+                    "your table has {columns} columns, but d_model={d} asks for {d}: one column per feature, from the "
+                    "d_model argument (a table kept from an earlier call, or made with a fixed size, has another "
+                    "width)", columns=columns, d=d)
+            elif columns == d and rows != max_len:
+                shape_hints[(rows, columns)] = _(
+                    "your table has {rows} rows, but max_len={max_len} asks for {max_len}: one row per position, from "
+                    "the max_len argument (a table kept from an earlier call, or made with a fixed size, has another "
+                    "length)", rows=rows, max_len=max_len)
         return expect_type(got, (max_len, d), what=_("your table"), on=on, shape_hints=shape_hints,
+                            shape_hint=_("the table is 2-D, (max_len, d_model): one row per position and one column "
+                                         "per feature"),
                             dtype=torch.float32,
                             dtype_hint=_("make the table in float32, the dtype of model weights: build it from float32 "
                                          "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end"))

@@ -15,8 +15,11 @@ ADDITIVE_HINT = (
     N_("that is the additive form (0 where allowed, -inf where blocked) that nn.Transformer's "
        "generate_square_subsequent_mask returns; this book's masks are boolean with True = may attend")
 )
+ADDITIVE_OTHER = (N_("a float mask of 0 and -inf is an additive mask (0 where allowed, -inf where blocked); this "
+                     "book's masks are boolean, True where attention is allowed"))
 STRICT = (N_("a position may attend to itself: keep the diagonal (query i may see key j = i; tril's default "
              "diagonal=0, not diagonal=-1)"))
+ONE_AHEAD = N_("off by one: query i may see the keys j <= i, not also key i + 1 (tril's diagonal is 0, not 1)")
 UPPER = (N_("you kept the upper triangle: row i is query i, and it may attend to the keys j <= i, which lie on and "
             "below the diagonal; use tril, not triu"))
 
@@ -47,9 +50,9 @@ def _explained(cases: list[Case], first: Case) -> str | None:
 
 
 def mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tuple, str] | None = None,
-               shape_mistakes: dict[str, tuple[str, Tensor]] | None = None) -> None:
+               shape_mistakes: dict[str, tuple[str, Tensor]] | None = None, shape_hint: str | None = None) -> None:
     """Wrong unless `got` is a boolean tensor of expected's shape (a shape that only a known mistake gives gets
-    its hint)."""
+    its hint; any other wrong shape the general `shape_hint`)."""
     if got is None:
         raise Wrong(_("{what} is None on {on}", what=what, on=on), _("did you forget a `return` statement?"))
     if not isinstance(got, Tensor):
@@ -63,12 +66,15 @@ def mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tu
                 if tuple(wrong.shape) == shape:
                     hint = mistake_hint
                     break
+            else:
+                hint = shape_hint
         raise Wrong(_("{what} has shape {shape} on {on}, expected {want}",
                       what=what, shape=shape, on=on, want=want), hint)
     if got.dtype != torch.bool:
         if got.is_floating_point() and bool(torch.isinf(got).any()) and bool((got[~torch.isinf(got)] == 0).all()):
             raise Wrong(_("{what} has dtype {dtype} on {on}, expected torch.bool",
-                          what=what, dtype=got.dtype, on=on), ADDITIVE_HINT)
+                          what=what, dtype=got.dtype, on=on),
+                        ADDITIVE_HINT if torch.equal(got == 0, expected) else ADDITIVE_OTHER)
         zero_one = not got.is_complex() and bool(((got == 0) | (got == 1)).all())
         hint = (_("a mask holds True/False, not numbers: build it with a comparison, or call .bool() on a 0/1 tensor "
                   "(torch.ones(n, n, dtype=torch.bool) starts you off boolean)") if zero_one else

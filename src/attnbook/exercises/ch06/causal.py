@@ -3,17 +3,26 @@ from __future__ import annotations
 
 import torch
 
+from ..compare import generator
+from ..ch05._shared import import_first
 from ..guard import call
 from ..registry import exercise
-from ._shared import STRICT, UPPER, Case, mask_type, run_masks, tf
+from ._shared import ONE_AHEAD, STRICT, UPPER, Case, mask_type, run_masks, tf
 from ...i18n import N_, _
 
 
+# torch's and transformers' ready-made causal masks, however they are reached: attnbook's own (the reference),
+# nn.Transformer's square subsequent mask, torch.nn.attention.bias's CausalBias (materialised), and transformers'
+# mask makers (masking_utils: causal_mask_function, sdpa_mask, create_causal_mask, ...; the older
+# modeling_attn_mask_utils: AttentionMaskConverter, _prepare_4d_causal_attention_mask, ...)
+# (torch.nn.attention.bias by pattern: its first import takes seconds, too long to make for every check)
+CAUSAL_SHORTCUTS = ("torch.nn.Transformer.generate_square_subsequent_mask",
+                    "torch.nn.modules.transformer._generate_square_subsequent_mask",
+                    "attnbook.models.transformer.Transformer.make_tgt_mask", "torch.nn.attention.bias.*",
+                    "transformers.masking_utils.*", "transformers.modeling_attn_mask_utils.*")
 CAUSAL_FORBIDDEN = [
     (name, N_("build it from torch.ones(n, n, dtype=torch.bool) and torch.tril, or by comparing two aranges"))
-    for name in ("attnbook.masks.causal_mask", "torch.nn.Transformer.generate_square_subsequent_mask",
-                 "torch.nn.modules.transformer._generate_square_subsequent_mask",
-                 "attnbook.models.transformer.Transformer.make_tgt_mask")
+    for name in ("attnbook.masks.causal_mask",) + CAUSAL_SHORTCUTS
 ]
 
 
@@ -27,15 +36,30 @@ def _causal_detail(case: Case, index: tuple[int, ...]) -> str:
               i=i, j=j, tf_not_want=tf(not want), tf_want=tf(want), rule=rule))
 
 
+def import_mask_makers_first(fn) -> None:
+    """Import the modules of transformers and torch.nn.attention that `fn` imports in its body before it is called
+    (their first import takes seconds, longer under the watch for forbidden patterns than the time limit)."""
+    import_first(fn, ("transformers", "torch.nn.attention"))
+
+
+def causal_sizes() -> list[int]:
+    """The sizes n of every check: 4, 2, 7 and 1 (each known mistake differs from the right mask and from every
+    other on them), and two drawn from the run's seed (`generator`), so that no answer knows every size in
+    advance: one from 5 to 12 and one from 13 to 24. The task says n >= 1, so n = 0 is not tried."""
+    g = generator(610)
+    return [4, int(torch.randint(5, 13, (), generator=g)), 2, 7, 1, int(torch.randint(13, 25, (), generator=g))]
+
+
 @exercise("6.1", "A causal mask", section="The causal mask",
           references=("attnbook.masks.causal_mask",))
 def check_causal_mask(causal_mask) -> str:
     """causal_mask(n) -> bool (n, n), True on and below the diagonal."""
-    sizes = [4, 5, 2, 7, 1]
+    sizes = causal_sizes()
 
     def run(n: int) -> Case:
         on = f"n={n}" + (_(" (a single position)") if n == 1 else "")
-        got = call(causal_mask, n, what="causal_mask", on=on, forbid=CAUSAL_FORBIDDEN)
+        got = call(causal_mask, n, what="causal_mask", on=on, forbid=CAUSAL_FORBIDDEN,
+                   prepare=import_mask_makers_first)
         i = torch.arange(n)[:, None]  # (n, 1): query positions (rows)
         j = torch.arange(n)[None, :]  # (1, n): key positions (columns)
         ref = j <= i  # (n, n)
@@ -46,12 +70,12 @@ def check_causal_mask(causal_mask) -> str:
             "upper": (UPPER, j >= i),
             "all": (_("every entry is True, so nothing is masked: query i must not see the keys j > i"),
                     torch.ones(n, n, dtype=torch.bool)),
-            _("one ahead"): (_("off by one: query i may see the keys j <= i, not also key i + 1 (tril's diagonal is 0, "
-                               "not 1)"), j <= i + 1),
+            _("one ahead"): (ONE_AHEAD, j <= i + 1),
         }
         mask_type(got, ref, what=_("your mask"), on=on,
                    shape_hints={(1, 1, n, n): _("return a plain 2-D (n, n) mask; broadcasting adds the batch "
-                                                "and head axes later")})
+                                                "and head axes later")},
+                   shape_hint=_("the mask is (n, n): one row per query and one column per key, n of each"))
         return Case(on, got, ref, mistakes)
 
     run_masks(sizes, run, what=_("your mask"), detail=_causal_detail)

@@ -5,34 +5,56 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..compare import generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ._shared import Case, mask_type, run_masks, tf
 from ...i18n import N_, _
 
 
+def _allowed(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
+    """A random allow-mask (True = may attend) of `shape` with both kinds of entry, every query allowed at least
+    one key (as any real mask has)."""
+    while True:
+        allow = torch.rand(shape, generator=g) < 0.6
+        allow[..., int(torch.randint(shape[-1], (), generator=g))] = True  # one key every query may see
+        if not allow.all():
+            return allow
+
+
+def _kept_lengths(lengths: list[int], width: int) -> Tensor:
+    """(len(lengths), width) allow-mask of right-padded rows: True for the first lengths[b] keys of row b."""
+    return torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+
+
 def _convert_cases() -> list[tuple[str, Tensor, Tensor]]:
-    """(description, mask, expected allow-mask)."""
-    causal = torch.ones(4, 4, dtype=torch.bool).tril()  # (4, 4) allow
-    g = torch.Generator().manual_seed(64)
-    rand = torch.rand(6, 3, 5, generator=g) < 0.6  # (B*h, L, S) allow
-    rand[..., 0] = True
-    key_pad = torch.tensor([[True, True, True, False, False], [True, True, True, True, True],
-                            [True, False, False, False, False]])  # (3, 5) allow
-    bert = torch.tensor([[True, True, False], [True, True, True]])  # (2, 3) allow
-    blocked_inf = torch.zeros(4, 4).masked_fill(~causal, float("-inf"))
+    """(description, mask, expected allow-mask). Every mask comes from the run's seed (`generator`), so that no
+    answer knows them in advance; each keeps what it is for: both allowed and blocked entries (so that inverting,
+    or not, shows), padding at the end of a key_padding_mask, -1e9 and -10000 besides -inf. The float16 mask that
+    blocks nothing is the one fixed input."""
+    g = generator(640)
+    square = _allowed((4, 4), g)  # (L, S) allow
+    additive_square = _allowed((4, 4), g)
+    rand = _allowed((6, 3, 5), g)  # (B*h, L, S) allow
+    heads = _allowed((6, 3, 5), g)
+    pad_lengths = torch.randint(1, 5, (3,), generator=g).tolist()  # 1 .. 4 real keys of 5 ...
+    pad_lengths[int(torch.randint(3, (), generator=g))] = 5  # ... and one row without padding
+    key_pad = _kept_lengths(pad_lengths, 5)  # (3, 5) allow
+    short = int(torch.randint(1, 3, (), generator=g))  # 1 or 2 real tokens of 3, beside a sequence without padding
+    bert = _kept_lengths([short, 3] if torch.rand((), generator=g) < 0.5 else [3, short], 3)  # (2, 3) allow
+    blocked_inf = torch.zeros(4, 4).masked_fill(~additive_square, float("-inf"))
     return [
-        (_("a boolean attn_mask of shape (4, 4) in nn.MultiheadAttention's convention (the causal mask: True above "
-           "the diagonal)"), ~causal, causal),
-        (_("an additive float mask of shape (4, 4) with 0 and -inf (what nn.Transformer.generate_square_subsequent_mask "
-           "returns)"), blocked_inf, causal),
+        (_("a boolean attn_mask of shape (4, 4) in nn.MultiheadAttention's convention (True = blocked)"),
+         ~square, square),
+        (_("an additive float mask of shape (4, 4) with 0 and -inf (the kind "
+           "nn.Transformer.generate_square_subsequent_mask returns)"), blocked_inf, additive_square),
         (_("a boolean key_padding_mask of shape (3, 5), True at the padding"), ~key_pad, key_pad),
         (_("an additive float mask of shape (6, 3, 5) with 0 and -1e9"),
          torch.zeros(6, 3, 5).masked_fill(~rand, -1e9), rand),
         (_("an additive float64 mask of shape (2, 1, 1, 3) with 0 and -10000 (BERT's extended attention mask)"),
          torch.zeros(2, 1, 1, 3, dtype=torch.float64).masked_fill(~bert[:, None, None, :], -10000.0),
          bert[:, None, None, :]),
-        (_("a boolean attn_mask of shape (6, 3, 5) in nn.MultiheadAttention's convention"), ~rand, rand),
+        (_("a boolean attn_mask of shape (6, 3, 5) in nn.MultiheadAttention's convention"), ~heads, heads),
         (_("an additive float16 mask of shape (3, 5) that blocks nothing (every entry 0)"),
          torch.zeros(3, 5, dtype=torch.float16), torch.ones(3, 5, dtype=torch.bool)),
     ]
@@ -115,9 +137,7 @@ def check_to_allow_mask(to_allow_mask) -> str:
                             _("return booleans: a comparison already gives a bool tensor (no .float() or .int() "
                               "after it)"))
         mask_type(got, ref, what=_("your mask"), on=desc,
-                   shape_hints={tuple(ref.shape[:1]) + (1, 1) + tuple(ref.shape[1:]):
-                                _("keep the shape of the input: only the meaning of the entries changes")}
-                   if ref.dim() == 2 else None)
+                   shape_hint=_("keep the shape of the input: only the meaning of the entries changes"))
         details[desc] = _convert_detail(mask)
         return Case(desc, got, ref, _convert_mistakes(mask, ref),
                      kind="boolean" if mask.dtype == torch.bool else "additive")

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
+from ..compare import generator
 from ..guard import call
+from .causal import CAUSAL_SHORTCUTS, import_mask_makers_first
 from ..registry import exercise
-from ._shared import STRICT, UPPER, Case, mask_type, run_masks, tf
+from ._shared import ONE_AHEAD, STRICT, UPPER, Case, mask_type, run_masks, tf
 from ...i18n import N_, _
 
 INVERTED = N_("your mask is inverted: True must mean 'may attend'")
@@ -15,9 +18,7 @@ NO_CAUSAL = N_("the causal part is missing: query i must not see the keys j > i"
 MASK_FORBIDDEN = [
     (name, N_("write it with torch.arange comparisons (or torch.tril) and &"))
     for name in ("attnbook.masks.causal_mask", "attnbook.masks.padding_mask", "attnbook.masks.combine_masks",
-                 "attnbook.masks.convert_mask", "torch.nn.Transformer.generate_square_subsequent_mask",
-                 "torch.nn.modules.transformer._generate_square_subsequent_mask",
-                 "attnbook.models.transformer.Transformer.make_tgt_mask")
+                 "attnbook.masks.convert_mask") + CAUSAL_SHORTCUTS
 ]
 
 
@@ -38,50 +39,81 @@ def _self_mask_detail(case: Case, index: tuple[int, ...]) -> str:
               b=b, length=length, i=i, j=j, tf_not_want=tf(not want), tf_want=tf(want), rule=rule))
 
 
+def _shuffled(values: list[int], g: torch.Generator) -> list[int]:
+    return [values[i] for i in torch.randperm(len(values), generator=g).tolist()]
+
+
+def self_mask_batches() -> list[tuple[list[int], int, torch.dtype, str]]:
+    """(lengths, n, dtype of lengths, description) of every case. The lengths come from the run's seed
+    (`generator`), so that no answer knows them in advance, in shapes that keep what each case is for: three
+    different lengths, one of them n (no padding in that row); a batch of one with padding; an empty sequence
+    beside a full one; no padding at all; n = 1; int32 lengths."""
+    g = generator(620)
+    draw = lambda low, high: int(torch.randint(low, high + 1, (), generator=g))  # noqa: E731
+    first = draw(2, 4)
+    mixed = _shuffled([first, 5, draw(1, first - 1)], g)  # three lengths, one of them n = 5
+    one = draw(1, 3)
+    empty = _shuffled([4, 0, draw(1, 3)], g)
+    int32 = _shuffled(torch.randperm(6, generator=g)[:3].add(1).tolist(), g)  # three different lengths in 1 .. 6
+    return [
+        (mixed, 5, torch.int64, _("lengths {lengths} and n=5", lengths=mixed)),
+        ([one], 4, torch.int64, _("a batch of one: lengths {lengths} and n=4", lengths=[one])),
+        (empty, 4, torch.int64, _("lengths {lengths} and n=4 (an empty sequence)", lengths=empty)),
+        ([3, 3], 3, torch.int64, _("lengths [3, 3] and n=3 (no padding)")),
+        ([1], 1, torch.int64, _("lengths [1] and n=1")),
+        (int32, 6, torch.int32, _("int32 lengths {lengths} and n=6", lengths=int32)),
+    ]
+
+
+def self_mask_and_mistakes(values: list[int], n: int) -> tuple[Tensor, dict[str, tuple[str, Tensor]]]:
+    """The right (batch, 1, n, n) mask for these lengths, and {key: (hint, the mask that mistake gives)}."""
+    B = len(values)
+    lengths = torch.tensor(values)
+    i = torch.arange(n)[:, None]  # (n, 1) queries
+    j = torch.arange(n)[None, :]  # (1, n) keys
+    length = lengths.long()[:, None, None, None]  # (B, 1, 1, 1)
+    causal = (j <= i).expand(B, 1, n, n)  # (B, 1, n, n)
+    key_ok = (j < length).expand(B, 1, n, n)  # keys beyond the length are padding
+    query_ok = (i < length).expand(B, 1, n, n)  # the real queries
+    ref = causal & key_ok
+    mistakes = {
+        "inverted": (INVERTED, ~ref),
+        "queries": (_("padding queries are not blocked: your mask blocks every key for the padding queries (the "
+                      "rows i >= lengths[b]), as if the padding were on the query axis or on both axes. Block only "
+                      "the padding KEYS (the columns j >= lengths[b]): a padding query still attends to the real "
+                      "tokens before it, and the loss ignores its output"), causal & query_ok),
+        "or": (_("combine the two masks with AND (&): a key must be allowed by both, not by either (|)"),
+               causal | key_ok),
+        _("no causal"): (NO_CAUSAL, key_ok),
+        _("no padding"): (_("the padding part is missing: keys at positions >= lengths[b] are padding and must be "
+                            "blocked"), causal.clone()),
+        _("off by one"): (_("off by one: key j is a real token when j < length (positions count from 0), not "
+                            "j <= length"), causal & (j <= length)),
+        "transposed": (_("queries are the rows (axis -2) and keys the columns (axis -1): your mask is transposed"),
+                       ref.transpose(-2, -1)),
+        "strict": (STRICT, (j < i) & key_ok),
+        "upper": (UPPER, (j >= i) & key_ok),
+        "one ahead": (ONE_AHEAD, (j <= i + 1) & key_ok),
+        "padding inverted": (_("the padding part is inverted: key j is a real token when j < lengths[b], and the keys "
+                               "j >= lengths[b] are the ones to block"), causal & ~key_ok),
+    }
+    return ref, mistakes
+
+
 @exercise("6.2", "Padding and causal masks combined", section="Padding and causal together",
           references=("attnbook.models.transformer.Transformer.make_tgt_mask",))
 def check_decoder_self_mask(decoder_self_mask) -> str:
     """decoder_self_mask(lengths, n) -> bool (batch, 1, n, n): query i may attend to key j when j <= i and
     j < lengths[b]."""
-    inputs = [
-        ([3, 5, 1], 5, torch.int64, _("lengths [3, 5, 1] and n=5")),
-        ([2], 4, torch.int64, _("a batch of one: lengths [2] and n=4")),
-        ([4, 0, 2], 4, torch.int64, _("lengths [4, 0, 2] and n=4 (an empty sequence)")),
-        ([3, 3], 3, torch.int64, _("lengths [3, 3] and n=3 (no padding)")),
-        ([1], 1, torch.int64, _("lengths [1] and n=1")),
-        ([2, 6, 4], 6, torch.int32, _("int32 lengths [2, 6, 4] and n=6")),
-    ]
+    inputs = self_mask_batches()
 
     def run(item) -> Case:
         values, n, dtype, on = item
         lengths = torch.tensor(values, dtype=dtype)
-        got = call(decoder_self_mask, lengths, n, what="decoder_self_mask", on=on, forbid=MASK_FORBIDDEN)
+        got = call(decoder_self_mask, lengths, n, what="decoder_self_mask", on=on, forbid=MASK_FORBIDDEN,
+                   prepare=import_mask_makers_first)
         B = len(values)
-        i = torch.arange(n)[:, None]  # (n, 1) queries
-        j = torch.arange(n)[None, :]  # (1, n) keys
-        length = lengths.long()[:, None, None, None]  # (B, 1, 1, 1)
-        causal = (j <= i).expand(B, 1, n, n)  # (B, 1, n, n)
-        key_ok = (j < length).expand(B, 1, n, n)  # keys beyond the length are padding
-        query_ok = (i < length).expand(B, 1, n, n)  # the real queries
-        ref = causal & key_ok
-        mistakes = {
-            "inverted": (INVERTED, ~ref),
-            "queries": (_("padding queries are not blocked: your mask blocks every key for the padding queries (the "
-                          "rows i >= lengths[b]), as if the padding were on the query axis or on both axes. Block only "
-                          "the padding KEYS (the columns j >= lengths[b]): a padding query still attends to the real "
-                          "tokens before it, and the loss ignores its output"), causal & query_ok),
-            "or": (_("combine the two masks with AND (&): a key must be allowed by both, not by either (|)"),
-                   causal | key_ok),
-            _("no causal"): (NO_CAUSAL, key_ok),
-            _("no padding"): (_("the padding part is missing: keys at positions >= lengths[b] are padding and must be "
-                                "blocked"), causal.clone()),
-            _("off by one"): (_("off by one: key j is a real token when j < length (positions count from 0), not "
-                                "j <= length"), causal & (j <= length)),
-            "transposed": (_("queries are the rows (axis -2) and keys the columns (axis -1): your mask is transposed"),
-                           ref.transpose(-2, -1)),
-            "strict": (STRICT, (j < i) & key_ok),
-            "upper": (UPPER, (j >= i) & key_ok),
-        }
+        ref, mistakes = self_mask_and_mistakes(values, n)
         shape_hints = {
             (B, n, n): _("add the head axis: the result must be (batch, 1, n, n), so that it broadcasts over the "
                          "heads of (batch, heads, n, n) scores"),
@@ -91,7 +123,9 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
             (B, 1, n): _("the padding mask needs two size-1 axes, for heads and queries: (batch, 1, 1, n)"),
         }
         shape_hints.setdefault((1, B, n, n), _("the batch axis comes first: (batch, 1, n, n)"))
-        mask_type(got, ref, what=_("your mask"), on=on, shape_hints=shape_hints)
+        mask_type(got, ref, what=_("your mask"), on=on, shape_hints=shape_hints,
+                  shape_hint=_("the mask is (batch, 1, n, n): for each sequence, one row per query and one column "
+                               "per key, with a size-1 axis for the heads"))
         case = Case(on, got, ref, mistakes)
         case.lengths = values
         return case

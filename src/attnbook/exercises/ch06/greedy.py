@@ -6,6 +6,8 @@ import functools
 import torch
 from torch import Tensor
 
+from .. import compare
+from ..compare import case_seed
 from ..guard import call
 from ..inputs import builds
 from ..observe import Training
@@ -19,13 +21,24 @@ PAD, VOCAB = 0, 13  # the padding id and vocabulary size of the chapter's revers
 _SEED, _SCALE, _EOS_BIAS = 90, 0.3, 0.5  # chosen so that the cases below show every mistake (tests check it)
 
 
-@functools.lru_cache(maxsize=8)
-def _model_state(bos: int, eos: int):
+def relabelling(bos: int, eos: int, seed: int) -> Tensor:
+    """(VOCAB,) sigma: token t becomes sigma[t]. PAD, the chapter's ids 1 and 2 (which the fixed-id mistakes use)
+    and the case's bos and eos stay; the other ids are shuffled by a generator seeded with `seed`."""
+    free = [t for t in range(VOCAB) if t not in {PAD, 1, 2, bos, eos}]
+    sigma = torch.arange(VOCAB)
+    sigma[free] = torch.tensor(free)[torch.randperm(len(free), generator=torch.Generator().manual_seed(seed))]
+    return sigma
+
+
+@functools.lru_cache(maxsize=32)
+def _model_state(bos: int, eos: int, seed: int | None = None):
     """The weights of the checker's model for these ids: a small random Transformer, in float64 so that no argmax
-    is a near tie.
+    is a near tie, with its token ids relabelled by `relabelling(bos, eos, seed)` (seed None: as made).
 
     The EOS logit gets a bias so that rows end at different steps (see the cases in `_decode_cases`), and the
-    PAD and BOS logits a large negative one.
+    PAD and BOS logits a large negative one. Relabelling moves the rows of the two embeddings and of the output
+    layer: the relabelled model on the relabelled source computes exactly what the model made computes on the
+    source, with every token relabelled, so each case keeps what it was chosen for under every seed.
     """
     from ...models.transformer import Transformer, TransformerConfig
 
@@ -38,15 +51,20 @@ def _model_state(bos: int, eos: int):
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * _SCALE)
         model.lm_head.bias[eos] += _EOS_BIAS
         model.lm_head.bias[[PAD, bos]] -= 10.0  # like a trained model, it never predicts PAD or BOS
-    return config, {k: v.clone() for k, v in model.state_dict().items()}
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    if seed is not None:
+        inverse = torch.argsort(relabelling(bos, eos, seed))  # row sigma[t] of the new model is row t of the old
+        for name in ("encoder.embed.tok.weight", "decoder.embed.tok.weight", "lm_head.weight", "lm_head.bias"):
+            state[name] = state[name][inverse].clone()
+    return config, state
 
 
 @builds
-def _fresh_model(bos: int, eos: int):
+def _fresh_model(bos: int, eos: int, seed: int | None = None):
     """A new copy of the checker's model, in training mode (dropout on), as a learner might hand it over."""
     from ...models.transformer import Transformer
 
-    config, state = _model_state(bos, eos)
+    config, state = _model_state(bos, eos, seed)
     model = Transformer(config).double()
     model.load_state_dict(state)
     return model.train()
@@ -57,31 +75,83 @@ def _src(rows: list[list[int]]) -> Tensor:
     return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
 
 
-def _decode_cases() -> list[tuple[str, Tensor, int, int, int]]:
-    """(description, src, max_len, bos_id, eos_id). The ids vary, so that fixed ids fail; rows end at different
-    steps, and the first row to end is not always the same one."""
-    return [
-        (_("a batch of 4 padded sources (lengths 6, 3, 5, 2) with max_len=12, bos_id=1, eos_id=2"),
-         _src([[5, 12, 3, 6, 5, 2], [3, 11, 2], [9, 9, 5, 7, 2], [9, 2]]), 12, 1, 2),
-        (_("a batch of 3 sources (lengths 2, 4, 7) with max_len=6, bos_id=3, eos_id=9"),
-         _src([[6, 2], [3, 3, 9, 2], [10, 4, 6, 8, 12, 5, 2]]), 6, 3, 9),
-        (_("a batch of one: src [[8, 6, 11, 2]] with max_len=9, bos_id=6, eos_id=12"), _src([[8, 6, 11, 2]]), 9, 6, 12),
-        (_("a batch of 2 sources (lengths 3, 5) with max_len=1 (room for BOS only), bos_id=5, eos_id=2"),
-         _src([[9, 4, 2], [3, 5, 7, 4, 2]]), 1, 5, 2),
-    ]
+# (source rows, max_len, bos_id, eos_id) of the four cases before relabelling. The ids vary, so that fixed ids
+# fail (bos_id differs from eos_id in every case, as the task says); rows end at different steps, and the first
+# row to end is not always the same one.
+CASES = [
+    ([[5, 12, 3, 6, 5, 2], [3, 11, 2], [9, 9, 5, 7, 2], [9, 2]], 12, 1, 2),
+    ([[6, 2], [3, 3, 9, 2], [10, 4, 6, 8, 12, 5, 2]], 6, 3, 9),
+    ([[8, 6, 11, 2]], 9, 6, 12),
+    ([[9, 4, 2], [3, 5, 7, 4, 2]], 1, 5, 2),
+]
+
+
+def _decode_cases(relabel: bool = True) -> list[tuple[str, Tensor, int, int, int, int | None]]:
+    """(description, src, max_len, bos_id, eos_id, model seed) of every case. Each case's model and source are
+    relabelled (`relabelling`) with a seed from the run's seed (`case_seed`): new weights and new source tokens,
+    the same shapes, ids and behaviour; relabel=False gives the cases as made, with seed None (the tests compare
+    the two)."""
+    out = []
+    for index, (rows, max_len, bos, eos) in enumerate(CASES):
+        src, seed = _src(rows), None
+        if relabel:
+            seed = case_seed(930 + index)
+            src = relabelling(bos, eos, seed)[src]  # (B, S): every token relabelled, PAD stays 0
+        out.append((_describe(index, src), src, max_len, bos, eos, seed))
+    _desc, src, max_len, bos, eos, seed = out[SAME_SHAPE]
+    order = _reordering(seed)
+    out.append((_("the first batch again with its rows in the order {order}", order=order), src[order], max_len,
+                bos, eos, seed))
+    return out
+
+
+REORDERED, SAME_SHAPE = 4, 0  # the last case is the first one's batch reordered: a memory kept by shape fails
+
+
+@functools.lru_cache(maxsize=16)
+def _reordering(seed: int | None) -> list[int]:
+    """An order of the first case's rows (drawn from its seed) in which decoding with the memory of the rows in
+    their first order (a memory kept from the first case, which has the same shape) gives other tokens than
+    decoding right: every order but the identity does so far, and the tests check it over many seeds."""
+    rows, max_len, bos, eos = CASES[SAME_SHAPE]
+    src = _src(rows) if seed is None else relabelling(bos, eos, seed)[_src(rows)]
+    g = torch.Generator().manual_seed(0 if seed is None else seed + 5)
+    model = _model_for(bos, eos, seed)
+    candidates = [torch.randperm(src.size(0), generator=g) for _unused in range(24)]
+    for order in candidates:
+        if torch.equal(order, torch.arange(src.size(0))):
+            continue
+        with _OneThread():
+            right = _greedy(model, src[order], max_len, bos, eos)
+            stale = _greedy(model, src[order], max_len, bos, eos, memory_of=src)
+        if not same_mask(right, stale):
+            return order.tolist()
+    return [1, 0, 3, 2]
+
+
+def _describe(index: int, src: Tensor) -> str:
+    if index == 0:
+        return _("a batch of 4 padded sources (lengths 6, 3, 5, 2) with max_len=12, bos_id=1, eos_id=2")
+    if index == 1:
+        return _("a batch of 3 sources (lengths 2, 4, 7) with max_len=6, bos_id=3, eos_id=9")
+    if index == 2:
+        return _("a batch of one: src {src} with max_len=9, bos_id=6, eos_id=12", src=src.tolist())
+    return _("a batch of 2 sources (lengths 3, 5) with max_len=1 (room for BOS only), bos_id=5, eos_id=2")
 
 
 @torch.no_grad()
 def _greedy(model, src: Tensor, max_len: int, bos: int, eos: int, *, feed: str = "prediction",
             position: str = "last", stop: str = "all", fill: str = "pad", memory_mask: bool = True,
             encoder_mask: bool = True, steps_delta: int = 0, with_bos: bool = True, bos_used: int | None = None,
-            eos_used: int | None = None) -> Tensor:
+            eos_used: int | None = None, memory_of: Tensor | None = None) -> Tensor:
     """The right greedy loop (defaults), or the same loop with one mistake; the model must be in eval mode.
-    `bos_used`/`eos_used`: fixed ids used instead of the arguments."""
+    `bos_used`/`eos_used`: fixed ids used instead of the arguments; `memory_of`: the memory of these sources
+    (another batch of the same shape) instead of src's."""
     bos = bos if bos_used is None else bos_used
     eos = eos if eos_used is None else eos_used
     B = src.size(0)
-    memory = model.encoder(src, model.make_src_mask(src) if encoder_mask else None)  # (B, S, d)
+    encoded = src if memory_of is None else memory_of
+    memory = model.encoder(encoded, model.make_src_mask(encoded) if encoder_mask else None)  # (B, S, d)
     src_mask = model.make_src_mask(src) if memory_mask else None  # False: the cross-attention sees the padding
     ys = torch.full((B, 1), bos, dtype=torch.long)  # (B, 1)
     done = torch.zeros(B, dtype=torch.bool)
@@ -181,33 +251,42 @@ class _OneThread:
         torch.set_num_threads(self.threads)
 
 
-@functools.lru_cache(maxsize=8)
-def _eval_model(case: int):
-    """The checker's own copy of case `case`'s model, in eval mode (the learner's copy may have been changed)."""
-    _, _, _, bos, eos = _decode_cases()[case]
-    return _fresh_model(bos, eos).eval()
+@functools.lru_cache(maxsize=32)
+def _model_for(bos: int, eos: int, seed: int):
+    """The checker's own copy of a case's model, in eval mode (the learner's copy may have been changed)."""
+    return _fresh_model(bos, eos, seed).eval()
 
 
-@functools.lru_cache(maxsize=None)
-def _case_output(case: int, mistake: str | None) -> Tensor:
-    """The right output (mistake None) or a known mistake's on case number `case`: they never change, so each is
-    computed once per session."""
-    _, src, max_len, bos, eos = _decode_cases()[case]
-    kwargs = {} if mistake is None else _decode_mistake_specs(bos, eos)[mistake][1]
+@functools.lru_cache(maxsize=512)
+def _case_output(offset: int, case: int, mistake: str | None) -> Tensor:
+    """The right output (mistake None) or a known mistake's on case number `case` under this seed offset: they
+    never change, so each is computed once per session."""
+    cases = _decode_cases()
+    _, src, max_len, bos, eos, seed = cases[case]
+    if mistake == STALE:
+        kwargs = {"memory_of": cases[SAME_SHAPE][1]} if case == REORDERED else {}
+    else:
+        kwargs = {} if mistake is None else _decode_mistake_specs(bos, eos)[mistake][1]
     with _OneThread():
-        return _greedy(_eval_model(case), src, max_len, bos, eos, **kwargs)
+        return _greedy(_model_for(bos, eos, seed), src, max_len, bos, eos, **kwargs)
 
 
-def _decode_hint(results: list[tuple[int, Tensor]], first: int) -> str | None:
+def _decode_hint(results: list[tuple[int, Tensor]], first: int, offset: int) -> str | None:
     """The hint of the first known mistake that gives the learner's tokens on every case run, or None. The
     first wrong case is tried first, so that most mistakes are ruled out after one greedy run."""
     got = dict(results)
     order = [first] + [i for i in got if i != first]
-    _, _, _, bos, eos = _decode_cases()[first]
-    for key, (hint, _) in _decode_mistake_specs(bos, eos).items():
-        if all(same_mask(got[i], _case_output(i, key)) for i in order):
+    _, _, _, bos, eos, _ = _decode_cases()[first]
+    specs = list(_decode_mistake_specs(bos, eos).items()) + [(STALE, (_STALE_HINT, {}))]
+    for key, (hint, _) in specs:
+        if all(same_mask(got[i], _case_output(offset, i, key)) for i in order):
             return hint
     return None
+
+
+STALE = "stale memory"  # the mistake of decoding with a memory kept from another batch of the same shape
+_STALE_HINT = (N_("you decoded this batch with the encoder's output (memory) of another batch of the same shape: "
+                  "encode src on every call; a memory kept from an earlier call belongs to other sources"))
 
 
 def _decode_error_hint(message: str) -> str | None:
@@ -313,11 +392,12 @@ def _decode_detail(model, src: Tensor, max_len: int, bos: int, eos: int, got: Te
           references=("attnbook.models.transformer.greedy_decode",))
 def check_greedy_decode(greedy_decode) -> str:
     """greedy_decode(model, src, max_len, bos_id, eos_id) -> (B, <= max_len) LongTensor, as the reference loop."""
+    offset = compare.SEED_OFFSET  # the outputs of the right loop and of each mistake are kept per offset
     cases = _decode_cases()
     results: list[tuple[int, Tensor]] = []  # (case number, learner's result) of every case run
     wrong: list[int] = []
-    for index, (desc, src, max_len, bos, eos) in enumerate(cases):
-        model = _fresh_model(bos, eos)
+    for index, (desc, src, max_len, bos, eos, seed) in enumerate(cases):
+        model = _fresh_model(bos, eos, seed)
         try:
             got, left_training = call(greedy_decode, model, src, max_len, bos, eos, what="greedy_decode", on=desc,
                                       forbid=GREEDY_FORBIDDEN, explain=_decode_error_hint,
@@ -328,27 +408,27 @@ def check_greedy_decode(greedy_decode) -> str:
                 break  # a wrong result came first: report it, with the evidence of the cases before
             raise
         got = got.detach().cpu()
-        if not same_mask(got, _case_output(index, None)):
+        if not same_mask(got, _case_output(offset, index, None)):
             if not wrong:
-                _explain_randomness(greedy_decode, src, max_len, bos, eos, desc, got, left_training)
+                _explain_randomness(greedy_decode, src, max_len, bos, eos, seed, desc, got, left_training)
             wrong.append(index)
         results.append((index, got))
     if not wrong:
         return (_("right on {len_cases} batches: BOS first, argmax fed back, PAD after EOS, stops when every row "
                   "has ended or at max_len", len_cases=len(cases)))
     first = wrong[0]
-    desc, src, max_len, bos, eos = cases[first]
-    hint = _decode_hint(results, first)
+    desc, src, max_len, bos, eos, seed = cases[first]
+    hint = _decode_hint(results, first, offset)
     if hint is not None:
         raise Wrong(_("greedy_decode gave the wrong tokens on {desc}", desc=desc), hint)
     with _OneThread():
-        detail = _decode_detail(_eval_model(first), src, max_len, bos, eos, dict(results)[first])
+        detail = _decode_detail(_model_for(bos, eos, seed), src, max_len, bos, eos, dict(results)[first])
     raise Wrong(_("greedy_decode gave the wrong tokens on {desc}: {detail}", desc=desc, detail=detail))
 
 
-def _explain_randomness(greedy_decode, src, max_len, bos, eos, on, got, left_training) -> None:
+def _explain_randomness(greedy_decode, src, max_len, bos, eos, seed, on, got, left_training) -> None:
     """Wrong with the right hint when the answer gives different tokens under another seed (dropout or sampling)."""
-    model = _fresh_model(bos, eos)
+    model = _fresh_model(bos, eos, seed)
     again = call(greedy_decode, model, src, max_len, bos, eos, what="greedy_decode", on=on,
                  forbid=GREEDY_FORBIDDEN, explain=_decode_error_hint, seed=1)
     if isinstance(again, Tensor) and tuple(again.shape) == tuple(got.shape) and torch.equal(again, got):
