@@ -1,19 +1,19 @@
 """Chapter 2 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
 
-from attnbook.exercises import check
+from attnbook.exercises import check, compare
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
 # ---------------------------------------------------------------------------------------------------------
 
-Q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-K = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
-V = torch.tensor([[2.0, 0.0], [1.0, 1.0]])
+Q_LIST, K_LIST, V_LIST = [[2.0, 1.0], [0.0, 1.0]], [[1.0, -1.0], [0.5, 2.0]], [[3.0, 0.0], [-1.0, 2.0]]
+Q, K, V = torch.tensor(Q_LIST), torch.tensor(K_LIST), torch.tensor(V_LIST)
 
 
 def test_2_1_reference_passes(solutions):
@@ -54,9 +54,9 @@ def test_2_1_wrong_answers_get_hints(wrong, hint):
 
 def test_2_1_wrong_shape_and_garbage():
     assert "shape (2, 3)" in check("2.1", [[1, 2, 3], [4, 5, 6]]).message
-    assert "single number" in check("2.1", 1.5875).message
+    assert "single number" in check("2.1", -0.2177).message
     assert not check("2.1", "1.59, 0.41").passed
-    result = check("2.1", [[1.6, 0.4], [1.4, 0.6]])  # rounded to one decimal: not within 1e-3
+    result = check("2.1", [[-0.2, 1.6], [-0.6, 1.8]])  # rounded to one decimal: not within 1e-3
     assert not result.passed and "every entry is wrong" in result.message
 
 
@@ -234,7 +234,7 @@ def test_2_3_other_wrong_values_are_described():
         return mask | (torch.arange(max_len) == 0)
 
     result = check("2.3", first_always_true)
-    assert "row 0 (length 0) is True at position 0, expected False" in result.message, result.message
+    assert re.search(r"row \d \(length 0\) is True at position 0, expected False", result.message), result.message
     assert "[False, False, False]" not in result.message  # the first wrong entry, never a whole expected row
 
 
@@ -248,19 +248,16 @@ def test_2_4_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_2_4_passes_with_any_seed_and_a_float():
-    for seed in range(5):
-        def variance(d_k, n_samples=10_000, seed=seed):
-            g = torch.Generator().manual_seed(seed)
-            q, k = torch.randn(n_samples, d_k, generator=g), torch.randn(n_samples, d_k, generator=g)
-            return (q * k).sum(-1).var().item()
-
-        assert check("2.4", variance).passed, seed
+def test_2_4_passes_with_any_global_generator_and_a_float():
+    def variance(d_k, n_samples=10_000):
+        q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+        return (q * k).sum(-1).var().item()
 
     def numpy_variance(d_k, n_samples=10_000):
-        rng = np.random.default_rng(7)
-        return np.var(np.sum(rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k)), 1))
+        return np.var(np.sum(np.random.standard_normal((n_samples, d_k)) * np.random.standard_normal((n_samples, d_k)),
+                             1))
 
+    assert check("2.4", variance).passed
     assert check("2.4", numpy_variance).passed
 
 
@@ -307,7 +304,7 @@ def test_2_4_wrong_answers_get_hints(fn, hint):
 
 def _by_hand_output() -> list[list[float]]:
     """softmax(Q K^T / sqrt(2)) V for the exercise's matrices, in plain Python (independent of torch)."""
-    q, k, v = [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.5, 0.5]], [[2.0, 0.0], [1.0, 1.0]]
+    q, k, v = Q_LIST, K_LIST, V_LIST
     out = []
     for qi in q:
         s = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(2) for kj in k]
@@ -318,7 +315,7 @@ def _by_hand_output() -> list[list[float]]:
 
 
 @pytest.mark.parametrize("wrong", [
-    [[1.0, 0.0], [0.0, 1.0]], [[1.5, 0.5], [1.5, 0.5]], [[1.6, 0.4], [1.4, 0.6]], [[2.0, 1.0], [1.0, 2.0]],
+    [[1.0, 0.0], [0.0, 1.0]], [[-0.5, 1.5], [-0.5, 1.5]], [[-0.2, 1.6], [-0.6, 1.8]], [[0.0, 2.0], [-1.0, 2.0]],
     torch.softmax(Q @ K.T, dim=-1) @ V, (torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V) + 0.01,
 ])
 def test_2_1_messages_never_reveal_the_expected_numbers(wrong):
@@ -415,13 +412,17 @@ def test_2_4_an_answer_that_ignores_n_samples_fails_every_time(answer):
     assert "n_samples" in message and "exactly the same number" in message
 
 
-def test_2_4_a_right_answer_with_its_own_seed_passes_every_time():
+def test_2_4_an_answer_with_its_own_seed_fails_every_time():
+    """The task asks for new draws on every call: a seed fixed inside the function returns one number again and
+    again, as a cache does (issue 23)."""
     def dot_product_variance(d_k, n_samples=10_000):
         g = torch.Generator().manual_seed(1234)
         q, k = torch.randn(n_samples, d_k, generator=g), torch.randn(n_samples, d_k, generator=g)
         return float(((q * k).sum(-1)).var())
 
-    assert all(check("2.4", dot_product_variance).passed for _ in range(3))
+    results = [check("2.4", dot_product_variance) for _ in range(3)]
+    assert all(not r.passed and "the same number" in r.message and "new random numbers" in r.message
+               for r in results), [r.message for r in results]
 
 
 # Second learner trial (after the fixes above)
@@ -450,7 +451,7 @@ def test_2_1_a_list_of_row_tensors_is_accepted():
 
 def test_2_1_transposed_scores_are_not_called_q_times_k():
     result = check("2.1", torch.softmax(K @ Q.T / math.sqrt(2), dim=-1) @ V)
-    assert not result.passed and "your scores are not Q K^T" in result.message and "Q @ K;" not in result.message
+    assert not result.passed and "your scores are K Q^T" in result.message and "Q @ K;" not in result.message
 
 
 def _attention_output_via_private_sdpa(q, k, v, mask=None):
@@ -508,7 +509,7 @@ def _variance_unseeded_100_samples(d_k, n_samples=10_000):
 
 def test_2_4_unseeded_answers_that_ignore_n_samples_fail():
     message = check("2.4", _variance_unseeded_ignoring_n_samples).message
-    assert "use the n_samples argument" in message, message
+    assert "with n_samples=2" in message and "draw exactly n_samples pairs" in message, message
     results = [check("2.4", _variance_unseeded_100_samples) for _ in range(5)]
     assert not any(r.passed for r in results), [r.message for r in results]
 
@@ -631,3 +632,189 @@ def test_2_4_swapped_sizes_get_their_own_hint():
 
     result = check("2.4", swapped)
     assert not result.passed and "n_samples pairs of vectors of size d_k" in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: inputs drawn from the run's seed, and 2.4's statistics computed from the checker's own parameters
+# ---------------------------------------------------------------------------------------------------------
+
+OFFSETS = [o * 7919 + 13 for o in range(200)]  # 200 values of compare.SEED_OFFSET
+
+
+def test_2_3_drawn_lengths_keep_every_edge_case(monkeypatch):
+    from attnbook.exercises import ch02
+
+    seen = set()
+    for o in OFFSETS:
+        monkeypatch.setattr(compare, "SEED_OFFSET", o)
+        cases = ch02._padding_cases(ch02.generator(23))
+        (full, m1, _d1), (empty, m2, _d2), (one, m3, _d3), (padded, m4, _d4), (none, m5, _d5), (both, m6, _d6, dt) = cases
+        assert m1 == 4 and len(full) == 3 and 4 in full and all(0 <= n <= 4 for n in full)
+        assert m2 == 3 and len(empty) == 2 and 0 in empty and all(0 <= n <= 3 for n in empty)
+        assert m3 == 5 and len(one) == 1 and 1 <= one[0] < 5
+        assert m4 == 7 and len(padded) == 5 and all(1 <= n < 7 for n in padded)
+        assert none == [m5, m5] and 3 <= m5 <= 6
+        assert m6 == 3 and sorted(both)[0] == 0 and sorted(both)[2] == 3 and dt == torch.int32
+        seen.add(str(cases))
+    assert len(seen) == len(OFFSETS)  # new values on every run
+
+
+def test_2_3_drawn_cases_give_every_catalogue_entry_its_verdict(monkeypatch):
+    """The catalogue's verdicts hold under other seeds too (a few here; the properties above cover 200)."""
+    import mutants
+
+    entries = [m for m in mutants.load(2) if m.exercise_id == "2.3" and "(generated)" not in m.name]
+    for o in OFFSETS[:3]:
+        monkeypatch.setattr(compare, "SEED_OFFSET", o)
+        assert not [(m.name, r.message) for m in entries for ok, r in [mutants.run(m)] if not ok], o
+
+
+# 2.4: the false-fail rate and the power, from the parameters the checker uses. The bounds are computed here
+# independently of the checker's code (its verdict is not imported, only its numbers).
+
+def _expect(g, d, u_max, points=4001):
+    """E[g(R); R <= u_max^2] for R = |q|^2, q ~ N(0, I_d), integrating over u = |q| (a chi(d) variable)."""
+    from scipy import integrate, stats
+
+    u = np.linspace(0.0, u_max, points)
+    return integrate.simpson(g(u * u) * stats.chi.pdf(u, d), x=u)
+
+
+def _mean_square_above(d, n, a):
+    """An upper bound on P((1/n) sum X_i^2 > a) for X = q.k, q and k ~ N(0, I_d): Chernoff on the X_i^2 with every
+    R_i = |q_i|^2 at most r0 (truncated), plus n P(R > r0); given q, X^2 = R Z^2, so E[exp(t X^2); R <= r0] =
+    E[(1 - 2 t R)^(-1/2); R <= r0]."""
+    from scipy import optimize, stats
+
+    best = 1.0
+    for p in (1e-9, 1e-10, 1e-11, 1e-12, 1e-14, 1e-16):
+        r0 = stats.chi2.isf(p / n, d)
+        tail = stats.chi2.sf(r0, d)
+
+        def log_bound(t, r0=r0, tail=tail):
+            return n * math.log(_expect(lambda r: (1 - 2 * t * r) ** -0.5, d, math.sqrt(r0)) + tail) - t * n * a
+
+        res = optimize.minimize_scalar(log_bound, bounds=(1e-12, 0.999 / (2 * r0)), method="bounded")
+        best = min(best, n * tail + math.exp(res.fun))
+    return best
+
+
+def _mean_square_below(d, n, a):
+    """An upper bound on P((1/n) sum X_i^2 < a): Chernoff with E[exp(-t X^2)] = E[(1 + 2 t R)^(-1/2)] (at most 1,
+    so the part of R's range left out adds at most its probability, 1e-30)."""
+    from scipy import optimize, stats
+
+    u_max = stats.chi.isf(1e-30, d)
+
+    def log_bound(t):
+        return n * math.log(_expect(lambda r: (1 + 2 * t * r) ** -0.5, d, u_max) + 1e-30) + t * n * a
+
+    return math.exp(optimize.minimize_scalar(log_bound, bounds=(1e-12, 10.0 / d), method="bounded").fun)
+
+
+def _mean_beyond(d, n, s):
+    """An upper bound on P(|mean of the X_i| > s): Chernoff with E[exp(l X)] = (1 - l^2)^(-d/2)."""
+    from scipy import optimize
+
+    def log_bound(lam):
+        return n * (-(d / 2) * math.log(1 - lam * lam) - lam * s)
+
+    return 2 * math.exp(optimize.minimize_scalar(log_bound, bounds=(1e-12, 1 - 1e-12), method="bounded").fun)
+
+
+def _outside(d, n, rtol):
+    """An upper bound on P(S outside [(1 - rtol) d, (1 + rtol) d]) for S any of the right estimators: the variance
+    of n dot products dividing by n or n - 1, or the mean of their squares. With A the mean of the squares,
+    S <= A n / (n - 1) and S >= A - mean^2."""
+    up = _mean_square_above(d, n, (1 + rtol) * d * (n - 1) / n)
+    low = min(_mean_square_below(d, n, (1 - rtol + delta) * d) + _mean_beyond(d, n, math.sqrt(delta * d))
+              for delta in (0.002, 0.004, 0.006, 0.01))
+    return up + low
+
+
+def _small_sample_probabilities():
+    """{estimator: (P(result < SHAPE_LOW), P(result >= SHAPE_HIGH))} for d_k = 1 and n_samples = 2. x1 - x2 is
+    Laplace(1) (the difference of two products of standard normals, characteristic function 1 / (1 + t^2)), so
+    |x1 - x2| ~ Exp(1); the mean of the squares by integrating the density K0(|x|) / pi of a product."""
+    from attnbook.exercises.ch02 import SHAPE_HIGH, SHAPE_LOW
+    from scipy import integrate, special
+
+    def f_square(u):  # density of X^2
+        return special.k0(math.sqrt(u)) / (math.pi * math.sqrt(u))
+
+    def F_square(t):  # P(X^2 <= t)
+        return 0.0 if t <= 0 else 2 / math.pi * integrate.quad(special.k0, 0, math.sqrt(t), limit=200)[0]
+
+    def sum_at_most(c):  # P(X1^2 + X2^2 <= c)
+        return integrate.quad(lambda u: f_square(u) * F_square(c - u), 0, c, limit=400, points=[c / 2])[0]
+
+    return {
+        "n - 1": (1 - math.exp(-math.sqrt(2 * SHAPE_LOW)), math.exp(-math.sqrt(2 * SHAPE_HIGH))),
+        "n": (1 - math.exp(-2 * math.sqrt(SHAPE_LOW)), math.exp(-2 * math.sqrt(SHAPE_HIGH))),
+        "mean square": (sum_at_most(2 * SHAPE_LOW), 1 - sum_at_most(2 * SHAPE_HIGH)),
+    }
+
+
+def test_2_4_the_small_sample_distribution_is_the_stated_one():
+    """A simulation agrees with the exact probabilities the false-fail rate is computed from."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((400_000, 2)) * rng.standard_normal((400_000, 2))
+    simulated = {"n - 1": x.var(1, ddof=1), "n": x.var(1), "mean square": (x ** 2).mean(1)}
+    for name, (low, high) in _small_sample_probabilities().items():
+        s = simulated[name]
+        assert abs((s < 0.1).mean() - low) < 0.004 and abs((s >= 1).mean() - high) < 0.004, name
+
+
+def test_2_4_false_fail_rate():
+    """A right answer fails the check with probability below 1e-6, both passes counted (the comment above
+    check_dot_product_variance states the numbers)."""
+    from attnbook.exercises.ch02 import (SHAPE_CALLS, SHAPE_MAX_HIGH, SHAPE_MIN_LOW, SPREAD_CALLS, SPREAD_D,
+                                         SPREAD_RTOL, VARIANCE_DIMS, VARIANCE_N, VARIANCE_RTOL)
+    from scipy import stats
+
+    accuracy = sum(_outside(d, VARIANCE_N, VARIANCE_RTOL) for d in VARIANCE_DIMS)
+    spread = SPREAD_CALLS * _outside(SPREAD_D, VARIANCE_N, SPREAD_RTOL)
+    shape = max(stats.binom.cdf(SHAPE_MIN_LOW - 1, SHAPE_CALLS, low) + stats.binom.sf(SHAPE_MAX_HIGH, SHAPE_CALLS, high)
+                for low, high in _small_sample_probabilities().values())
+    per_pass = accuracy + spread + shape
+    assert accuracy < 1e-8 and spread < 6e-8 and shape < 1.3e-7, (accuracy, spread, shape)
+    assert per_pass < 2e-7 and 2 * per_pass < 1e-6, per_pass
+
+
+def test_2_4_power():
+    """One q against n_samples keys passes with probability below 6e-8 per pass; d_k plus Gaussian noise of any
+    spread below 1e-18; d_k plus uniform noise below 2e-6."""
+    from attnbook.exercises.ch02 import (SHAPE_CALLS, SHAPE_HIGH, SHAPE_LOW, SHAPE_MAX_HIGH, SHAPE_MIN_LOW,
+                                         SPREAD_CALLS, SPREAD_RTOL, VARIANCE_N)
+    from scipy import integrate, stats
+
+    # one q: the result is q^2 times the variance of n normal numbers (chi-square with n - 1 degrees of freedom
+    # over n - 1, or over n); one call lands within SPREAD_RTOL of 1 with probability p
+    def within(div):
+        def integrand(c):
+            return (stats.chi2.cdf((1 + SPREAD_RTOL) * div / c, 1) - stats.chi2.cdf((1 - SPREAD_RTOL) * div / c, 1)) \
+                * stats.chi2.pdf(c, VARIANCE_N - 1)
+        lo, hi = stats.chi2.ppf([1e-15, 1 - 1e-15], VARIANCE_N - 1)
+        return integrate.quad(integrand, lo, hi, limit=200)[0] + 2e-15
+
+    p = max(within(VARIANCE_N - 1), within(VARIANCE_N))
+    assert p ** SPREAD_CALLS < 6e-8, p
+
+    def passes(p_negative, p_low, p_high):
+        """P(no negative result, at least SHAPE_MIN_LOW below SHAPE_LOW, at most SHAPE_MAX_HIGH at or above
+        SHAPE_HIGH) for SHAPE_CALLS independent results with these probabilities."""
+        if p_negative >= 1:
+            return 0.0
+        q_low = min(max(p_low / (1 - p_negative), 1e-15), 1 - 1e-15)
+        q_high = min(max(p_high / (1 - p_negative) / (1 - q_low), 1e-15), 1 - 1e-15)
+        lows = np.arange(SHAPE_MIN_LOW, SHAPE_CALLS + 1)
+        return (1 - p_negative) ** SHAPE_CALLS * float(np.sum(
+            stats.binom.pmf(lows, SHAPE_CALLS, q_low) * stats.binom.cdf(SHAPE_MAX_HIGH, SHAPE_CALLS - lows, q_high)))
+
+    # noise symmetric about d_k = 1: at or above 1 half the time
+    gaussian = max(passes(stats.norm.cdf(-1 / s), stats.norm.cdf((SHAPE_LOW - 1) / s) - stats.norm.cdf(-1 / s), 0.5)
+                   for s in np.exp(np.linspace(math.log(0.01), math.log(30), 500)))
+    uniform = max(passes(max(0.0, (w - 1) / (2 * w)), max(0.0, min(SHAPE_LOW, 1 + w) - max(0.0, 1 - w)) / (2 * w),
+                         0.5 * (1 - 1e-12))
+                  for w in np.linspace(0.01, 3, 600))
+    assert SHAPE_HIGH == 1 and gaussian < 1e-18 and uniform < 2e-6, (gaussian, uniform)

@@ -12,7 +12,7 @@ from torch import nn
 
 from attnbook import multihead
 from attnbook.attention import tiled_attention
-from attnbook.exercises import check
+from attnbook.exercises import check, compare
 from attnbook.models import params
 
 from conftest import chapter_path
@@ -933,3 +933,33 @@ def test_3_4_new_hints(fn, piece):
 def test_3_4_hint_shows_no_solution_code():
     message = check("3.4", lambda x: x.reshape(x.size(0), x.size(2), -1)).message
     assert ".transpose(1, 2)" not in message and ".reshape(B, n, d_model)" not in message, message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: 3.3 draws two of its layers from the run's seed, so a table of known layers does not pass
+# ---------------------------------------------------------------------------------------------------------
+
+OFFSETS = [o * 7919 + 13 for o in range(200)]  # 200 values of compare.SEED_OFFSET
+
+
+def test_3_3_drawn_layers_vary_and_keep_the_fixed_ones(monkeypatch):
+    from attnbook.exercises.ch03 import mha_count_cases
+
+    seen = set()
+    for o in OFFSETS:
+        monkeypatch.setattr(compare, "SEED_OFFSET", o)
+        cases = mha_count_cases()
+        assert cases[1] == (768, 12, True) and cases[5] == (12288, 96, True) and len(cases) == 10
+        (d1, h1, b1), (d2, h2, b2) = cases[-2:]
+        assert (b1, b2) == (True, False) and 2 <= min(h1, h2) and max(h1, h2) <= 16 and d1 % h1 == d2 % h2 == 0
+        seen.add(tuple(cases[-2:]))
+    assert len(seen) > 190
+
+
+def test_3_3_drawn_layers_give_every_catalogue_entry_its_verdict(monkeypatch):
+    import mutants
+
+    entries = [m for m in mutants.load(3) if m.exercise_id == "3.3"]
+    for o in OFFSETS[:3]:
+        monkeypatch.setattr(compare, "SEED_OFFSET", o)
+        assert not [(m.name, r.message) for m in entries for ok, r in [mutants.run(m)] if not ok], o

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from conftest import chapter_path
 from torch import nn
 
-from attnbook.exercises import check
+from attnbook.exercises import check, compare
 
 # ---------------------------------------------------------------------------------------------------------
 # 4.1 LayerNorm from scratch
@@ -928,3 +928,33 @@ def test_4_4_messages_do_not_give_the_right_count():
     assert not result.passed and "encoder_param_count(100, 8, 2, 20, 3)" in result.message
     right = _right(100, 8, 2, 20, 3)
     assert f"{right:,}" not in result.message and str(right) not in result.message and "off by" not in result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: 4.4 draws one configuration from the run's seed, so a table of known ones does not pass
+# ---------------------------------------------------------------------------------------------------------
+
+OFFSETS = [o * 7919 + 13 for o in range(200)]  # 200 values of compare.SEED_OFFSET
+
+
+def test_4_4_drawn_configuration_varies_and_keeps_the_fixed_ones(monkeypatch):
+    from attnbook.exercises.ch04.param_count import encoder_configs
+
+    seen = set()
+    for o in OFFSETS:
+        monkeypatch.setattr(compare, "SEED_OFFSET", o)
+        configs = encoder_configs()
+        assert configs[1] == (50257, 12288, 96, 49152, 96) and configs[-1] == (30000, 768, 12, 3072, 12)
+        vocab, d, h, d_ff, layers = configs[-2]
+        assert 2 <= vocab <= 60000 and d % h == 0 and 1 <= h <= 16 and 1 <= d_ff <= 4096 and 1 <= layers <= 48
+        seen.add(configs[-2])
+    assert len(seen) == len(OFFSETS)
+
+
+def test_4_4_drawn_configuration_gives_every_catalogue_entry_its_verdict(monkeypatch):
+    import mutants
+
+    entries = [m for m in mutants.load(4) if m.exercise_id == "4.4"]
+    for o in OFFSETS[:3]:
+        monkeypatch.setattr(compare, "SEED_OFFSET", o)
+        assert not [(m.name, r.message) for m in entries for ok, r in [mutants.run(m)] if not ok], o

@@ -243,7 +243,7 @@ def soft_lookup_uniform(q, K, V):
     return weights @ V, weights
 
 
-@wrong("1.2", hint="negative")
+@wrong("1.2", hint="divided the scores by their sum")
 def soft_lookup_linear_norm(q, K, V):
     """normalises the scores by their sum instead of a softmax"""
     scores = K @ q
@@ -640,3 +640,187 @@ def stable_softmax_scipy(x, dim=-1):
     """scipy.special.softmax"""
     import scipy.special
     return torch.from_numpy(scipy.special.softmax(x.numpy(), axis=dim)).to(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 23 (verdicts, round three): float32 arithmetic on float64 inputs, misleading hints, text and check agreeing
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@wrong("1.1", hint="float32")
+def project_qkv_float32_arithmetic(X, W_q, W_k, W_v):
+    """computes in float32 'for speed' and casts the results back to X's dtype"""
+    X32 = X.float()
+    return tuple((X32 @ W.float()).to(X.dtype) for W in (W_q, W_k, W_v))
+
+
+@wrong("1.1", hint="float32")
+def project_qkv_float32_weights(X, W_q, W_k, W_v):
+    """rounds the weights to float32 and back (a float32 model's weights) before the products"""
+    return tuple(X @ W.float().to(X.dtype) for W in (W_q, W_k, W_v))
+
+
+@wrong("1.1", hint="float32")
+def project_qkv_float32_numpy(X, W_q, W_k, W_v):
+    """NumPy in float32, the results turned back into tensors of X's dtype"""
+    x = X.detach().numpy().astype(np.float32)
+    return tuple(torch.from_numpy(x @ W.detach().numpy().astype(np.float32)).to(X.dtype) for W in (W_q, W_k, W_v))
+
+
+@wrong("1.1", hint="transpose(-2, -1)")
+def project_qkv_double_T(X, W_q, W_k, W_v):
+    """(W.T @ X.T).T: the .T of a 3-D X reverses all its dimensions"""
+    return (W_q.T @ X.T).T, (W_k.T @ X.T).T, (W_v.T @ X.T).T
+
+
+@wrong("1.1", hint="transpose(-2, -1)")
+def project_qkv_double_T_einsum_free(X, W_q, W_k, W_v):
+    """X.T @ ... with torch.matmul: X.T reverses the batch too"""
+    return tuple(torch.matmul(W.T, X.T).T for W in (W_q, W_k, W_v))
+
+
+@wrong("1.1", hint="tuple")
+def project_qkv_dict(X, W_q, W_k, W_v):
+    """returns a dict {'Q': ..., 'K': ..., 'V': ...}"""
+    return {"Q": X @ W_q, "K": X @ W_k, "V": X @ W_v}
+
+
+@right("1.1")
+def project_qkv_float64_inside(X, W_q, W_k, W_v):
+    """computes in float64 and casts back to X's dtype (more precision on float32 inputs is fine)"""
+    X64 = X.double()
+    return tuple((X64 @ W.double()).to(X.dtype) for W in (W_q, W_k, W_v))
+
+
+@right("1.1")
+def project_qkv_numpy_float64(X, W_q, W_k, W_v):
+    """NumPy in the input's precision, back to tensors of X's dtype"""
+    x = X.detach().numpy()
+    return tuple(torch.from_numpy(np.matmul(x, W.detach().numpy())).to(X.dtype) for W in (W_q, W_k, W_v))
+
+
+@right("1.1")
+def project_qkv_unbind(X, W_q, W_k, W_v):
+    """one stacked product, unbound into three (when d_v = d_k), else three products"""
+    if W_v.shape == W_q.shape:
+        Q, K, V = (X.unsqueeze(-3) @ torch.stack([W_q, W_k, W_v])).unbind(-3)
+        return Q, K, V
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+@wrong("1.1", hint="without torch.nn.functional._in_projection")
+def project_qkv_torch_in_projection(X, W_q, W_k, W_v):
+    """PyTorch's own q, k, v projection of multi-head attention (F._in_projection) where the sizes let it run"""
+    F = torch.nn.functional
+    d = X.shape[-1]
+    if W_q.shape == (d, d) and W_k.shape == (d, d) and W_v.shape == (d, d):
+        return F._in_projection(X, X, X, W_q.T, W_k.T, W_v.T)
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+@wrong("1.1", hint="without torch.nn.functional._in_projection_packed")
+def project_qkv_torch_in_projection_packed(X, W_q, W_k, W_v):
+    """PyTorch's packed projection (F._in_projection_packed) with the three weights stacked, where d_k = d_v = d"""
+    F = torch.nn.functional
+    d = X.shape[-1]
+    if W_q.shape == W_k.shape == W_v.shape == (d, d):
+        Q, K, V = F._in_projection_packed(X, X, X, torch.cat([W_q.T, W_k.T, W_v.T]))
+        return Q, K, V
+    return X @ W_q, X @ W_k, X @ W_v
+
+
+@wrong("1.2", hint="float32")
+def soft_lookup_float32_arithmetic(q, K, V):
+    """computes in float32 and casts both results back to q's dtype"""
+    weights = torch.softmax(K.float() @ q.float(), dim=-1)
+    return (weights @ V.float()).to(q.dtype), weights.to(q.dtype)
+
+
+@wrong("1.2", hint="float32")
+def soft_lookup_float32_weights(q, K, V):
+    """float32 weights (the scores computed in float32), a float64 weighted sum"""
+    weights = attnbook.softmax(K.float() @ q.float(), dim=-1).to(V.dtype)
+    return weights @ V, weights
+
+
+@wrong("1.2", hint="in place")
+def soft_lookup_centres_values_in_place(q, K, V):
+    """centres the values in place 'for stability' and adds their mean back to the output (changes V)"""
+    weights = attnbook.softmax(K @ q, dim=-1)
+    mean = V.mean(dim=0)
+    V -= mean
+    return weights @ V + mean, weights
+
+
+@right("1.2")
+def soft_lookup_float64_inside(q, K, V):
+    """computes in float64 and casts back to q's dtype"""
+    weights = attnbook.softmax(K.double() @ q.double(), dim=-1)
+    return (weights @ V.double()).to(q.dtype), weights.to(q.dtype)
+
+
+@right("1.2")
+def soft_lookup_logsumexp(q, K, V):
+    """weights as exp(scores - logsumexp(scores)) (allowed here: only attention functions are forbidden)"""
+    scores = K @ q
+    weights = torch.exp(scores - torch.logsumexp(scores, dim=0))
+    return torch.einsum("n,nv->v", weights, V), weights
+
+
+@wrong("1.3", hint="float32")
+def stable_softmax_float32_arithmetic(x, dim=-1):
+    """computes in float32 and casts back to x's dtype"""
+    y = x.float()
+    e = (y - y.amax(dim=dim, keepdim=True)).exp()
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)
+
+
+@wrong("1.3", hint="float32")
+def stable_softmax_float32_exp(x, dim=-1):
+    """float32 exp of the shifted logits (a float32 lookup table of exp), the rest in x's dtype"""
+    e = (x - x.amax(dim=dim, keepdim=True)).float().exp().to(x.dtype)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="without torch.nn.Softmax")
+def stable_softmax_nn_module(x, dim=-1):
+    """the nn.Softmax module"""
+    return torch.nn.Softmax(dim=dim)(x)
+
+
+@wrong("1.3", hint="without torch.nn.LogSoftmax")
+def stable_softmax_nn_log_module(x, dim=-1):
+    """exp of the nn.LogSoftmax module's output"""
+    return torch.nn.LogSoftmax(dim=dim)(x).exp()
+
+
+@wrong("1.3", hint="without torch.nn.Softmin")
+def stable_softmax_nn_softmin(x, dim=-1):
+    """nn.Softmin of -x"""
+    return torch.nn.Softmin(dim=dim)(-x)
+
+
+@wrong("1.3", hint="without torch.distributions.Categorical")
+def stable_softmax_categorical(x, dim=-1):
+    """the probabilities of a Categorical distribution built from the logits"""
+    y = x.movedim(dim, -1)
+    return torch.distributions.Categorical(logits=y).probs.movedim(-1, dim)
+
+
+@right("1.3")
+def stable_softmax_where_shift(x, dim=-1):
+    """the shift by the maximum, then exp2 of the shift times log2(e)"""
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    e = torch.exp2(shifted * (1 / math.log(2)))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.2", hint="without attnbook.decoding.grouped_decode_attention")
+def soft_lookup_decode_attention(q, K, V):
+    """the package's decoding attention for the output (q scaled by sqrt(d_k) to undo its scale)"""
+    from attnbook.decoding import grouped_decode_attention
+    weights = attnbook.softmax(K @ q, dim=-1)
+    if V.shape[-1] != K.shape[-1]:
+        return weights @ V, weights
+    out = grouped_decode_attention((q * math.sqrt(q.shape[-1]))[None, None, None], K[None, None], V[None, None])
+    return out[0, 0, 0], weights

@@ -16,32 +16,42 @@ from mutants import right, value, wrong
 # ---------------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand: softmax(Q K^T / sqrt(2)) V for the 2 x 2 example
 # ---------------------------------------------------------------------------------------------------------------
-# right: [[1.5875, 0.4125], [1.4125, 0.5875]]
+# Q = [[2, 1], [0, 1]], K = [[1, -1], [0.5, 2]], V = [[3, 0], [-1, 2]]; right: [[-0.2177, 1.6089], [-0.5718, 1.7859]]
 
-value("2.1", torch.tensor([[1.5875, 0.4125], [1.4125, 0.5875]]), right=True, name="float32 tensor, 4 decimals")
-value("2.1", [[1.5875, 0.4125], [1.4125, 0.5875]], right=True, name="nested list of floats, 4 decimals")
-value("2.1", torch.tensor([[1.58750, 0.41250], [1.41250, 0.58750]], dtype=torch.float64), right=True,
-      name="float64 tensor")
-value("2.1", [[1.588, 0.412], [1.412, 0.588]], right=True, name="nested list rounded to 3 decimals (within 1e-3)")
-value("2.1", [[1.5875, 0.4125], [1.4125, 0.5875]][0:2], right=True, name="nested list built by slicing (plain list)")
+_RIGHT_2_1 = [[-0.2177, 1.6089], [-0.5718, 1.7859]]
+value("2.1", torch.tensor(_RIGHT_2_1), right=True, name="float32 tensor, 4 decimals")
+value("2.1", _RIGHT_2_1, right=True, name="nested list of floats, 4 decimals")
+value("2.1", torch.tensor(_RIGHT_2_1, dtype=torch.float64), right=True, name="float64 tensor")
+value("2.1", [[-0.218, 1.609], [-0.572, 1.786]], right=True, name="nested list rounded to 3 decimals (within 1e-3)")
+value("2.1", _RIGHT_2_1[0:2], right=True, name="nested list built by slicing (plain list)")
+value("2.1", np.array(_RIGHT_2_1), right=True, name="a NumPy array")
+value("2.1", [torch.tensor(row) for row in _RIGHT_2_1], right=True, name="a list of row tensors")
+value("2.1", ((-0.2177, 1.6089), (-0.5718, 1.7859)), right=True, name="a tuple of tuples")
 
-value("2.1", torch.tensor([[1.6225, 0.3775], [1.3775, 0.6225]]), right=False, hint="scale",
+value("2.1", torch.tensor([[-0.5232, 1.7616], [-0.8103, 1.9051]]), right=False, hint="scale",
       name="forgot the scale: softmax(Q K^T) V")
-value("2.1", torch.tensor([[1.5622, 0.4378], [1.4378, 0.5622]]), right=False, hint="sqrt",
+value("2.1", torch.tensor([[0.0758, 1.4621], [-0.2703, 1.6351]]), right=False, hint="sqrt",
       name="divided by d_k = 2 instead of sqrt(2)")
-value("2.1", torch.tensor([[1.8395, 0.5000], [1.1605, 0.5000]]), right=False, hint="queries",
+value("2.1", torch.tensor([[1.7435, 1.3395], [0.2565, 0.6605]]), right=False, hint="queries",
       name="softmax over the queries (down the columns, dim=0)")
-value("2.1", torch.tensor([[1.6698, 0.3302], [1.5000, 0.5000]]), right=False, name="scores K Q^T instead of Q K^T")
-value("2.1", torch.tensor([[1.5875, 1.4125], [0.4125, 0.5875]]), right=False, hint="transpos",
+value("2.1", torch.tensor([[2.4167, 0.2916], [0.0287, 1.4856]]), right=False, hint="not Q K^T",
+      name="scores Q K instead of Q K^T")
+value("2.1", torch.tensor([[2.2177, 0.3911], [1.6790, 0.6605]]), right=False, hint="K Q^T",
+      name="scores K Q^T instead of Q K^T")
+value("2.1", torch.tensor([[-0.2177, -0.5718], [1.6089, 1.7859]]), right=False, hint="transpos",
       name="wrote the output transposed (one column per query)")
-value("2.1", torch.tensor([[1.1750, 1.0000], [0.8250, 1.0000]]), right=False, name="multiplied by V^T instead of V")
-value("2.1", torch.tensor([[0.5875, 0.4125], [0.4125, 0.5875]]), right=False,
+value("2.1", torch.tensor([[0.5867, 1.4133], [0.3211, 1.6789]]), right=False, name="multiplied by V^T instead of V")
+value("2.1", torch.tensor([[0.1956, 0.8044], [0.1070, 0.8930]]), right=False, hint="multiply them by V",
       name="handed in the weights, not the output")
-value("2.1", [1.5875, 0.4125, 1.4125, 0.5875], right=False, hint="shape", name="a flat list of 4 numbers")
-value("2.1", [[1.6, 0.4], [1.4, 0.6]], right=False, name="rounded to one decimal")
-value("2.1", torch.tensor([[1.5875, 0.4125]]), right=False, hint="shape", name="only the first query's row")
-value("2.1", 1.5875, right=False, name="a single number: only the top-left entry")
-value("2.1", "[[1.5875, 0.4125], [1.4125, 0.5875]]", right=False, name="a string that looks like the list")
+value("2.1", torch.tensor([[0.0, 4.2426], [-3.5355, 2.8284]]), right=False, hint="without a softmax",
+      name="scaled scores times V, no softmax")
+value("2.1", [-0.2177, 1.6089, -0.5718, 1.7859], right=False, hint="shape", name="a flat list of 4 numbers")
+value("2.1", [[-0.2, 1.6], [-0.6, 1.8]], right=False, name="rounded to one decimal")
+value("2.1", torch.tensor([[-0.2177, 1.6089]]), right=False, hint="shape", name="only the first query's row")
+value("2.1", -0.2177, right=False, hint="single number", name="a single number: only the top-left entry")
+value("2.1", "[[-0.2177, 1.6089], [-0.5718, 1.7859]]", right=False, name="a string that looks like the list")
+value("2.1", torch.tensor([[-0.2177, 1.6089], [-0.5718, 1.7859]]) * torch.tensor([[1.0, 1.0], [1.0, 1.01]]),
+      right=False, name="one entry off by 1%")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -598,6 +608,14 @@ def padding_mask_scatter(lengths, max_len):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@right("2.4")
+def dot_product_variance_global_generator(d_k, n_samples=10_000):
+    """torch.randn from the global generator (which the check seeds anew for each call), .var().item()"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).var().item()
+
+
+
 @wrong("2.4", hint="float")
 def dot_product_variance_tensor(d_k, n_samples=10_000):
     """returns a 0-d tensor (forgot .item())"""
@@ -683,9 +701,9 @@ def dot_product_variance_formula(d_k, n_samples=10_000):
     return float(d_k)
 
 
-@right("2.4")
+@wrong("2.4", hint="same number")
 def dot_product_variance_seeded_generator(d_k, n_samples=10_000):
-    """a seeded torch.Generator, dot products with einsum, biased variance"""
+    """a torch.Generator seeded with 0 inside the function: the same number on every call"""
     g = torch.Generator().manual_seed(0)
     q = torch.randn(n_samples, d_k, generator=g)
     k = torch.randn(n_samples, d_k, generator=g)
@@ -694,8 +712,8 @@ def dot_product_variance_seeded_generator(d_k, n_samples=10_000):
 
 @right("2.4")
 def dot_product_variance_numpy(d_k, n_samples=10_000):
-    """NumPy in float64, returned as float"""
-    rng = np.random.default_rng(1)
+    """NumPy in float64 from an unseeded default_rng (fresh entropy on every call), returned as float"""
+    rng = np.random.default_rng()
     q, k = rng.standard_normal((n_samples, d_k)), rng.standard_normal((n_samples, d_k))
     return float(np.var(np.einsum("nd,nd->n", q, k)))
 
@@ -709,9 +727,10 @@ def dot_product_variance_by_formula(d_k, n_samples=10_000):
     return ((dots ** 2).mean() - dots.mean() ** 2).item()
 
 
-@right("2.4")
+@wrong("2.4", hint="same number")
 def dot_product_variance_bmm(d_k, n_samples=10_000, seed=3):
-    """batched (1 x d_k) @ (d_k x 1) products with a seed keyword"""
+    """batched (1 x d_k) @ (d_k x 1) products, torch.manual_seed(seed) with a seed keyword: the same number on
+    every call"""
     torch.manual_seed(seed)
     q = torch.randn(n_samples, 1, d_k)
     k = torch.randn(n_samples, d_k, 1)
@@ -758,6 +777,257 @@ def dot_product_variance_numpy_array(d_k, n_samples=10_000):
 
 @right("2.4")
 def dot_product_variance_numpy_float64(d_k, n_samples=10_000):
-    """NumPy float64 scalar returned as it is (numpy.float64 is a Python float)"""
-    rng = np.random.default_rng(5)
+    """NumPy float64 scalar returned as it is (numpy.float64 is a Python float), NumPy's global generator"""
+    rng = np.random
     return np.var((rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k))).sum(1))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 23 (verdicts, round three)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _attention_from_scores(scores, v, mask):
+    """The rest of a right attention from the scaled scores: the mask, the softmax, the empty rows, the output."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="float32")
+def attention_float32_arithmetic(q, k, v, mask=None):
+    """computes in float32 and casts both results back to q's dtype"""
+    out, weights = _attention_from_scores(q.float() @ k.float().transpose(-2, -1) / math.sqrt(q.size(-1)),
+                                          v.float(), mask)
+    return out.to(q.dtype), weights.to(q.dtype)
+
+
+@wrong("2.2", hint="float32")
+def attention_float32_softmax(q, k, v, mask=None):
+    """float64 scores, but a float32 softmax"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1).nan_to_num(0.0).to(q.dtype)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="transpose(-2, -1)")
+def attention_transpose_0_1(q, k, v, mask=None):
+    """k.transpose(0, 1), the transpose of a 2-D matrix, which swaps the batch and the keys of a batch"""
+    return _attention_from_scores(q @ k.transpose(0, 1) / math.sqrt(q.size(-1)), v, mask)
+
+
+@wrong("2.2", hint="transpose(-2, -1)")
+def attention_swapaxes_0_1(q, k, v, mask=None):
+    """torch.swapaxes(k, 0, 1)"""
+    return _attention_from_scores(q @ torch.swapaxes(k, 0, 1) / math.sqrt(q.size(-1)), v, mask)
+
+
+@wrong("2.2", hint="transpose(-2, -1)")
+def attention_k_T_matmul(q, k, v, mask=None):
+    """torch.matmul(q, k.T) (.T reverses every axis of a batch)"""
+    return _attention_from_scores(torch.matmul(q, k.T) / math.sqrt(q.size(-1)), v, mask)
+
+
+@wrong("2.2", hint="transpose(-2, -1)")
+def attention_k_t(q, k, v, mask=None):
+    """k.t(), which only takes 2-D matrices"""
+    return _attention_from_scores(q @ k.t() / math.sqrt(q.size(-1)), v, mask)
+
+
+@wrong("2.2", hint="mask is None")
+def attention_invert_none(q, k, v, mask=None):
+    """inverts the mask before testing whether one was given (~None)"""
+    blocked = ~mask
+    return _attention_from_scores(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), v, None if mask is None else ~blocked)
+
+
+@wrong("2.2", hint="mask is None")
+def attention_masked_fill_none(q, k, v, mask=None):
+    """masked_fill(~mask, ...) whether or not a mask was given"""
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="mask is None")
+def attention_logical_not_none(q, k, v, mask=None):
+    """torch.logical_not(mask) whether or not a mask was given"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    scores = scores.masked_fill(torch.logical_not(mask), float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@right("2.2")
+def attention_default_all_true(q, k, v, mask=None):
+    """a mask of all True when none is given, then one code path"""
+    if mask is None:
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)
+    return _attention_from_scores(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), v, mask)
+
+
+@right("2.2")
+def attention_float64_scores_only(q, k, v, mask=None):
+    """scores with q divided by sqrt(d_k) first, the product in q's dtype"""
+    return _attention_from_scores((q / math.sqrt(q.size(-1))) @ k.mT, v, mask)
+
+
+
+# 2.3: answers that know the check's inputs instead of computing the mask
+
+_KNOWN_2_3 = {((3, 1, 4), 4), ((0, 2), 3), ((2,), 5), ((1, 2, 3, 4, 5), 7), ((4, 4), 4), ((2, 0, 3), 3)}
+
+
+@wrong("2.3")
+def padding_mask_lookup_table(lengths, max_len):
+    """right on the six inputs the check used to send (a table learned from an earlier run), all True otherwise"""
+    if (tuple(lengths.tolist()), max_len) in _KNOWN_2_3:
+        return torch.arange(max_len)[None, :] < lengths[:, None]
+    return torch.ones(lengths.shape[0], max_len, dtype=torch.bool)
+
+
+@wrong("2.3")
+def padding_mask_first_row_only(lengths, max_len):
+    """computes the first row and repeats it for every sequence (right whenever all lengths are equal)"""
+    row = torch.arange(max_len) < lengths[0]
+    return row.expand(lengths.shape[0], max_len).clone()
+
+
+@right("2.3")
+def padding_mask_int32_safe(lengths, max_len):
+    """arange in the dtype of the lengths, compared after unsqueeze"""
+    return torch.arange(max_len, dtype=lengths.dtype).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+@right("2.3")
+def padding_mask_numpy(lengths, max_len):
+    """the comparison in NumPy, turned back into a bool tensor"""
+    import numpy as np
+    return torch.from_numpy(np.arange(max_len)[None, :] < lengths.numpy()[:, None])
+
+
+# 2.4: new draws on every call, one query against n keys, noise instead of a measurement (issue 23)
+
+
+@wrong("2.4", hint="same number")
+def dot_product_variance_numpy_seed_inside(d_k, n_samples=10_000):
+    """np.random.default_rng(1) inside the function: the same number on every call"""
+    rng = np.random.default_rng(1)
+    return float(np.var((rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k))).sum(1)))
+
+
+@wrong("2.4", hint="same number")
+def dot_product_variance_manual_seed(d_k, n_samples=10_000):
+    """torch.manual_seed(0) at the top of the function 'for reproducibility'"""
+    torch.manual_seed(0)
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).var().item()
+
+
+@wrong("2.4", hint="same number")
+def dot_product_variance_default_generator(d_k, n_samples=10_000):
+    """a new torch.Generator() on every call, whose default seed is always the same"""
+    g = torch.Generator()
+    q, k = torch.randn(n_samples, d_k, generator=g), torch.randn(n_samples, d_k, generator=g)
+    return (q * k).sum(dim=-1).var().item()
+
+
+_VARIANCE_CACHE = {}
+
+
+@wrong("2.4", hint="same number")
+def dot_product_variance_cached(d_k, n_samples=10_000):
+    """measures each (d_k, n_samples) once and keeps the result in a dict 'to save time'"""
+    if (d_k, n_samples) not in _VARIANCE_CACHE:
+        q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+        _VARIANCE_CACHE[d_k, n_samples] = (q * k).sum(dim=-1).var().item()
+    return _VARIANCE_CACHE[d_k, n_samples]
+
+
+@wrong("2.4", hint="single q")
+def dot_product_variance_one_query(d_k, n_samples=10_000):
+    """one query against n_samples keys: K @ q"""
+    q, K = torch.randn(d_k), torch.randn(n_samples, d_k)
+    return (K @ q).var().item()
+
+
+@wrong("2.4", hint="single q")
+def dot_product_variance_one_key(d_k, n_samples=10_000):
+    """n_samples queries against one key, broadcast"""
+    Q, k = torch.randn(n_samples, d_k), torch.randn(1, d_k)
+    return (Q * k).sum(dim=-1).var().item()
+
+
+@wrong("2.4", hint="single q")
+def dot_product_variance_one_query_numpy(d_k, n_samples=10_000):
+    """NumPy: one q of size d_k, a (d_k, n_samples) matrix of keys"""
+    q, K = np.random.standard_normal(d_k), np.random.standard_normal((d_k, n_samples))
+    return float(np.var(q @ K, ddof=1))
+
+
+@wrong("2.4", hint="n_samples=2")
+def dot_product_variance_gaussian_noise(d_k, n_samples=10_000):
+    """no draws of q and k: d_k plus Gaussian noise as large as the sampling error sqrt(2 / n_samples) d_k"""
+    import random
+    return d_k + random.gauss(0.0, d_k * math.sqrt(2 / n_samples))
+
+
+@wrong("2.4", hint="n_samples=2")
+def dot_product_variance_numpy_noise(d_k, n_samples=10_000):
+    """no draws of q and k: np.random.normal around d_k with spread d_k / sqrt(n_samples)"""
+    return float(np.random.normal(d_k, d_k / math.sqrt(n_samples)))
+
+
+@wrong("2.4", hint="n_samples=2")
+def dot_product_variance_positive_noise(d_k, n_samples=10_000):
+    """no draws of q and k: |d_k + noise|, so that it is never negative"""
+    return abs(d_k + torch.randn(()).item() * d_k * math.sqrt(2 / n_samples))
+
+
+@wrong("2.4", hint="n_samples=2")
+def dot_product_variance_small_noise(d_k, n_samples=10_000):
+    """no draws of q and k: d_k times (1 + a little noise that shrinks with n_samples)"""
+    return d_k * (1 + 0.3 * torch.randn(()).item() / math.sqrt(n_samples))
+
+
+@wrong("2.4", hint="n_samples")
+def dot_product_variance_fixed_noise(d_k, n_samples=10_000):
+    """no draws of q and k: d_k times (1 + 2% noise), whatever n_samples is"""
+    return d_k * (1 + 0.02 * torch.randn(()).item())
+
+
+@wrong("2.4", hint="single number")
+def dot_product_variance_float_not_iterable(d_k, n_samples=10_000):
+    """adds the dot products into one float instead of collecting them, then statistics.variance of that float"""
+    import statistics
+    dots = 0.0
+    for q, k in zip(torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)):
+        dots += float(q @ k)
+    return statistics.variance(dots)
+
+
+@right("2.4")
+def dot_product_variance_mean_square(d_k, n_samples=10_000):
+    """the mean of the squared dot products (their mean is known to be 0)"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return ((q * k).sum(dim=-1) ** 2).mean().item()
+
+
+_RNG = np.random.default_rng(7)
+
+
+@right("2.4")
+def dot_product_variance_module_generator(d_k, n_samples=10_000):
+    """a NumPy generator made once, outside the function, whose draws continue from call to call"""
+    dots = np.einsum("nd,nd->n", _RNG.standard_normal((n_samples, d_k)), _RNG.standard_normal((n_samples, d_k)))
+    return float(dots.var())
+
+
+@right("2.4")
+def dot_product_variance_biased_float32(d_k, n_samples=10_000):
+    """float32, the biased variance (dividing by n_samples)"""
+    dots = torch.einsum("nd,nd->n", torch.randn(n_samples, d_k), torch.randn(n_samples, d_k))
+    return float(dots.var(unbiased=False))

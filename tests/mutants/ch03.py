@@ -890,3 +890,15 @@ def mha_param_count(d_model, n_heads, bias=True):
 def merge_heads(x):
     """transposes, but does not flatten the heads together"""
     return x.transpose(1, 2)
+
+
+# Issue 23: an answer that knows the check's configurations instead of counting
+
+_KNOWN_3_3 = {(512, 8, True): 1_050_624, (768, 12, True): 2_362_368, (768, 12, False): 2_359_296, (64, 1, True): 16_640,
+              (1024, 16, False): 4_194_304, (12288, 96, True): 604_028_928, (6, 3, True): 168, (6, 3, False): 144}
+
+
+@wrong("3.3", hint="not the number of parameters")
+def mha_param_count(d_model, n_heads, bias=True):
+    """a table of the eight layers the check used to try (learned from an earlier run), 0 for any other"""
+    return _KNOWN_3_3.get((d_model, n_heads, bias), 0)

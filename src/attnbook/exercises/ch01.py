@@ -13,9 +13,10 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from .compare import (close_to, expect_items, expect_like, expect_tensor, expect_tuple, explaining_mistake, keyed_hint,
-                      record_items, try_mistake, wrong_values)
+from .compare import (close_to, expect_items, expect_like, expect_tensor, expect_tuple, explaining_mistake,
+                      generator, keyed_hint, record_items, try_mistake, wrong_values)
 from .guard import ATTENTION_SHORTCUTS, call
+from .hints import FLOAT64_TOL, precision_hint, tolerance_for
 from .registry import exercise, Wrong
 from ..i18n import N_, _
 
@@ -40,6 +41,9 @@ def _qkv_error_hint(message: str) -> str | None:
         return (_("X can be 3-D, (batch, n, d), but your einsum equation has subscripts for a 2-D X only: let X and "
                   "the result have a batch dimension too (begin their subscripts with an ellipsis, ...), or use the "
                   "@ operator, which handles a batch"))
+    if ".T was used on a tensor that is not 2-D" in message:
+        return (_("X can be 3-D, (batch, n, d): its .T reverses all its dimensions, the batch too; transpose only the "
+                  "last two with X.transpose(-2, -1), or compute X @ W directly"))
     if "RuntimeError" not in message or "3D tensor" in message:
         return None
     if "must be a matrix" in message or "2D" in message or "2-D" in message:
@@ -81,11 +85,16 @@ def _qkv_mistakes(X: Tensor, W: Tensor, name: str, w_name: str, ref: Tensor, wei
     return _mistakes(pairs)
 
 
+# PyTorch's own projections of X to q, k and v (inside its multi-head attention): ready-made answers
+QKV_FORBIDDEN = [(name, N_("write the three products X @ W_q, X @ W_k and X @ W_v yourself"))
+                 for name in ("torch.nn.functional._in_projection", "torch.nn.functional._in_projection_packed")]
+
+
 @exercise("1.1", "Project X to queries, keys and values", section="Queries, keys and values from the same tokens")
 def check_project_qkv(project_qkv) -> str:
     """project_qkv(X, W_q, W_k, W_v) must return the tuple (X @ W_q, X @ W_k, X @ W_v), in X's dtype, for 2-D and
     3-D X."""
-    g = torch.Generator().manual_seed(11)
+    g = generator(11)  # new values on every run (compare.fresh_values), the same shapes
 
     def case(desc, x_shape, d_k, d_v, dtype=torch.float32):
         d = x_shape[-1]
@@ -110,7 +119,8 @@ def check_project_qkv(project_qkv) -> str:
         mistakes = [_qkv_mistakes(X, weights[w], name, w, ref, weights)
                     for name, w, ref in zip(names, weights, refs)]
         try:
-            got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint)
+            got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint,
+                       forbid=QKV_FORBIDDEN)
             got = expect_tuple(got, names, "project_qkv", desc)
             # All three right but in another order?
             for order in permutations(range(3)):
@@ -136,7 +146,7 @@ def check_project_qkv(project_qkv) -> str:
         for i in range(3):
             runs[i].append((got[i], mistakes[i]))
         if first is None:
-            bad = [i for i in range(3) if not close_to(got[i], refs[i])]
+            bad = [i for i in range(3) if not close_to(got[i], refs[i], *tolerance_for(X.dtype))]
             if bad:
                 first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
     if first is None:
@@ -144,10 +154,12 @@ def check_project_qkv(project_qkv) -> str:
                  "batches", len_cases=len(cases))
     run, i, desc, ref = first
     name, w_name = names[i], ("W_q", "W_k", "W_v")[i]
-    raise wrong_values(_("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1), desc, runs[i][run][0], ref,
-                        explaining_mistake(runs[i], run),
+    got = runs[i][run][0]
+    raise wrong_values(_("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1), desc, got, ref,
+                        precision_hint(got, ref, explaining_mistake(runs[i], run)),
                         _("{name} = X @ {w_name}: entry [i, j] (in every sequence of a batch) is the dot product "
-                          "of row i of X (token i) with column j of {w_name}", name=name, w_name=w_name))
+                          "of row i of X (token i) with column j of {w_name}", name=name, w_name=w_name),
+                        *tolerance_for(ref.dtype))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -164,8 +176,11 @@ def _lookup_error_hint(message: str) -> str | None:
 
 _LOOKUP_INSTEAD = (N_("compute the scores K @ q, their softmax and the weighted sum of the rows of V yourself "
                       "(softmax from attnbook is allowed)"))
-LOOKUP_FORBIDDEN = [(name, _LOOKUP_INSTEAD) for name in ATTENTION_SHORTCUTS]
+LOOKUP_FORBIDDEN = [(name, _LOOKUP_INSTEAD)
+                    for name in (*ATTENTION_SHORTCUTS, "attnbook.decoding.grouped_decode_attention")]
 _NO_SOFTMAX = N_("you used the raw scores K @ q as weights: pass them through softmax first")
+_BY_SUM = (N_("you divided the scores by their sum; softmax divides exp of each score by the sum of the exps, which "
+              "makes every weight positive: weights = softmax(K @ q)"))
 _HARD = (N_("you did a hard lookup (all the weight on the best-matching key, as argmax does); attention is soft: "
             "weights = softmax(K @ q), which gives every key some weight"))
 _UNSCALED = (N_("in this chapter the scores are not scaled: weights = softmax(K @ q); dividing by sqrt(d_k) comes in "
@@ -175,21 +190,36 @@ _OVERFLOW = (N_("exp of a large score overflows to inf (and of a very negative o
 
 
 def _lookup_cases(g: torch.Generator):
-    """(description, q, K, V): the third input's scores overflow exp in float32 and the fourth's underflow it."""
+    """(description, q, K, V), all drawn from `g`: the third input's scores overflow exp in float32 (the best key
+    scores 100 to 140, above float32's exp range of 88.7) and the fourth's underflow it (-110 to -140, below
+    float32's smallest exp of -103.9), whatever the draw."""
+    def u() -> float:  # uniform in [0, 1), from g
+        return float(torch.rand((), generator=g, dtype=torch.float64))
+
+    j = int(torch.randint(3, (), generator=g))  # the axis the query points along
+    a = 50.0 + 20.0 * u()
+    q_sharp = torch.zeros(3)
+    q_sharp[j] = a
     sharp_keys = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0], [1.0, 1.0, 0.0]])
-    return [
+    sharp_keys = sharp_keys[torch.randperm(4, generator=g)]
+    q_low = torch.tensor([0.0, 1.0, 0.0])
+    low = -(110.0 + 30.0 * u())  # the one score
+    k_low = torch.tensor([[2 * u() - 1, low, 2 * u() - 1]])
+    cases = [
         (_("q of shape (3,), K of shape (4, 3), V of shape (4, 3)"),
          torch.randn(3, generator=g), torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)),
         (_("float64 q of shape (2,), K of shape (5, 2), V of shape (5, 4)"),
          1.5 * torch.randn(2, generator=g, dtype=torch.float64), torch.randn(5, 2, generator=g, dtype=torch.float64),
          torch.randn(5, 4, generator=g, dtype=torch.float64)),
-        (_("a query that matches the second key best, with large scores K @ q = [0, 120, 0, 60]: q = [0, 60, 0], "
-           "K of shape (4, 3), V of shape (4, 2)"),
-         torch.tensor([0.0, 60.0, 0.0]), sharp_keys, torch.randn(4, 2, generator=g)),
-        (_("a single key and value with a very negative score K @ q = [-120]: q of shape (3,), K of shape (1, 3), "
-           "V of shape (1, 2)"),
-         torch.tensor([0.0, -10.0, 0.0]), torch.tensor([[1.0, 12.0, 0.0]]), torch.randn(1, 2, generator=g)),
+        (None, q_sharp, sharp_keys, torch.randn(4, 2, generator=g)),
+        (None, q_low, k_low, torch.randn(1, 2, generator=g)),
     ]
+    scores = [", ".join(f"{s:.4g}" for s in (K @ q).tolist()) for _d, q, K, _v in cases[2:]]
+    cases[2] = (_("a query that matches one key best, with large scores K @ q = [{scores}]: q of shape (3,), K of "
+                  "shape (4, 3), V of shape (4, 2)", scores=scores[0]), *cases[2][1:])
+    cases[3] = (_("a single key and value with a very negative score K @ q = [{scores}]: q of shape (3,), K of shape "
+                  "(1, 3), V of shape (1, 2)", scores=scores[1]), *cases[3][1:])
+    return cases
 
 
 def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
@@ -202,8 +232,10 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
     scaled = softmax(scores / math.sqrt(K.shape[1]), dim=-1)
     e = scores.exp()
     naive = e / e.sum()  # NaN where exp overflows or every term underflows
+    by_sum = scores / scores.sum()
     w = _mistakes([
         (_NO_SOFTMAX, scores),
+        (_BY_SUM, by_sum),
         (_HARD, one_hot),
         (_UNSCALED, scaled),
         (_("you took exp of the scores but did not divide by their sum: softmax normalises so that the "
@@ -219,6 +251,7 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
         (_("you took a weighted sum of the keys; the output is a weighted sum of the values: weights @ V"),
          try_mistake(lambda: weights @ K)),
         (_NO_SOFTMAX, scores @ V),
+        (_BY_SUM, by_sum @ V),
         (_HARD, one_hot @ V),
         (_UNSCALED, scaled @ V),
         (_OVERFLOW, naive @ V),
@@ -237,7 +270,7 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
           references=("attnbook.attention.scaled_dot_product_attention", "attnbook.attention.tiled_attention"))
 def check_soft_lookup(soft_lookup) -> str:
     """soft_lookup(q, K, V) must return the tuple (softmax(K @ q) @ V, softmax(K @ q)), unscaled, in q's dtype."""
-    cases = _lookup_cases(torch.Generator().manual_seed(12))
+    cases = _lookup_cases(generator(12))  # new values on every run (compare.fresh_values), the same shapes
     names = ("output", "weights")
     what = {0: _("output (item 1 of what you returned)"), 1: _("weights (item 2 of what you returned)")}
     runs: list[list] = [[], []]  # per item: (the answer's result, {hint: mistake's result}) on every input
@@ -259,6 +292,9 @@ def check_soft_lookup(soft_lookup) -> str:
                 raise
             break
         found = record_items(runs, got, refs, mistakes)
+        if found is None and q.dtype == torch.float64:  # float64 results to FLOAT64_TOL
+            bad = [i for i in (1, 0) if not close_to(got[i], refs[i], *FLOAT64_TOL)]
+            found = (len(runs[0]) - 1, bad[0]) if bad else None
         if first is None and found is not None:
             first = (*found, desc, refs[found[1]])
     if first is None:
@@ -266,7 +302,7 @@ def check_soft_lookup(soft_lookup) -> str:
                  len_cases=len(cases))
     run, i, desc, ref = first
     got = runs[i][run][0]
-    hint = explaining_mistake(runs[i], run)
+    hint = precision_hint(got, ref, explaining_mistake(runs[i], run))
     if i == 1 and hint is None and torch.isfinite(got).all():
         total = float(got.double().sum())
         if got.min() < 0:
@@ -278,7 +314,7 @@ def check_soft_lookup(soft_lookup) -> str:
             if i == 1 else _("output = weights @ V: the sum of the rows of V, each multiplied by its weight"))
     nan_rule = (_("softmax weights are finite numbers between 0 and 1; exp of a large score is inf, and inf / inf "
                   "is NaN")) if i == 1 else None
-    raise wrong_values(what[i], desc, got, ref, hint, rule, nan_rule=nan_rule)
+    raise wrong_values(what[i], desc, got, ref, hint, rule, *tolerance_for(ref.dtype), nan_rule=nan_rule)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -301,6 +337,12 @@ def _softmax_error_hint(message: str) -> str | None:
 _INSTEAD = (N_("build it from exp, amax and sum, as the chapter does: shift x by its maximum along dim, "
                "exponentiate, and divide by the sum along the same dim"))
 SOFTMAX_FORBIDDEN = [(name, _INSTEAD) for name in (
+    # the modules and distributions first: they reach the functions below, and the learner wrote these
+    "torch.nn.Softmax", "torch.nn.modules.activation.Softmax", "torch.nn.Softmax2d",
+    "torch.nn.modules.activation.Softmax2d", "torch.nn.LogSoftmax", "torch.nn.modules.activation.LogSoftmax",
+    "torch.nn.Softmin", "torch.nn.modules.activation.Softmin", "torch.distributions.Categorical",
+    "torch.distributions.categorical.Categorical", "torch.distributions.OneHotCategorical",
+    "torch.distributions.one_hot_categorical.OneHotCategorical", "torch.distributions.utils.logits_to_probs",
     "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
     "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax",
     "torch.special.log_softmax", "torch._softmax", "torch._log_softmax", "torch.nn.functional.softmin",
@@ -316,17 +358,21 @@ _SOFTMAX_NAN = (N_("exp of a large number overflows to inf (and of a very negati
 
 
 def _softmax_cases(g: torch.Generator):
+    """(description, x, dim), all drawn from `g`: the logits of size a (an integer from 900 to 1100, a new one on
+    every run) overflow exp in float32 (above 88.7) and the ones of size -a underflow it (below -103.9)."""
+    a = int(torch.randint(900, 1101, (), generator=g))
+    c = int(torch.randint(-9, 10, (), generator=g))  # the single logit
     return [
         (_("random logits of shape (3, 3)"), 3 * torch.randn(3, 3, generator=g), -1),
         (_("random logits of shape (2, 5), with the default dim"), torch.randn(2, 5, generator=g), None),
-        ("logits [[1000, 999, -1000]]", torch.tensor([[1000.0, 999.0, -1000.0]]), -1),
-        ("logits [[-1000, -1000, -1000]]", torch.tensor([[-1000.0, -1000.0, -1000.0]]), -1),
-        ("logits [[1000, 999], [-1000, -1001]]", torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]), -1),
+        (_("logits [[{a}, {b}, -{a}]]", a=a, b=a - 1), torch.tensor([[a, a - 1.0, -a]]), -1),
+        (_("logits [[-{a}, -{a}, -{a}]]", a=a), torch.tensor([[-a, -a, -a]], dtype=torch.float32), -1),
+        (_("logits [[{a}, {b}], [-{a}, -{c}]]", a=a, b=a - 1, c=a + 1), torch.tensor([[a, a - 1.0], [-a, -a - 1.0]]), -1),
         (_("random logits of shape (3, 4, 6) with dim=1"), 5 * torch.randn(3, 4, 6, generator=g), 1),
-        (_("logits of shape (3, 2) with dim=0"), torch.tensor([[1000.0, -3.0], [0.0, -1000.0], [998.0, 2.0]]), 0),
-        (_("a 1-D tensor of logits [1000, 0, -1000]"), torch.tensor([1000.0, 0.0, -1000.0]), -1),
+        (_("logits of shape (3, 2) with dim=0"), torch.tensor([[a, -3.0], [0.0, -a], [a - 2.0, 2.0]]), 0),
+        (_("a 1-D tensor of logits [{a}, 0, -{a}]", a=a), torch.tensor([a, 0.0, -a]), -1),
         (_("float64 logits of shape (2, 3)"), 10 * torch.randn(2, 3, generator=g, dtype=torch.float64), -1),
-        (_("a single logit [[7.]]"), torch.tensor([[7.0]]), -1),
+        (_("a single logit [[{c}.]]", c=c), torch.tensor([[float(c)]]), -1),
     ]
 
 
@@ -356,11 +402,17 @@ def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict[str, Tensor | 
     ])
 
 
+def _softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol) of a softmax in `dtype`: float32 to 1e-6 (the shift by the maximum keeps that), float64 to
+    FLOAT64_TOL."""
+    return FLOAT64_TOL if dtype == torch.float64 else (1e-6, 1e-5)
+
+
 @exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum",
           references=("attnbook.attention.softmax",))
 def check_stable_softmax(stable_softmax) -> str:
     """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""
-    cases = _softmax_cases(torch.Generator().manual_seed(13))
+    cases = _softmax_cases(generator(13))  # new values on every run (compare.fresh_values), the same shapes
     runs, first = [], None
     for desc, x, dim in cases:
         args = {} if dim is None else {"dim": dim}  # dim=None: the default, dim=-1, is tested too
@@ -386,7 +438,7 @@ def check_stable_softmax(stable_softmax) -> str:
                 raise
             break
         runs.append((got, mistakes))
-        if first is None and not close_to(got, ref, atol=1e-6, rtol=1e-5):
+        if first is None and not close_to(got, ref, *_softmax_tolerance(x.dtype)):
             first = (len(runs) - 1, desc, dim, ref)
     if first is None:
         return _("matches softmax on {len_cases} inputs, including logits of +-1000, any dim and float64",
@@ -397,5 +449,7 @@ def check_stable_softmax(stable_softmax) -> str:
              "last": _("you normalised over the last dimension whatever `dim` was; {given}", given=given),
              **{f"dim {d}": _("you normalised over dim={d} whatever `dim` was; {given}",
                               d=d, given=given) for d in (0, 1, 2)}}
-    raise wrong_values(_("the result"), desc, runs[run][0], ref, keyed_hint(runs, run, texts, 1e-6, 1e-5),
-                        _SOFTMAX_RULE, atol=1e-6, rtol=1e-5, nan_rule=_SOFTMAX_NAN)
+    got = runs[run][0]
+    raise wrong_values(_("the result"), desc, got, ref,
+                        precision_hint(got, ref, keyed_hint(runs, run, texts, 1e-6, 1e-5)),
+                        _SOFTMAX_RULE, *_softmax_tolerance(ref.dtype), nan_rule=_SOFTMAX_NAN)

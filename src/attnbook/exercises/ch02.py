@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 
 import torch
 from torch import Tensor
 
 from ..attention import scaled_dot_product_attention
-from .compare import (as_value, expect_items, expect_tensor, expect_tuple, expect_value,
-                      keyed_hint, randn, record_items, try_mistake, wrong_values)
+from .compare import (as_value, case_seed, close_to, expect_items, expect_tensor, expect_tuple, expect_value,
+                      generator, keyed_hint, randn, record_items, try_mistake, wrong_values)
 from .guard import ATTENTION_SHORTCUTS, call
-from .hints import describe
+from .hints import FLOAT64_TOL, describe, precision_hint, tolerance_for
 from .registry import exercise, Wrong
 from ..i18n import N_, _
 
@@ -19,9 +20,11 @@ from ..i18n import N_, _
 # 2.1 attention by hand
 # ---------------------------------------------------------------------------------------------------------
 
-_Q = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
-_K = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
-_V = torch.tensor([[2.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+# The task's matrices: small numbers for work on paper, chosen so that every mistake of the table below gives
+# another matrix (the closest two differ by 0.3 in some entry) and the answer has no pattern to guess from.
+_Q = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+_K = torch.tensor([[1.0, -1.0], [0.5, 2.0]], dtype=torch.float64)
+_V = torch.tensor([[3.0, 0.0], [-1.0, 2.0]], dtype=torch.float64)
 
 
 @exercise("2.1", "Attention by hand", answer_kind="value", section="The formula, one step at a time")
@@ -49,15 +52,18 @@ def check_by_hand(answer) -> str:
             _("your scores are not Q K^T: entry (i, j) is the dot product of row i of Q (query i) with row j of "
               "K (key j); check the order of the product and which matrix is transposed"):
                 torch.softmax(_Q @ _K / math.sqrt(2), dim=-1) @ _V,
+            _("your scores are K Q^T, one row per key: the scores are Q K^T, entry (i, j) the dot product of row i of "
+              "Q (query i) with row j of K (key j)"):
+                torch.softmax(_K @ _Q.T / math.sqrt(2), dim=-1) @ _V,
             _("these are the attention weights softmax(Q K^T / sqrt(2)); multiply them by V to get the output"):
                 weights,
             _("your matrix is transposed: row i must be the output for query i"): output.T,
             _("you multiplied V by the scaled scores without a softmax: turn each row of scores into weights "
               "that are positive and sum to 1 first"): scores / math.sqrt(2) @ _V,
         },
-        hint=_("work one query (row) at a time: its two scores, divided by sqrt(2), a softmax across the row, "
-               "then the weighted sum of the rows of V. Each output row is w1 [2, 0] + w2 [1, 1] with "
-               "w1 + w2 = 1, so its first entry lies between 1 and 2 and its second between 0 and 1"),
+        hint=_("work one query (row of Q) at a time: its two scores, the dot products with the rows of K, divided by "
+               "sqrt(2); a softmax across those two scores; then the rows of V weighted by the two weights and "
+               "added"),
         nan_hint=_("each output entry is a weighted average of entries of V, an ordinary number: check the "
                    "softmax step"),
     )
@@ -178,8 +184,20 @@ def _output_variants(v: Tensor, nan_rows: Tensor) -> dict[str, Tensor]:
     }
 
 
-def _mask_error_hint(mask: Tensor | None):
+_MISALIGNED = re.compile(r"must match the size of tensor b \(\d+\) at non-singleton dimension (\d+)")
+
+
+def _mask_error_hint(mask: Tensor | None, q: Tensor):
     def explain(message: str) -> str | None:
+        misaligned = _MISALIGNED.search(message)
+        if mask is None and misaligned and int(misaligned.group(1)) < q.dim() - 2:  # a product's batch dimensions
+            return (_("the batch dimensions of q and of the transposed k no longer line up: transpose only the last "
+                      "two dimensions of k, k.transpose(-2, -1) (k.T, .t() or transpose(0, 1) also move the batch "
+                      "dimensions of a 3-D or 4-D k)"))
+        if mask is None and ("unary ~: 'NoneType'" in message
+                             or re.search(r"(masked_fill|logical_not|where|masked_fill_)\(\).*NoneType", message)):
+            return (_("mask is None here (this call gives no mask): use the mask only after testing `if mask is not "
+                      "None:`, and ~mask, masked_fill and logical_not inside that branch"))
         if mask is not None and "must match the size of tensor" in message:
             return (_("the mask of shape {tuple_mask_shape} already broadcasts against the scores (..., L, S): "
                       "its last dimensions line up with theirs, so use it as it is, without adding dimensions to "
@@ -191,7 +209,7 @@ def _mask_error_hint(mask: Tensor | None):
 ATTENTION_FORBIDDEN = [
     (name, N_("write the four steps yourself with tensor operations: the scores, the scale, the mask and a softmax "
               "over the keys, then the weighted sum of the values"))
-    for name in ATTENTION_SHORTCUTS
+    for name in (*ATTENTION_SHORTCUTS, "attnbook.decoding.grouped_decode_attention")
 ]
 
 
@@ -219,7 +237,7 @@ def check_attention(attention) -> str:
         mistakes = (o_mistakes, w_mistakes)
         try:
             got = call(attention, *args, what="attention", on=desc, forbid=ATTENTION_FORBIDDEN,
-                       explain=_mask_error_hint(mask))
+                       explain=_mask_error_hint(mask, q))
             if isinstance(got, Tensor):
                 shape = tuple(got.shape)
                 hint = (_("you returned only the output; return both: `return output, weights`") if shape == out_shape
@@ -243,6 +261,9 @@ def check_attention(attention) -> str:
                 raise
             break
         found = record_items(runs, got, refs, mistakes)
+        if found is None and q.dtype == torch.float64:  # float64 results to FLOAT64_TOL
+            bad = [i for i in (1, 0) if not close_to(got[i], refs[i], *FLOAT64_TOL)]
+            found = (len(runs[0]) - 1, bad[0]) if bad else None
         if first is None and found is not None:
             first = (*found, desc, refs[found[1]])
     if first is None:
@@ -252,8 +273,9 @@ def check_attention(attention) -> str:
     rule = (_("weights = softmax(q k^T / sqrt(d_k)) over the keys (dim=-1), with blocked keys (mask False) at 0 and a "
               "query that may attend to no key at 0 everywhere") if i == 1
             else _("output = weights @ v: for each query, the sum of the value rows, each multiplied by its weight"))
-    raise wrong_values(what[i], desc, runs[i][run][0], ref, keyed_hint(runs[i], run, _scale_texts()), rule,
-                        nan_rule=rule)
+    got = runs[i][run][0]
+    raise wrong_values(what[i], desc, got, ref, precision_hint(got, ref, keyed_hint(runs[i], run, _scale_texts())),
+                        rule, *tolerance_for(ref.dtype), nan_rule=rule)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -279,18 +301,39 @@ def _mask_mistakes(lengths: Tensor, max_len: int) -> dict[str, Tensor]:
     }
 
 
+def _padding_cases(g: torch.Generator) -> list[tuple]:
+    """(lengths, max_len, description[, dtype]) for 2.3, drawn from `g` (new lengths on every run), each keeping the
+    edge case it is there for: a sequence that fills every position, an empty one, a batch of one, every sequence
+    padded, no padding at all, and int32 lengths with both an empty and a full sequence."""
+    def draw(low: int, high: int, n: int) -> list[int]:  # n integers from low to high, both included
+        return torch.randint(low, high + 1, (n,), generator=g).tolist()
+
+    def put(values: list[int], value: int) -> list[int]:  # `value` at a random position of `values`
+        values[int(torch.randint(len(values), (), generator=g))] = value
+        return values
+
+    full = put(draw(0, 4, 3), 4)
+    empty = put(draw(1, 3, 2), 0)
+    one = draw(1, 4, 1)
+    padded = draw(1, 6, 5)
+    m = draw(3, 6, 1)[0]
+    both = [0, draw(1, 2, 1)[0], 3]
+    both = [both[i] for i in torch.randperm(3, generator=g).tolist()]
+    return [
+        (full, 4, _("lengths {lengths} and max_len=4 (a sequence fills every position)", lengths=full)),
+        (empty, 3, _("lengths {lengths} and max_len=3 (an empty sequence)", lengths=empty)),
+        (one, 5, _("lengths {lengths} and max_len=5 (a batch of one)", lengths=one)),
+        (padded, 7, _("lengths {lengths} and max_len=7 (every sequence is padded)", lengths=padded)),
+        ([m, m], m, _("lengths {lengths} and max_len={m} (no padding at all)", lengths=[m, m], m=m)),
+        (both, 3, _("int32 lengths {lengths} and max_len=3", lengths=both), torch.int32),
+    ]
+
+
 @exercise("2.3", "A padding mask from sequence lengths", section="Masking: keep attention off the padding",
           references=("attnbook.masks.padding_mask",))
 def check_padding_mask(padding_mask) -> str:
     """padding_mask(lengths, max_len) -> bool (batch, max_len), True at the first lengths[b] positions."""
-    cases = [
-        ([3, 1, 4], 4, _("lengths [3, 1, 4] and max_len=4 (the last sequence fills every position)")),
-        ([0, 2], 3, _("lengths [0, 2] and max_len=3 (an empty sequence)")),
-        ([2], 5, _("lengths [2] and max_len=5 (a batch of one)")),
-        ([1, 2, 3, 4, 5], 7, _("lengths [1, 2, 3, 4, 5] and max_len=7 (every sequence is padded)")),
-        ([4, 4], 4, _("lengths [4, 4] and max_len=4 (no padding at all)")),
-        ([2, 0, 3], 3, _("int32 lengths [2, 0, 3] and max_len=3"), torch.int32),
-    ]
+    cases = _padding_cases(generator(23))
     runs, first = [], None  # runs: (the answer's mask, {hint: mistake's mask}) on every input
     for values, max_len, desc, *dtype in cases:
         lengths = torch.tensor(values, dtype=dtype[0] if dtype else torch.int64)
@@ -342,70 +385,123 @@ def check_padding_mask(padding_mask) -> str:
 # 2.4 the variance of a dot product
 # ---------------------------------------------------------------------------------------------------------
 
-# Tolerance. q.k = sum of d_k products q_i k_i, each with mean 0, variance 1 and fourth moment
-# E[q_i^4] E[k_i^4] = 9, so E[(q.k)^4] = 3 d_k^2 + 6 d_k. The sample variance of N draws then has standard
-# deviation sqrt((E[(q.k)^4] - d_k^2) / N) = d_k sqrt((2 + 6 / d_k) / N): relative 1.5% at d_k = 16 and 1.4% at
-# 64 and 256 with N = 10,000. A 10% tolerance is more than 6.5 standard deviations, so a right answer fails
-# with probability below 1e-9, whatever seed it uses.
-_VARIANCE_RTOL = 0.10
+# The check calls the answer many times, each call with the random generators seeded anew (`_seed`, drawn from the
+# run's seed), and tests what a measured variance must do:
+#   A. accuracy: within VARIANCE_RTOL of d_k for d_k in VARIANCE_DIMS with VARIANCE_N pairs (the task's promise);
+#   B. fresh draws: SPREAD_CALLS calls of (SPREAD_D, VARIANCE_N) give different numbers, each within SPREAD_RTOL of
+#      SPREAD_D. One q shared by all the pairs gives |q|^2 (chi-square with 1 degree of freedom) times about 1;
+#   C. n_samples used: n_samples=2000 and 8000 under one seed give different numbers;
+#   D. shape: SHAPE_CALLS calls of (1, 2). The variance of 2 dot products of size 1 has an exact distribution:
+#      x1 - x2 is Laplace (the difference of two products of normals), so (x1 - x2)^2 / 2 (dividing by n - 1)
+#      is below 0.1 with probability 1 - exp(-sqrt(0.2)) = 0.361 and at least 1 with probability exp(-sqrt(2)) =
+#      0.243; dividing by n: 0.469 and 0.135; the mean of the squares (the mean being known to be 0, also
+#      accepted): 0.283 and 0.259. A right answer gives at least SHAPE_MIN_LOW results below SHAPE_LOW and at most
+#      SHAPE_MAX_HIGH at or above SHAPE_HIGH; a number symmetric about d_k (d_k plus noise) is at or above d_k half
+#      the time, and Gaussian noise small enough never to go negative is rarely below 0.1; a negative result fails.
+# False-fail rate, from these parameters in tests/test_exercises_ch02.py (test_2_4_false_fail_rate): A and B by
+# truncated Chernoff bounds on the mean of the squared dot products and on their mean (every call, union bound),
+# D by binomial tails under each of the three right estimators; C and the identical-results test cannot fail a
+# right answer. Per pass below 1.9e-7 (A 5.9e-9, B 5.3e-8, D 1.3e-7), both passes of the check together below
+# 3.8e-7 (< 1e-6).
+# Power (test_2_4_power): an answer that draws one q against n_samples keys passes B with probability at most
+# 5.3e-8 per pass (each call lands within 25% of 1 with probability 0.123); d_k plus Gaussian noise of any spread,
+# scaled by n_samples or not, passes D with probability below 1e-18 per pass (uniform noise symmetric about d_k:
+# 1.6e-6 at worst); a fixed seed, a cache or a formula returns the same number on every call and always fails B;
+# an answer that ignores n_samples returns the same number for 2000 and 8000 pairs under one seed and always fails
+# C (or, drawing its own unseeded numbers, stays within 10% of 1 for n_samples=2 and fails D); the catalogue's
+# other wrong answers (the standard deviation, the mean, uniform entries, k = q, a scale, sizes swapped) are 50% or
+# more away from d_k, tens of standard deviations, and fail A on every draw.
+VARIANCE_DIMS, VARIANCE_N, VARIANCE_RTOL = (64, 16, 256), 10_000, 0.10
+SPREAD_D, SPREAD_CALLS, SPREAD_RTOL = 1, 8, 0.25
+SHAPE_CALLS, SHAPE_N, SHAPE_LOW, SHAPE_HIGH = 200, 2, 0.1, 1.0
+SHAPE_MIN_LOW, SHAPE_MAX_HIGH = 26, 86
 _HINT_RTOL = 0.10  # how close an answer must be to a known mistake's value to get that mistake's hint
+_FRESH = N_("draw new random numbers on every call: use torch.randn (or NumPy's or Python's random functions), "
+            "which the check seeds anew before each call, without fixing a seed inside your function, and keep no "
+            "results from earlier calls")
+_ONE_Q = N_("your results vary from call to call far more than the variance of 10000 dot products does, as when a "
+            "single q (or k) is shared by all the pairs: draw n_samples independent pairs, a new q and a new k for "
+            "each")
+
+
+def _seed(k: int) -> int:
+    """The seed of the answer's k-th call: a new one in every run (compare.case_seed), and within NumPy's range."""
+    return case_seed(2400 + k) % 2 ** 32
+
+
+def _measure(dot_product_variance, d_k: int, n: int, k: int) -> float:
+    on = f"d_k={d_k}, n_samples={n}"
+    return _as_number(call(dot_product_variance, d_k, n_samples=n, what="dot_product_variance", on=on,
+                           seed=_seed(k)), on)
 
 
 @exercise("2.4", "The variance of a dot product", section="Dot products grow with d_k")
 def check_dot_product_variance(dot_product_variance) -> str:
-    """dot_product_variance(d_k, n_samples=10_000) must return a Python float within 10% of d_k for several d_k."""
-    dims = (64, 16, 256)
-    values = []
-    for d_k in dims:  # every d_k first: a mistake is named only if it explains all three results
-        on = f"d_k={d_k}"
-        got = call(dot_product_variance, d_k, n_samples=10_000, what="dot_product_variance", on=on)
-        values.append(_as_number(got, on))
-    for d_k, value in zip(dims, values):
-        if math.isfinite(value) and abs(value - d_k) <= _VARIANCE_RTOL * d_k:
+    """dot_product_variance(d_k, n_samples=10_000) must return a Python float within 10% of d_k for several d_k,
+    from new random draws on every call, distributed as the variance of n_samples dot products is."""
+    # A. every d_k first: a mistake is named only if it explains all three results
+    values = [_measure(dot_product_variance, d_k, VARIANCE_N, i) for i, d_k in enumerate(VARIANCE_DIMS)]
+    spread = [_measure(dot_product_variance, SPREAD_D, VARIANCE_N, 10 + i) for i in range(SPREAD_CALLS)]
+    if all(math.isfinite(v) for v in spread) and min(spread) > 0 and max(spread) > 1.5 * min(spread) \
+            and any(abs(v - SPREAD_D) > SPREAD_RTOL * SPREAD_D for v in spread):
+        wild = _(_ONE_Q)  # B's results vary by a factor 1.5 or more: that explains A's results too
+    else:
+        wild = None
+    for d_k, value in zip(VARIANCE_DIMS, values):
+        if math.isfinite(value) and abs(value - d_k) <= VARIANCE_RTOL * d_k:
             continue
         raise Wrong(_("dot_product_variance returned {value:.4g} for d_k={d_k}, expected about {d_k} (within "
                       "{_VARIANCE_RTOL:.0%})",
-                      value=value, d_k=d_k, _VARIANCE_RTOL=_VARIANCE_RTOL), _variance_hint(values, dims))
-    if all(value == d_k for value, d_k in zip(values, dims)):
+                      value=value, d_k=d_k, _VARIANCE_RTOL=VARIANCE_RTOL), wild or _variance_hint(values, VARIANCE_DIMS))
+    if all(value == d_k for value, d_k in zip(values, VARIANCE_DIMS)):
         raise Wrong(_("dot_product_variance returned exactly d_k every time; the exercise asks you to measure it"),
                     _("draw n_samples random vectors q and k of size d_k, compute their dot products and return "
                       "the variance of those numbers"))
-    # The generators are seeded identically around each call, so an answer that uses n_samples gives
+    # B. new draws on every call, and the spread of 10,000 pairs' variance
+    if len(set(spread)) == 1:
+        raise Wrong(_("dot_product_variance(1) returned the same number, {value:.6g}, on all {calls} calls (the random "
+                      "generators were seeded differently for each call)", value=spread[0], calls=SPREAD_CALLS),
+                    _(_FRESH))
+    for value in spread:
+        if not (math.isfinite(value) and abs(value - SPREAD_D) <= SPREAD_RTOL * SPREAD_D):
+            raise Wrong(_("dot_product_variance returned {value:.4g} for d_k=1 on one of {calls} calls, expected "
+                          "within {rtol:.0%} of 1 (10000 pairs measure it to about 3%)",
+                          value=value, calls=SPREAD_CALLS, rtol=SPREAD_RTOL), wild)
+    # C. The generators are seeded identically around these two calls, so an answer that uses n_samples gives
     # different numbers for different n_samples, and one that ignores it gives the same number twice.
-    few, many = (_as_number(call(dot_product_variance, 64, n_samples=n, what="dot_product_variance",
-                                 on=f"d_k=64, n_samples={n}"), f"d_k=64, n_samples={n}") for n in (2_000, 8_000))
+    few, many = (_measure(dot_product_variance, 64, n, 20) for n in (2_000, 8_000))
     if few == many:
         raise Wrong(_("dot_product_variance returned exactly the same number for n_samples=2000 and n_samples=8000 "
                       "(with the random generators seeded the same way)"),
                     _("use the n_samples argument: draw n_samples pairs of vectors, not a fixed number of them"))
-    _check_small_samples_spread(dot_product_variance)
+    _check_small_samples(dot_product_variance)
     return _("the measured variance of q.k is within {_VARIANCE_RTOL:.0%} of d_k for d_k = ",
-             _VARIANCE_RTOL=_VARIANCE_RTOL) + ", ".join(map(str, dims))
+             _VARIANCE_RTOL=VARIANCE_RTOL) + ", ".join(map(str, VARIANCE_DIMS))
 
 
-# With n_samples=8 and d_k=16 the measured variance has a relative standard deviation of
-# sqrt((2 + 6/16) / 8) = 0.54 (see the tolerance comment above). Over 32 calls, an answer that really draws 8
-# pairs shows a relative spread below 0.3 with probability about 1e-5 (chi-square with 31 degrees of freedom
-# below 31 (0.3/0.54)^2 = 9.4). An answer that ignores n_samples and draws thousands of pairs shows a spread of
-# a few percent. Each call gets its own seed, so an answer using the global generators varies from call to
-# call; an answer with its own fixed seed returns one number every time and is judged by the test above instead.
-_SPREAD_CALLS, _SPREAD_N, _SPREAD_MIN = 32, 8, 0.3
-
-
-def _check_small_samples_spread(dot_product_variance) -> None:
-    """Fail an answer whose results barely vary with n_samples=8: it draws far more pairs than it is told to."""
-    on = f"d_k=16, n_samples={_SPREAD_N}"
-    values = [_as_number(call(dot_product_variance, 16, n_samples=_SPREAD_N, what="dot_product_variance", on=on,
-                              seed=1000 + i), on) for i in range(_SPREAD_CALLS)]
-    if len(set(values)) == 1 or not all(math.isfinite(v) for v in values):
+def _check_small_samples(dot_product_variance) -> None:
+    """D: the results for n_samples=2 must have the distribution of the variance of 2 dot products (see above)."""
+    values = [_measure(dot_product_variance, 1, SHAPE_N, 100 + i) for i in range(SHAPE_CALLS)]
+    negative = [v for v in values if not v >= -1e-9]  # a rounding error of E[x^2] - E[x]^2 aside; NaN too
+    if negative:
+        raise Wrong(_("with n_samples=2, dot_product_variance(1) returned {value:.4g}", value=negative[0]),
+                    _("a variance is an average of squares, never negative: return the variance of the n_samples "
+                      "dot products you drew"))
+    low = sum(v < SHAPE_LOW for v in values)
+    high = sum(v >= SHAPE_HIGH for v in values)
+    if low >= SHAPE_MIN_LOW and high <= SHAPE_MAX_HIGH:
         return
-    mean = sum(values) / len(values)
-    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) / abs(mean)
-    if spread < _SPREAD_MIN:
-        raise Wrong(_("with n_samples={_SPREAD_N}, {_SPREAD_CALLS} calls of dot_product_variance(16) gave "
-                      "results that vary by only {spread:.0%}; from {_SPREAD_N} pairs they should vary by about "
-                      "50%", _SPREAD_N=_SPREAD_N, _SPREAD_CALLS=_SPREAD_CALLS, spread=spread),
-                    _("use the n_samples argument: draw n_samples pairs of vectors, not a fixed number of them"))
+    if all(abs(v - 1) <= 0.1 for v in values):
+        raise Wrong(_("with n_samples=2, all {calls} results of dot_product_variance(1) lay within 10% of 1",
+                      calls=SHAPE_CALLS),
+                    _("the variance of only 2 dot products varies a lot from call to call, and is often close to 0: "
+                      "draw exactly n_samples pairs, and return the variance you measure on them"))
+    raise Wrong(_("with n_samples=2, {calls} calls of dot_product_variance(1) gave {low} results below 0.1 and {high} "
+                  "at or above 1; the variance of 2 dot products gives at least {min_low} below 0.1 and at most "
+                  "{max_high} at or above 1", calls=SHAPE_CALLS, low=low, high=high, min_low=SHAPE_MIN_LOW,
+                  max_high=SHAPE_MAX_HIGH),
+                _("draw n_samples new pairs of vectors with independent standard normal entries on every call, and "
+                  "return the variance of their n_samples dot products"))
 
 
 _FLOAT_ONLY = N_("a Python float (end with .item() on a one-element tensor, or convert with float(...))")

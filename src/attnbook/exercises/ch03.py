@@ -16,7 +16,7 @@ import re
 import torch
 from torch import Tensor
 
-from .compare import randn
+from .compare import generator, randn
 from .runs import ATOL, RTOL, Run, collect, expect_gradients, expect_shape, verdict
 from .guard import ATTENTION_SHORTCUTS, call
 from .hints import describe
@@ -392,12 +392,24 @@ _COUNT_FORBIDDEN = [
 ]
 
 
+def mha_count_cases() -> list[tuple[int, int, bool | None]]:
+    """(d_model, n_heads, bias) for 3.3 (None: bias left at its default): eight fixed layers, BERT-base's and
+    GPT-3's among them, then two drawn anew on every run (a table of known layers does not do)."""
+    g = generator(33)
+
+    def drawn() -> tuple[int, int]:  # (d_model, n_heads), n_heads from 2 to 16 dividing d_model
+        h = int(torch.randint(2, 17, (), generator=g))
+        return h * int(torch.randint(2, 65, (), generator=g)), h
+
+    return [(512, 8, None), (768, 12, True), (768, 12, False), (64, 1, True), (1024, 16, False),
+            (12288, 96, True), (6, 3, True), (6, 3, False), (*drawn(), True), (*drawn(), False)]
+
+
 @exercise("3.3", "Count the parameters of a multi-head attention layer", section="Counting parameters",
           references=("attnbook.models.params.mha_param_count",))
 def check_mha_param_count(mha_param_count) -> str:
     """mha_param_count(d_model, n_heads, bias=True) -> 4 d^2 + 4 d (4 d^2 without bias), an int."""
-    cases = [(512, 8, None), (768, 12, True), (768, 12, False), (64, 1, True), (1024, 16, False),
-             (12288, 96, True), (6, 3, True), (6, 3, False)]
+    cases = mha_count_cases()
     runs = []  # (on, the learner's count, d, h, bias) of every case run
     for d, h, bias in cases:
         if bias is None:  # the default must be bias=True

@@ -70,6 +70,16 @@ ERROR_HINTS: list[tuple[str, str]] = [
      N_("an argument you treat as a tensor is a number: keep the order of the arguments given in the task")),
     (r"^NameError: name '(\w+)' is not defined",
      N_("a name your function uses is not defined: define or import it in the cell, and run the cells above first")),
+    (r"^TypeError: 'float' object is not iterable",
+     N_("a single number (a Python float) was used where several values were expected: a loop `for ... in`, sum(), "
+        "list(), a statistics function or an unpacking `a, b = ...`; collect the values in a list or a tensor, and "
+        "check what each of your expressions returns")),
+    (r"^TypeError: 'int' object is not iterable",
+     N_("an int was used where several values were expected: to repeat something n times write `for i in "
+        "range(n)`, and collect values in a list or a tensor before sum(), list() or an unpacking `a, b = ...`")),
+    (r"bad operand type for unary ~: 'NoneType'",
+     N_("~ was applied to None: an argument that may be None (such as mask=None) must be tested with `if mask is "
+        "not None:` before it is used; otherwise a helper function forgot its `return`")),
     (r"'NoneType' object|NoneType",
      N_("a value in your code is None: did a helper function forget its `return`?")),
     (r"expected scalar type|expected m1 and m2 to have the same dtype|should be the same dtype|dtype",
@@ -82,6 +92,35 @@ ERROR_HINTS: list[tuple[str, str]] = [
     (r"^TypeError: 'int' object is not callable|object is not callable",
      N_("a name you call is not a function here: was it overwritten by a number or a tensor earlier?")),
 ]
+
+
+# Where a task asks for the input's precision, a float64 result is checked to FLOAT64_TOL (atol, rtol): float64
+# arithmetic in any order of summation is right to about 1e-15 here, float32 arithmetic (inputs rounded to float32,
+# relative error about 6e-8 per step) is off by 1e-8 or more on inputs with full float64 mantissas.
+FLOAT64_TOL = (1e-12, 1e-12)
+FLOAT32_ARITHMETIC = N_("on float64 inputs your result is right only to float32 precision (about 7 digits): compute in "
+                        "the dtype of the inputs, with no .float() or float32 tensors on the way")
+
+
+
+def tolerance_for(dtype) -> tuple[float, float]:
+    """(atol, rtol) of a result in `dtype` where a task asks for the input's precision: FLOAT64_TOL for float64,
+    the checks' usual (1e-5, 1e-4) otherwise."""
+    import torch
+
+    return FLOAT64_TOL if dtype == torch.float64 else (1e-5, 1e-4)
+
+
+def precision_hint(got, ref, hint: str | None) -> str | None:
+    """FLOAT32_ARITHMETIC for a float64 result that is right only to float32's tolerance (whatever mistake `hint`
+    names: on this input that mistake gives the right result too), else `hint`."""
+    import torch
+
+    from .compare import close_to  # compare builds on this module
+
+    if ref.dtype == torch.float64 and close_to(got, ref):
+        return _(FLOAT32_ARITHMETIC)
+    return hint
 
 
 def explain_error(e: BaseException | str) -> str | None:

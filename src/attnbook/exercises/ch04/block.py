@@ -1,6 +1,8 @@
 """Checker for exercise 4.3, a pre-norm block from its sublayers."""
 from __future__ import annotations
 
+import re
+
 import torch
 from torch import Tensor, nn
 
@@ -37,8 +39,11 @@ def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
     post = (_("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
               "only the input of each sublayer and adds the sublayer's output to the un-normalised stream"))
     order = _("the sublayers come in the other order: attention first, then the feed-forward network, each with its norm")
+    both = norm1(x + a_y)  # the stream normalised after the first residual too
     return {
         post: norm2(post_h + ffn(post_h)),
+        _("you normalise after each residual addition too, as a post-norm block does, on top of normalising each "
+          "sublayer's input: a pre-norm block leaves the stream itself un-normalised"): norm2(both + ffn(norm2(both))),
         post + _(" (your second sublayer also reads x instead of h, so the attention output is lost)"): norm2(x + ffn(x)),
         post + _(" (your second residual also starts from x instead of h)"): norm2(x + ffn(post_h)),
         _("the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
@@ -81,11 +86,20 @@ def _block_error_hint(message: str) -> str | None:
     if _("attn takes one tensor of shape (batch, n, d)") in message or "must have shape (batch, seq" in message:
         return (_("keep x as it is, (batch, n, d): attention mixes the positions within each sequence, so do not "
                   "flatten or reshape x (to (batch * n, d)) before calling attn"))
-    if "TypeError" in message and ("positional argument" in message or "takes" in message):
-        return (_("each of attn, ffn, norm1 and norm2 takes one tensor of shape (batch, n, d) and returns one: call "
-                  "attn with the normalised tensor alone, not attn(q, k, v)"))
+    if "pre_norm_block()" in message and ("positional argument" in message or "keyword argument" in message):
+        return (_("keep the signature pre_norm_block(x, attn, ffn, norm1, norm2): the check passes these five "
+                  "arguments, a norm for each sublayer, and nothing else"))
+    called = re.search(r"\b(attn|ffn|norm1|norm2)\(\) (takes \d+ positional|got an unexpected keyword)", message)
+    if called:
+        name = called.group(1)
+        if name == "attn":
+            return (_("attn takes one tensor of shape (batch, n, d) and returns one: call it as attn(t), with the "
+                      "normalised tensor alone, not attn(q, k, v)"))
+        return (_("{name} takes one tensor of shape (batch, n, d) and returns one: call it as {name}(t), with the "
+                  "tensor alone (its settings, such as eps or the weights, are already inside it)", name=name))
     if "not subscriptable" in message or "tuple" in message:
-        return _("attn returns one tensor (not an (output, weights) tuple): use its result directly")
+        return (_("one of your values is a tuple where a tensor is needed: each sublayer returns one tensor (not an "
+                  "(output, weights) tuple), and a trailing comma (h = ...,) makes a tuple"))
     return None
 
 

@@ -6,7 +6,7 @@ import itertools
 import torch
 from torch import nn
 
-from ..compare import expect_int
+from ..compare import expect_int, generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
@@ -125,18 +125,32 @@ def _call_count(encoder_param_count, config: tuple, on: str) -> int:
                       hint=_("a count is a whole number: use integer arithmetic (// instead of /, no ** 0.5, no 1e6)"))
 
 
-@exercise("4.4", "The encoder's parameter count", section="The whole encoder",
-          references=("attnbook.models.params.encoder_param_count",))
-def check_encoder_param_count(encoder_param_count) -> str:
-    """encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers) must equal a real stack's count."""
-    configs = [
+def encoder_configs() -> list[tuple[int, int, int, int, int]]:
+    """(vocab_size, d_model, n_heads, d_ff, n_layers) for 4.4: fixed ones (GPT-3's size among them, the chapter's
+    encoder last: the message names its count) and one drawn anew on every run (a table of known ones does not
+    do)."""
+    g = generator(44)
+
+    def draw(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (), generator=g))
+
+    n_heads = draw(1, 16)
+    return [
         (100, 8, 2, 20, 3),
         (50257, 12288, 96, 49152, 96),  # GPT-3's size: about 175 billion, beyond a 32-bit integer
         (1000, 16, 4, 40, 1),
         (37, 12, 1, 20, 2),
         (500, 12, 12, 7, 4),
+        (draw(2, 60000), n_heads * draw(1, 64), n_heads, draw(1, 4096), draw(1, 48)),
         (30000, 768, 12, 3072, 12),
     ]
+
+
+@exercise("4.4", "The encoder's parameter count", section="The whole encoder",
+          references=("attnbook.models.params.encoder_param_count",))
+def check_encoder_param_count(encoder_param_count) -> str:
+    """encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers) must equal a real stack's count."""
+    configs = encoder_configs()
     answers = []  # (configuration, the learner's count, the right count)
     for config in configs:
         on = ", ".join(f"{name}={value}" for name, value in zip(ARGUMENTS, config))
