@@ -3,6 +3,8 @@
 The wrong answers are written here from scratch, each with one deliberate mistake, independently of the checker's
 own table of mistakes.
 """
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -366,7 +368,7 @@ def _pool(ids, vocab_size, generator):  # random ids drawn only among the tokens
     (lambda ids, V, g: torch.randint(V - 1, ids.shape, generator=g), "upper bound, vocab_size, is exclusive"),
     (lambda ids, V, g: (ids + torch.randint(1, V, ids.shape, generator=g)) % V,
      "a random id may equal the original one"),
-    (lambda ids, V, g: torch.randint(4, V, ids.shape, generator=g), "from the whole vocabulary"),
+    (lambda ids, V, g: torch.randint(4, V, ids.shape, generator=g), "the lower bound is 0"),
     (_pool, "not from the tokens in the batch"),
 ], ids=["never-0", "never-V-1", "never-original", "skip-specials", "batch-pool"])
 def test_8_1_random_ids_from_the_wrong_range_are_rejected(draw, hint):
@@ -429,7 +431,7 @@ def _ce(logits, ids, **kwargs):
 
 @pytest.mark.parametrize("fn, hint", [
     (lambda logits, ids: _ce(logits, ids, reduction="none").view(ids.size(0), -1).sum(1).mean(),
-     "summed over the positions of each sequence"),
+     "you summed over the positions"),
     (lambda logits, ids: _ce(logits, ids, ignore_index=0), "ignore_index=0"),
     (lambda logits, ids: F.nll_loss(*_flat(torch.log_softmax(logits, dim=1)[:, :-1], ids[:, 1:])), "dim=-1"),
 ], ids=["sum-then-mean", "ignore-0", "log-softmax-dim1"])
@@ -630,3 +632,216 @@ def test_8_3_randomness_rules():
                           (no_none, "top_k=None means no cut")):
         result = check("8.3", answer)
         assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: the statistics of 8.1 and 8.3, computed from the windows the checks test
+# ---------------------------------------------------------------------------------------------------------
+
+FALSE_FAIL_LIMIT = 1e-6  # a right answer may fail one check (both of its passes together) at most this often
+POWER_LIMIT = 1 - 1e-6  # each wrong class of the catalogue must fail at least this often
+
+
+def _windows_of_a_right_answer(monkeypatch, exercise_id, answer):
+    """The (count, n, p) of every window the check tests while a right answer passes it (both passes)."""
+    from attnbook.exercises.ch08 import _shared, masking, sampling
+
+    seen = []
+
+    def recording(count, n, p):
+        seen.append((count, n, p))
+        return _shared.within_window(count, n, p)
+
+    monkeypatch.setattr(masking, "within_window", recording)
+    monkeypatch.setattr(sampling, "within_window", recording)
+    result = check(exercise_id, answer)
+    assert result.passed, result.message
+    return seen
+
+
+def _outside(n, p):
+    """The exact probability that a binomial(n, p) count falls outside the check's window for (n, p)."""
+    from scipy.stats import binom
+
+    from attnbook.exercises.ch08._shared import window
+
+    low, high = window(n, p)
+    return float(binom.cdf(math.ceil(low) - 1, n, p) + binom.sf(math.floor(high), n, p))
+
+
+def _inside(n, p_true, p_window):
+    """The probability that a binomial(n, p_true) count falls inside the check's window for (n, p_window)."""
+    from scipy.stats import binom
+
+    from attnbook.exercises.ch08._shared import window
+
+    low, high = window(n, p_window)
+    return float(binom.cdf(math.floor(high), n, p_true) - binom.cdf(math.ceil(low) - 1, n, p_true))
+
+
+def test_8_1_false_failure_rate(monkeypatch, solutions):
+    pytest.importorskip("scipy")
+    from attnbook.exercises.ch08._shared import FALSE_FAILURE
+
+    windows = _windows_of_a_right_answer(monkeypatch, "8.1", solutions(8)["mlm_mask"])
+    assert 80 <= len(windows) <= 2 * 48, len(windows)  # 48 windows per pass at most (the module's docstring)
+    exact = sum(_outside(n, p) for _count, n, p in windows)
+    # besides the windows: every position chosen in the (2, 8) case (0.15^16 per pass), and exactly round(15%) of
+    # the positions in four calls (the product of four binomial modes, below 7e-10 per pass)
+    from scipy.stats import binom
+
+    exact_15 = math.prod(binom.pmf(round(0.15 * n), n, 0.15) for n in (64 * 30, 100_000, 100_000, 300_000))
+    total = exact + 2 * (0.15 ** 16 + exact_15)
+    assert total <= FALSE_FAIL_LIMIT and len(windows) * FALSE_FAILURE <= FALSE_FAIL_LIMIT, (total, len(windows))
+
+
+def test_8_1_power_against_each_wrong_class():
+    pytest.importorskip("scipy")
+    from attnbook.exercises.ch08._shared import window
+    from attnbook.exercises.ch08.masking import POSITIONS_SHAPE
+
+    rows, _positions = POSITIONS_SHAPE
+    # A position or an id that is never chosen counts 0, below every window of the positions case: power 1.
+    assert window(rows, 0.15)[0] > 0 and window(1_500, 0.15)[0] > 0  # each id fills about 2,000 positions
+    # A rate off by 0.01 (0.14 or 0.16; further off is caught more often): it must pass the rate windows of the
+    # (200, 500) and (600, 500) calls, in both passes.
+    for p in (0.14, 0.16):
+        passes = (_inside(100_000, p, 0.15) * _inside(300_000, p, 0.15)) ** 2
+        assert 1 - passes >= POWER_LIMIT, (p, passes)
+    # A split off by 0.03 in the share of [MASK] (0.77 or 0.83; the random and unchanged shares take the rest): the
+    # [MASK] windows of the (200, 500) call (about 15,000 chosen, vocabulary 1,000) and of the (600, 500) call
+    # (about 45,000 chosen, vocabulary 5, where 1/5 of the random ids is [MASK] too).
+    for share in (0.77, 0.83):
+        random_ = (1 - share) / 2
+        passes = (_inside(15_000, share + random_ / 1000, 0.8 + 0.1 / 1000)
+                  * _inside(45_000, share + random_ / 5, 0.8 + 0.1 / 5)) ** 2
+        assert 1 - passes >= POWER_LIMIT, (share, passes)
+    # ... and in the share left unchanged (0.07 or 0.13, [MASK] keeping 0.8)
+    for keep in (0.07, 0.13):
+        random_ = 0.2 - keep
+        passes = (_inside(15_000, keep + random_ / 1000, 0.1 + 0.1 / 1000)
+                  * _inside(45_000, keep + random_ / 5, 0.1 + 0.1 / 5)) ** 2
+        assert 1 - passes >= POWER_LIMIT, (keep, passes)
+
+
+def test_8_3_false_failure_rate(monkeypatch, solutions):
+    pytest.importorskip("scipy")
+    from attnbook.exercises.ch08._shared import FALSE_FAILURE
+    from attnbook.exercises.ch08.sampling import CONFIGS
+
+    windows = _windows_of_a_right_answer(monkeypatch, "8.3", solutions(8)["sample_next"])
+    assert len(windows) == 2 * len(CONFIGS) * 12, len(windows)  # every count of 2 rows x 6 tokens, both passes
+    total = sum(_outside(n, p) for _count, n, p in windows)
+    assert total <= FALSE_FAIL_LIMIT and len(windows) * FALSE_FAILURE <= FALSE_FAIL_LIMIT, total
+
+
+def test_8_3_power_against_each_wrong_class():
+    # Every mistake whose frequencies the check tests (the others fail deterministically: argmax, a shape, an
+    # error such as exp overflowing): it passes a setting only if every count fits its window, so at most with
+    # the probability that its least fitting count does; it must pass every setting in both passes.
+    pytest.importorskip("scipy")
+    from attnbook.exercises.ch08.sampling import _N, CONFIGS, ROWS, _probs, _sample_mistakes
+
+    passes: dict[str, float] = {}
+    for which, temperature, top_k in CONFIGS:
+        rows = ROWS[which].float().double()
+        right = _probs(rows, temperature, top_k)
+        for hint, probs in _sample_mistakes(rows, temperature, top_k):
+            fit = min(_inside(_N, float(q), float(p)) for q, p in zip(probs.flatten(), right.flatten()))
+            passes[hint] = passes.get(hint, 1.0) * fit
+    for hint, p in passes.items():
+        assert 1 - p ** 2 >= POWER_LIMIT, (hint, p)
+    # a finite fill at the settings whose kept logits are far below it
+    for fill, before in ((-10.0, False), (-10.0, True), (-20.0, False), (0.0, False)):
+        p = 1.0
+        for which, temperature, top_k in CONFIGS:
+            if top_k is None:
+                continue
+            rows = ROWS[which].float().double()
+            probs = _probs(rows, temperature, top_k, fill=fill, fill_before=before)
+            right = _probs(rows, temperature, top_k)
+            p *= min(_inside(_N, float(q), float(r)) for q, r in zip(probs.flatten(), right.flatten()))
+        assert 1 - p ** 2 >= POWER_LIMIT, (fill, before, p)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: fresh values on every pass. Every catalogue entry keeps its verdict for many values of the run's offset
+# (each check also runs its second pass, at offset + compare.FRESH_STEP); the tuned properties of the drawn cases are
+# checked directly for 200 offsets where a case is tuned (chapters 9 and 10).
+# ---------------------------------------------------------------------------------------------------------
+
+def offsets(count: int) -> list[int]:
+    """`count` values of compare.SEED_OFFSET, spread over its range (0 first: the notebook's own)."""
+    return [(i * 104_729_003) % 2 ** 31 for i in range(count)]
+
+
+def catalogue_over_offsets(exercise_id: str, values, monkeypatch) -> None:
+    """Every catalogue entry of `exercise_id` gets its verdict (a right answer passes, a wrong one fails with its
+    promised message) for every offset in `values`."""
+    import mutants
+    from attnbook.exercises import compare
+
+    entries = [m for m in mutants.load(exercise_id.split(".")[0]) if m.exercise_id == exercise_id]
+    wrong_verdicts = []
+    for offset in values:
+        monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+        for m in entries:
+            ok, result = mutants.run(m)
+            if not ok:
+                wrong_verdicts.append((offset, m.name, result.message[:300]))
+    assert not wrong_verdicts, wrong_verdicts
+
+
+@pytest.mark.parametrize("exercise_id, count", [("8.1", 3), ("8.2", 20), ("8.3", 2)])
+def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
+    catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
+
+
+@pytest.mark.parametrize("offset", offsets(200))
+def test_8_2_every_mistake_separates_on_every_draw(offset, monkeypatch):
+    # On every draw each known mistake gives a loss far (1e-4, ten times the tolerance) from the right one, and
+    # the large case keeps its targets alternating between the largest and the smallest logit.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch08.lm_loss import _lm_mistakes
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    g = compare.generator(825)
+    logits = 100.0 * torch.randn(2, 4, 9, generator=g)
+    assert logits.abs().max() > 100  # beyond float32's exp range
+    for seed, (B, T, V) in zip(range(820, 825), [(2, 5, 7), (3, 9, 11), (1, 6, 13), (4, 2, 5), (2, 12, 50)]):
+        g = compare.generator(seed)
+        lg = 2.0 * torch.randn(B, T, V, generator=g, dtype=torch.float64)
+        ids = torch.randint(V, (B, T), generator=g)
+        ids[-1, -1] = 0
+        right = F.cross_entropy(lg[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+        for hint, value in _lm_mistakes(lg, ids).items():
+            assert not abs(float(value) - float(right)) <= 1e-4, (seed, hint)  # NaN (no target left) differs too
+
+
+def test_8_3_transformers_warpers_are_refused_by_their_public_name():
+    pytest.importorskip("transformers")
+
+    def sample_next(logits, temperature, top_k, generator):
+        from transformers import TopKLogitsWarper
+
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        scaled = logits / temperature
+        if top_k is not None:
+            scaled = TopKLogitsWarper(top_k)(None, scaled)
+        return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
+
+    result = check("8.3", sample_next)
+    assert not result.passed and "without transformers.TopKLogitsWarper" in result.message, result.message
+
+
+def test_8_2_the_transformers_loss_is_named_not_its_module():
+    pytest.importorskip("transformers")
+
+    def causal_lm_loss(logits, ids):
+        from transformers.loss.loss_utils import ForCausalLMLoss
+
+        return ForCausalLMLoss(logits, ids, logits.size(-1))
+
+    message = check("8.2", causal_lm_loss).message
+    assert "without transformers.loss.loss_utils.ForCausalLMLoss" in message and "<module>" not in message, message

@@ -255,6 +255,9 @@ def test_9_1_two_pass_and_log_domain_answers_pass():
 # ---------------------------------------------------------------------------------------------------------
 
 
+from attnbook.exercises.ch09.cost import cost_cases  # noqa: E402
+
+
 def test_9_2_reference_passes(solutions):
     result = check("9.2", solutions(9)["attention_cost"])
     assert result.passed, result.message
@@ -286,10 +289,15 @@ def test_9_2_tensors_are_refused_as_the_task_says():
 
 def test_9_2_messages_do_not_give_the_expected_numbers_away():
     # The first input is small enough to count by hand: the message names the mistake, not the answer.
+    from attnbook.exercises.ch09.cost import cost_cases
+
+    B, H, N, d, e = cost_cases()[0]
+    flops, size = 4 * B * H * N * N * d, B * H * N * N * e
     result = check("9.2", lambda b, h, n, d, e: (2 * b * h * n * n * d, b * h * n * n * e))
-    assert "8,820" in result.message and "17,640" not in result.message and "expected" not in result.message
+    assert f"{flops // 2:,}" in result.message and f"{flops:,}" not in result.message, result.message
+    assert "expected" not in result.message
     result = check("9.2", lambda b, h, n, d, e: (4 * b * h * n * n * d, 3 * b * h * n * n * e))
-    assert not result.passed and "2,940" not in result.message, result.message
+    assert not result.passed and f"{size:,}" not in result.message, result.message
 
 
 @pytest.mark.parametrize(
@@ -316,7 +324,7 @@ def test_9_2_messages_do_not_give_the_expected_numbers_away():
         (lambda b, h, n, d, e: (4 * b * h * n * n * d, b * h * n * n * e / 8), "without dividing by 8"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d, b * h * n * n), "stays"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d, b * h * n * n * d * e), "not N × N × d_head"),
-        (lambda b, h, n, d, e: (4 * b * h * n * n * d, 2 * b * h * n * n * e), "count one (B, H, N, N) matrix"),
+        (lambda b, h, n, d, e: (4 * b * h * n * n * d, 2 * b * h * n * n * e), "twice the size of one"),
         (lambda b, h, n, d, e: (b * h * n * n * e, 4 * b * h * n * n * d), "`return flops, score_bytes`"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d * e, b * h * n * n * e), "leave bytes_per_el out"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d + 5 * b * h * n * n, b * h * n * n * e),
@@ -338,7 +346,7 @@ def test_9_2_wrong_answers_get_hints(fn, hint):
     result = check("9.2", fn)
     assert not result.passed
     assert hint in result.message, result.message
-    assert "batch=3, heads=5, n=7, d_head=6, bytes_per_el=4" in result.message  # the first input names itself
+    assert "batch={}, heads={}, n={}, d_head={}, bytes_per_el={}".format(*cost_cases()[0]) in result.message
 
 
 @pytest.mark.parametrize("nbytes", [4, 2])
@@ -464,17 +472,10 @@ def test_9_3_correct_variants_and_other_return_types_pass():
             stamps.append(time.perf_counter())
         return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
 
-    def with_timeit(fn, n_warmup=3, n_runs=10):  # timeit's default timer, bound when timeit was imported
-        for _ in range(n_warmup):
-            fn()
-        _sync()
-        return statistics.median(timeit.repeat(lambda: (fn(), _sync()), number=1, repeat=n_runs))
-
     def captured_clock(fn, n_warmup=3, n_runs=10, clock=time.perf_counter):  # a default argument
         return statistics.median(_times(fn, n_warmup, n_runs, clock))
 
-    answers = [timer(), timer(clock=time.time),
-               timer(clock=time.monotonic), tensor_median, numpy_median, nanoseconds, laps, with_timeit,
+    answers = [timer(), timer(clock=timeit.default_timer), tensor_median, numpy_median, nanoseconds, laps,
                captured_clock]
     for answer in answers:
         for _ in range(REPEATS):
@@ -547,11 +548,22 @@ def test_9_3_wrong_answers_fail_every_time_with_the_same_hint(kwargs, hint):
     assert 'Re-read "How to time honestly"' in message
 
 
+def _first_case():
+    """The times (ms) of the first case of 9.3 in this run, and its warm-up and timed calls."""
+    from attnbook.exercises.ch09.timing import timing_cases
+
+    schedule, _w, _r = timing_cases()[0]
+    return schedule, schedule[3:13]
+
+
 def test_9_3_messages_quote_the_exact_times():
     message = check("9.3", timer(stat="mean")).message
-    assert "60, 40, 20, 1, 40, 2, 4, 1, 10, 1, 12, 9 and 2 ms" in message, message
-    assert "the median of the 10 timed calls after the 3 warm-up calls is 0.003 s" in message, message
-    assert "returned 0.0082 s" in message, message  # the exact mean of the timed calls, 82 ms / 10
+    schedule, timed = _first_case()
+    listed = ", ".join(f"{t:g}" for t in schedule[:12]) + f" and {schedule[12]:g} ms"
+    assert listed in message, message
+    median = statistics.median(timed) / 1e3
+    assert f"the median of the 10 timed calls after the 3 warm-up calls is {median:.6g} s" in message, message
+    assert f"returned {statistics.mean(timed) / 1e3:.6g} s" in message, message  # the exact mean of the timed calls
 
 
 def test_9_3_hints_found_in_the_learner_trial():
@@ -667,16 +679,16 @@ def test_9_3_other_threads_keep_the_real_clock():
 
     def time_it(fn, n_warmup=3, n_runs=10):
         times = _times(fn, n_warmup, n_runs)
-        reader = threading.Thread(target=lambda: seen.append(time.monotonic()))
-        before = time.monotonic()
+        reader = threading.Thread(target=lambda: seen.append(time.perf_counter()))
+        before = time.perf_counter()
         reader.start()
         reader.join()
         seen.append(before)
         return statistics.median(times)
 
-    real_start = time.monotonic()
+    real_start = time.perf_counter()
     assert check("9.3", time_it).passed
-    real_end = time.monotonic()
+    real_end = time.perf_counter()
     other_thread = seen[0]
     assert real_start <= other_thread <= real_end  # the real clock, not the check's
 
@@ -698,94 +710,60 @@ def test_9_3_timing_shortcuts_are_refused():
     assert not result.passed and "the task asks you to write this without" in result.message, result.message
 
 
-def test_9_3_the_first_case_tells_every_known_mistake_apart():
-    # Written against the checker's own tables on purpose: if a case is edited so that two mistakes (or a mistake
-    # and the median) coincide, the hints become ambiguous and this test says so.
-    from attnbook.exercises.ch09.timing import TIMING_CASES, _timing_mistakes
+@pytest.mark.parametrize("offset", range(0, 200 * 7919, 7919))
+def test_9_3_the_first_case_tells_every_known_mistake_apart(offset, monkeypatch):
+    # Written against the checker's own tables on purpose: on every draw of the run's seed, no two mistakes (or a
+    # mistake and the median) coincide on the first case, so each hint names one mistake; the counts are fixed.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch09.timing import CASE_COUNTS, _timing_mistakes, gpu_case, timing_cases
 
-    schedule, n_warmup, n_runs = TIMING_CASES[0]
-    assert (n_warmup, n_runs) == (None, None)
-    d = [ms / 1e3 for ms in schedule[:13]]
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    cases = timing_cases()
+    assert [(w, r) for _s, w, r in cases] == CASE_COUNTS
+    schedule, n_warmup, n_runs = cases[0]
+    d = [ms / 1e3 for ms in schedule]
+    assert len(d) == 13
     median = statistics.median(d[3:])
+    assert statistics.median_low(d[3:]) != statistics.median_high(d[3:])
     values = [value for _, value in _timing_mistakes(d, 3, 10)]
     assert all(abs(v - median) > 0.1 * median for v in values)
     pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1:]]
     assert all(abs(a - b) > 1e-4 for a, b in pairs), sorted(values)
+    assert all(len(s) == (3 + 10 if w is None else w + r) for s, w, r in cases)
+    schedule, w, r = gpu_case()
+    assert len(schedule) == w + r
 
 
-def test_9_2_the_first_case_tells_every_known_mistake_apart():
-    from attnbook.exercises.ch09.cost import COST_CASES, _byte_mistakes, _flop_mistakes
+@pytest.mark.parametrize("offset", range(0, 200 * 7919, 7919))
+def test_9_2_the_drawn_cases_keep_their_properties(offset, monkeypatch):
+    # On every draw the first case tells every known mistake apart, neither small case spells its formula
+    # (distinct primes would), the second changes bytes_per_el, and the third overflows int32 to a wrong non-zero
+    # count.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch09.cost import _byte_mistakes, _flop_mistakes, _int32, cost_cases, own_primes
 
-    B, H, N, d, nbytes = COST_CASES[0]
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    cases = cost_cases()
+    B, H, N, d, nbytes = cases[0]
     flops = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)] + [4 * B * H * N * N * d]
     sizes = [v for _, v in _byte_mistakes(B, H, N, d, nbytes)] + [B * H * N * N * nbytes]
-    assert len(set(flops)) == len(flops) and len(set(sizes)) == len(sizes)
+    del sizes[2]  # bytes // 8, the same mistake as bytes / 8
+    assert len(set(flops)) == len(flops) and len(set(map(float, sizes))) == len(sizes)
+    for case in cases[:2]:
+        assert not own_primes(case), case
+    assert cases[1][4] != cases[0][4]
+    b, h, n, dh, _e = cases[2]
+    assert _int32(4 * b * h * n * n * dh) not in (0, 4 * b * h * n * n * dh)
+    assert len(set(cases)) == len(cases)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# after the chapter 9 learner report
-# ---------------------------------------------------------------------------------------------------------
+def test_9_2_unreadable_tells_distinct_primes_from_shared_factors():
+    from attnbook.exercises.ch09.cost import own_primes, readings, unreadable
 
-
-def _frozen(dtype):
-    """The running maximum taken from the first block with a finite logit and never updated, computed in dtype."""
-    def online_softmax(blocks):
-        m = next(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
-        e = torch.cat([torch.exp(b.to(dtype) - m) for b in blocks])
-        return (e / e.sum()).to(blocks[0].dtype)
-
-    return online_softmax
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
-def test_9_1_a_running_maximum_never_updated_fails(dtype):
-    # exp overflows float32 past 88.7 and float64 past 709.8: the check has a later block that much higher.
-    result = check("9.1", _frozen(dtype))
-    assert not result.passed, result.message
-    assert "not updated" in result.message, result.message
-
-
-def test_9_1_logcumsumexp_is_refused():
-    def online_softmax(blocks):
-        x = torch.cat(blocks)
-        return torch.exp(x - torch.logcumsumexp(x, dim=0)[-1])
-
-    result = check("9.1", online_softmax)
-    assert not result.passed and "without torch.logcumsumexp" in result.message, result.message
-
-
-def test_9_1_a_maximum_starting_at_zero_is_named():
-    def online_softmax(blocks):  # m = 0 instead of -inf: all-negative rows underflow
-        m, l = 0.0, 0.0
-        for b in blocks:
-            if b.numel():
-                m_new = max(m, b.max().item())
-                l = l * math.exp(m - m_new) + torch.exp(b - m_new).sum().item()
-                m = m_new
-        return torch.cat([torch.exp(b - m) for b in blocks]) / l
-
-    message = check("9.1", online_softmax).message
-    assert "starts at -inf, not 0" in message and "skip empty blocks" not in message, message
-
-
-def test_9_1_weights_keep_the_blocks_dtype():
-    def online_softmax(blocks):
-        x = torch.cat([b.double() for b in blocks])
-        e = torch.exp(x - x[torch.isfinite(x)].max())
-        return e / e.sum()  # float64 for float32 blocks
-
-    message = check("9.1", online_softmax).message
-    assert "dtype torch.float64" in message and "expected torch.float32" in message, message
-
-
-def test_9_1_a_numpy_array_gets_a_hint():
-    def online_softmax(blocks):
-        x = torch.cat(blocks).double().numpy()
-        e = np.exp(x - x[np.isfinite(x)].max())
-        return e / e.sum()
-
-    message = check("9.1", online_softmax).message
-    assert "expected a torch.Tensor" in message and "torch.from_numpy" in message, message
+    assert own_primes((3, 5, 7, 6, 4)) == {5, 7}  # the old first case: 17,640 shows 5 and 7², so H and N²
+    assert not unreadable(4 * 3 * 5 * 7 * 7 * 6, (3, 5, 7, 6, 4))
+    assert unreadable(4 * 2 * 6 * 9 * 9 * 12, (2, 6, 9, 12, 4))
+    assert readings(2 * 4 * 8, (2, 4, 8)) >= 2
 
 
 @pytest.mark.parametrize("kind", ["torch", "numpy"])
@@ -814,7 +792,9 @@ def test_9_2_a_list_is_accepted_as_the_task_says():
 @pytest.mark.parametrize("stat, which", [("median_low", "lower"), ("median_high", "upper")])
 def test_9_3_only_statistics_median_passes(stat, which):
     message = check("9.3", timer(stat=stat)).message
-    assert "two middle ones, 2 and 4 ms" in message and f"the {which} one" in message, message
+    _schedule, timed = _first_case()
+    low, high = statistics.median_low(timed), statistics.median_high(timed)
+    assert f"two middle ones, {low:g} and {high:g} ms" in message and f"the {which} one" in message, message
 
 
 def test_9_3_torch_median_and_dropping_the_slowest_fail():
@@ -824,9 +804,10 @@ def test_9_3_torch_median_and_dropping_the_slowest_fail():
     def drop_slowest(fn, n_warmup=3, n_runs=10):
         return statistics.median(sorted(_times(fn, n_warmup, n_runs))[:-1])
 
+    low = statistics.median_low(_first_case()[1]) / 1e3
     for answer in (torch_median, drop_slowest):
         message = check("9.3", answer).message
-        assert "returned 0.002 s" in message and "lower one" in message, message
+        assert f"returned {low:.6g} s" in message and "lower one" in message, message
 
 
 def test_9_3_fixed_counts_are_named():
@@ -874,3 +855,64 @@ def test_9_3_synchronising_once_between_calls_passes():
     # sync before stopping, plus once after the warm-up: the stop of one call is the start of the next
     assert check("9.3", _sync_variant(before_start=False)).passed
     assert check("9.3", _sync_variant()).passed
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: fresh values on every pass (the helpers live in test_exercises_ch08.py)
+# ---------------------------------------------------------------------------------------------------------
+
+from test_exercises_ch08 import catalogue_over_offsets, offsets  # noqa: E402
+
+
+@pytest.mark.parametrize("exercise_id, count", [("9.1", 2), ("9.2", 10), ("9.3", 5)])
+def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
+    catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
+
+
+@pytest.mark.parametrize("offset", offsets(200))
+def test_9_1_the_drawn_rows_keep_their_properties(offset, monkeypatch):
+    from attnbook.attention import softmax
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch09.online_softmax import _online_cases
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    cases = [blocks for _desc, blocks in _online_cases()]
+    one, rising, huge, singles, falling, deep, masked, first_masked, empty_first, long = cases
+    maxima = [b.max().item() for b in rising]
+    assert all(2.0 <= b - a <= 5.0 for a, b in zip(maxima, maxima[1:]))
+    assert all(b.dtype == torch.float32 for blocks in (huge, singles, falling, deep) for b in blocks)
+    assert max(b.max().item() for b in huge) > 990 and min(b.min().item() for b in huge) < -990
+    assert singles[4].item() - max(b.item() for b in singles[:4]) > 88.7  # beyond float32's exp
+    assert max(b.max().item() for b in falling) < -104  # exp underflows to 0 in float32
+    assert falling[0].max() > max(b.max() for b in falling[1:])
+    assert deep[1].numel() == 0 and deep[2].max() > deep[0].max()
+    assert int(torch.isneginf(masked[1]).sum()) == 2 and bool(torch.isneginf(first_masked[0]).all())
+    assert empty_first[0].numel() == 0
+    first = next(b for b in long if b.numel())
+    assert max(b.max().item() for b in long[150:] if b.numel()) - first.max().item() > 709.8  # beyond float64's exp
+    # float32 arithmetic shows on every float64 row: far beyond the checked 1e-12
+    for blocks in (one, rising, masked, first_masked, empty_first, long):
+        row = torch.cat(blocks)
+        exact = softmax(row, dim=-1)
+        rough = softmax(row.float(), dim=-1).double()
+        finite = exact > 1e-30
+        assert ((rough - exact).abs()[finite] / exact[finite]).max() > 1e-9
+
+
+@pytest.mark.parametrize("offset", offsets(40))
+def test_9_1_every_mistake_differs_on_every_draw(offset, monkeypatch):
+    # every known mistake differs from the right weights on some row, by more than the tolerance it is matched with
+    # (40 offsets: working out the mistakes of the 200-block row is slow)
+    from attnbook.attention import softmax
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch09.online_softmax import MATCH_TOLERANCE, _online_cases, _online_mistakes
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    atol, rtol = MATCH_TOLERANCE
+    differs: dict[str, bool] = {}
+    for _desc, blocks in _online_cases():
+        expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)
+        for key, (_hint, wrong) in _online_mistakes(blocks, expected).items():
+            same = torch.allclose(wrong.double(), expected, atol=atol, rtol=rtol)
+            differs[key] = differs.get(key, False) or not same
+    assert all(differs.values()), [k for k, v in differs.items() if not v]

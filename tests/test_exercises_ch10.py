@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbook.exercises import check
+from attnbook.exercises.ch10.cache_bytes import cache_cases
 from conftest import chapter_path
 
 # ---------------------------------------------------------------------------------------------------------
@@ -205,7 +206,8 @@ def test_10_1_numpy_integers_are_refused_and_converted_ones_pass():
 
     result = check("10.1", numpy_int)
     assert not result.passed, result.message
-    assert "returned a NumPy int64 (18,480)" in result.message and "expected an int" in result.message, result.message
+    size = 2 * math.prod(cache_cases()[0][:6])
+    assert f"returned a NumPy int64 ({size:,})" in result.message and "expected an int" in result.message, result.message
     assert "int(" in result.message, result.message
 
     def converted(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
@@ -251,7 +253,34 @@ def test_10_1_a_fraction_is_reported_not_crashed_on():
 
     result = check("10.1", kv_cache_bytes)
     assert not result.passed and "could not check" not in result.message, result.message
-    assert "a Fraction (18480)" in result.message and "expected an int" in result.message, result.message
+    size = 2 * math.prod(cache_cases()[0][:6])
+    assert f"a Fraction ({size})" in result.message and "expected an int" in result.message, result.message
+
+
+@pytest.mark.parametrize("offset", range(0, 200 * 7919, 7919))
+def test_10_1_the_drawn_cases_keep_their_properties(offset, monkeypatch):
+    # On every draw: the first case tells the mistakes in the product apart, no case's size spells its formula (the
+    # message shows the right size of the first wrong case), the bytes per number are 8, 4, 2 in the first three
+    # cases, and LLaMA-2 70B's size overflows int32 to a wrong non-zero number.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch09.cost import own_primes
+    from attnbook.exercises.ch10.cache_bytes import _int32, separates
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    cases = [(L, kv, d, S, B or 1, nb or 2) for L, kv, d, S, B, nb, _desc in cache_cases()]
+    assert separates(*cases[0])
+    sizes = [2 * math.prod(case) for case in cases]
+    for case, size in zip(cases, sizes):
+        assert size == 0 or not own_primes(case), case
+    assert [case[5] for case in cases[:3]] == [8, 4, 2]
+    assert _int32(sizes[4]) not in (0, sizes[4])
+    assert sizes[-1] == 0 and len(set(cases)) == len(cases)
+
+
+def test_10_1_a_size_of_distinct_primes_spells_its_formula():
+    from attnbook.exercises.ch09.cost import unreadable
+
+    assert not unreadable(18480, (3, 5, 7, 11, 1, 8))  # the old first case: 2^4 * 3 * 5 * 7 * 11
 
 
 def test_10_1_hints_do_not_give_the_formula_away():
@@ -861,3 +890,56 @@ def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_c
             for name, module in (("kv_cache_bytes", "timing"), ("repeat_kv", "multihead")):
                 if token.string == name:
                     assert i >= 2 and [t.string for t in tokens[i - 2:i]] == [module, "."], (name, cell.source)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 23: fresh values on every pass (the helpers live in test_exercises_ch08.py); library caches
+# ---------------------------------------------------------------------------------------------------------
+
+from test_exercises_ch08 import catalogue_over_offsets, offsets  # noqa: E402
+
+
+@pytest.mark.parametrize("exercise_id, count", [("10.1", 10), ("10.2", 10), ("10.3", 2)])
+def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
+    catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
+
+
+@pytest.mark.parametrize("offset", offsets(200))
+def test_10_3_every_mistake_differs_on_every_draw(offset, monkeypatch):
+    # Each known mistake (each way of making it) gives an output far from the right one on some input, by more than
+    # ten times the tolerance of that input: it fails on every draw.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch10.attend import _attend_cases, _attend_mistakes, _bottom_right
+    from attnbook.attention import scaled_dot_product_attention
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    differs: dict[tuple[str, int], bool] = {}
+    for _desc, (q, kc, vc, kn, vn) in _attend_cases():
+        k, v = torch.cat([kc, kn], dim=-2), torch.cat([vc, vn], dim=-2)
+        expected = scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                attn_mask=_bottom_right(q.size(-2), k.size(-2)))[0]
+        atol, rtol = (1e-2, 1e-2) if q.dtype == torch.float16 else (1e-5, 1e-4)
+        for hint, wrong in _attend_mistakes(q, kc, vc, kn, vn).items():
+            for i, w in enumerate(wrong if isinstance(wrong, tuple) else (wrong,)):
+                far = w.shape != expected.shape or not torch.allclose(w, expected, atol=10 * atol, rtol=10 * rtol,
+                                                                     equal_nan=True)
+                differs[hint, i] = differs.get((hint, i), False) or far
+    assert all(differs.values()), [key for key, far in differs.items() if not far]
+
+
+def test_10_3_transformers_caches_are_refused():
+    pytest.importorskip("transformers")
+
+    def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        cache.update(k_cache, v_cache, 0)
+        k, v = cache.update(k_new, v_new, 0)
+        L, S = q.size(-2), k.size(-2)
+        allowed = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~allowed, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v, k, v
+
+    result = check("10.3", attend_with_cache)
+    assert not result.passed and "without transformers.DynamicCache" in result.message, result.message

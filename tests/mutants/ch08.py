@@ -893,7 +893,7 @@ def causal_lm_loss(logits, ids):
     return logp.gather(-1, ids[:, 1:, None]).mean()
 
 
-@wrong("8.2", hint="summed over the positions")
+@wrong("8.2", hint="you summed over the positions")
 def causal_lm_loss(logits, ids):
     """sums each sequence's losses, then averages over the batch"""
     losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
@@ -942,3 +942,194 @@ def sample_next(logits, temperature, top_k, generator):
     if temperature == 0:
         return logits.argmin(dim=-1)
     return _sample(logits, temperature, top_k, generator)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23: fresh values, and typical mistakes whose hints were checked (off-by-one shifts, the wrong axis, the
+# order of flattening and shifting)
+# ----------------------------------------------------------------------------------------------------------------
+
+_LM_SEEN: dict = {}
+
+
+def _per_prediction(logits, ids):
+    """(B, T-1): the cross-entropy of every prediction, logits[:, t] against ids[:, t + 1]."""
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+
+
+@wrong("8.2")
+def causal_lm_loss(logits, ids):
+    """remembers the loss of the first input of each shape (the check's second pass has new values)"""
+    key = (tuple(logits.shape), logits.dtype)
+    if key not in _LM_SEEN:
+        V = logits.size(-1)
+        _LM_SEEN[key] = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+    return _LM_SEEN[key] + 0 * logits.sum()
+
+
+@wrong("8.2", hint="own position")
+def causal_lm_loss(logits, ids):
+    """drops the last position but scores each output against its own token (logits[:, :-1] vs ids[:, :-1])"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, :-1].reshape(-1))
+
+
+@wrong("8.2", hint="own position")
+def causal_lm_loss(logits, ids):
+    """drops the first position on both sides (logits[:, 1:] vs ids[:, 1:])"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, 1:].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="before shifting")
+def causal_lm_loss(logits, ids):
+    """flattens first, then shifts the flat sequence (crosses from one sequence into the next)"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits.reshape(-1, V)[:-1], ids.reshape(-1)[1:])
+
+
+@wrong("8.2", hint="batch times the mean")
+def causal_lm_loss(logits, ids):
+    """sums over the batch, then averages over the positions"""
+    losses = _per_prediction(logits, ids)  # (B, T-1)
+    return losses.sum(dim=0).mean()
+
+
+@wrong("8.2", hint="one number")
+def causal_lm_loss(logits, ids):
+    """the mean over the wrong axis only: per-position losses averaged over the batch, shape (T-1,)"""
+    losses = _per_prediction(logits, ids)  # (B, T-1)
+    return losses.mean(dim=0)
+
+
+@wrong("8.2", hint="flatten the logits")
+def causal_lm_loss(logits, ids):
+    """flattens the logits but not the targets"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:])
+
+
+@right("8.2")
+def causal_lm_loss(logits, ids):
+    """mean over each sequence, then mean over the batch (equal lengths: the same mean)"""
+    losses = _per_prediction(logits, ids)  # (B, T-1)
+    return losses.mean(dim=1).mean()
+
+
+def _top_k_cut(scaled, top_k, fill=float("-inf")):
+    """scaled with every logit below the k-th largest of its row set to `fill` (top_k=None: unchanged)."""
+    if top_k is None:
+        return scaled
+    kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
+    return scaled.masked_fill(scaled < kth, fill)
+
+
+@wrong("8.3", hint="-inf")
+def sample_next(logits, temperature, top_k, generator):
+    """sets the logits outside the top k to -10 ('small enough') instead of -inf"""
+    return _sample(logits, temperature, top_k, generator, fill=-10.0)
+
+
+@wrong("8.3", hint="-inf")
+def sample_next(logits, temperature, top_k, generator):
+    """fills the logits outside the top k with -10 BEFORE dividing by the temperature"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = _top_k_cut(logits, top_k, -10.0)
+    return torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="overflow")
+def sample_next(logits, temperature, top_k, generator):
+    """a softmax written out as exp / sum without subtracting the maximum (overflows at a low temperature)"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    scaled = _top_k_cut(scaled, top_k)
+    e = torch.exp(scaled)
+    return torch.multinomial(e / e.sum(dim=-1, keepdim=True), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="overflow")
+def sample_next(logits, temperature, top_k, generator):
+    """exp in float64 without subtracting the maximum, multinomial normalises ('float64 does not overflow')"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits.double() / temperature
+    scaled = _top_k_cut(scaled, top_k)
+    return torch.multinomial(torch.exp(scaled), 1, generator=generator).squeeze(-1)
+
+
+@right("8.3")
+def sample_next(logits, temperature, top_k, generator):
+    """a large negative fill (-1e9) instead of -inf, exp after subtracting each row's maximum"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    scaled = _top_k_cut(scaled, top_k, -1e9)
+    e = torch.exp(scaled - scaled.amax(dim=-1, keepdim=True))
+    return torch.multinomial(e / e.sum(dim=-1, keepdim=True), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="finite fill")
+def sample_next(logits, temperature, top_k, generator):
+    """sets the logits outside the top k to -20 (a finite number, far from -inf)"""
+    return _sample(logits, temperature, top_k, generator, fill=-20.0)
+
+
+# 8.1 · every position and every id may be chosen, at the rate 0.15, split 80/10/10 (issue 23: statistics with
+# power against each of these)
+
+def _masking(choose, *, split=(0.8, 0.1), random_low=0, on_all=False):
+    """mlm_mask, right except for `choose(ids, mask_id, generator)` -> the chosen positions, the split (shares of
+    [MASK] and of a random id), the lower bound of the random ids, and `on_all` (the split applied everywhere)."""
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        chosen = choose(ids, mask_id, generator)
+        r = torch.rand(ids.shape, generator=generator)
+        random_ids = torch.randint(random_low, vocab_size, ids.shape, generator=generator)
+        where = torch.ones_like(chosen) if on_all else chosen
+        masked = torch.where(where & (r < split[0]), mask_id, ids)
+        masked = torch.where(where & (r >= split[0]) & (r < split[0] + split[1]), random_ids, masked)
+        return masked, torch.where(chosen, ids, -100)
+    return mlm_mask
+
+
+def _rate(p):
+    return lambda ids, mask_id, g: torch.rand(ids.shape, generator=g) < p
+
+
+def _but(skip):
+    """The right choice (rate 0.15) except where skip(ids, mask_id) is True."""
+    return lambda ids, mask_id, g: (torch.rand(ids.shape, generator=g) < 0.15) & ~skip(ids, mask_id)
+
+
+def _columns(*cols):
+    def skip(ids, mask_id):
+        out = torch.zeros(ids.shape, dtype=torch.bool)
+        out[:, list(cols)] = True
+        return out
+    return skip
+
+
+wrong("8.1", hint="the first one too", name="never chooses position 0 (as if it held [CLS])")(
+    _masking(_but(_columns(0))))
+wrong("8.1", hint="the first and the last too", name="never chooses the first and the last position ([CLS], [SEP])")(
+    _masking(_but(_columns(0, -1))))
+wrong("8.1", hint="already mask_id", name="never chooses a position whose id is mask_id ('already masked')")(
+    _masking(_but(lambda ids, mask_id: ids == mask_id)))
+wrong("8.1", hint="no special tokens to skip", name="never chooses the chapter's special ids 0..3")(
+    _masking(_but(lambda ids, mask_id: ids < 4)))
+wrong("8.1", hint="no special tokens to skip", name="never chooses [PAD], [BOS], [EOS] (0, 1, 2) or mask_id")(
+    _masking(_but(lambda ids, mask_id: (ids <= 2) | (ids == mask_id))))
+wrong("8.1", hint="expected about 15%", name="chooses with probability 0.14 (a rate off by a bit)")(_masking(_rate(0.14)))
+wrong("8.1", hint="expected about 15%", name="chooses with probability 0.16 (a rate off by a bit)")(_masking(_rate(0.16)))
+wrong("8.1", hint="expected 80%, 10%, 10%", name="splits 75/15/10 (the split off by a bit)")(
+    _masking(_rate(0.15), split=(0.75, 0.15)))
+wrong("8.1", hint="expected 80%, 10%, 10%", name="splits 85/10/5 (the split off by a bit)")(
+    _masking(_rate(0.15), split=(0.85, 0.10)))
+wrong("8.1", hint="chosen positions only", name="the 80/10/10 split applied to every position, not only the chosen")(
+    _masking(_rate(0.15), on_all=True))
+wrong("8.1", hint="the lower bound is 0", name="random ids drawn from [4, vocab_size): the special ids left out")(
+    _masking(_rate(0.15), random_low=4))
+right("8.1", name="torch.where with a float uniform per position compared once with 0.15 (<=, not <)")(
+    _masking(lambda ids, mask_id, g: torch.rand(ids.shape, generator=g) <= 0.15))

@@ -834,14 +834,15 @@ def _sync():
         torch.cuda.synchronize()
 
 
-def _timed_runs(fn, n):
+def _timed_runs(fn, n, clock=None, to_seconds=lambda t: t):
+    clock = clock or (lambda: time.perf_counter())  # looked up when called: the check's clock stands in for it
     times = []
     for _ in range(n):
         _sync()
-        start = time.perf_counter()
+        start = clock()
         fn()
         _sync()
-        times.append(time.perf_counter() - start)
+        times.append(to_seconds(clock() - start))
     return times
 
 
@@ -1216,9 +1217,9 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return statistics.median(times)
 
 
-@right("9.3")
+@wrong("9.3", hint="time.perf_counter()")
 def time_it(fn, n_warmup=3, n_runs=10):
-    """time.monotonic() instead of perf_counter (the task says the check moves it too)"""
+    """time.monotonic() instead of perf_counter (coarse on some systems; the task asks for perf_counter)"""
     for _ in range(n_warmup):
         fn()
     times = []
@@ -1330,3 +1331,293 @@ def time_it(fn, n_warmup=3, n_runs=10):
             synchronize()
         stamps.append(time.perf_counter())
     return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23: float32 arithmetic on float64 blocks (the task checks float64 rows to 1e-12), and typical mistakes of
+# the streaming pass whose hints were checked
+# ----------------------------------------------------------------------------------------------------------------
+
+def _stream_with(blocks, *, cast=lambda b: b, new_max=lambda m, b: max(m, b.max().item()),
+                 factor=lambda m, m_new: math.exp(m - m_new)):
+    """(m, l) of the streaming pass over Python floats, with one step replaced: `cast` (each block before use),
+    `new_max` (the running maximum after a block), `factor` (what the old sum is multiplied by)."""
+    m, l = float("-inf"), 0.0
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        b = cast(b)
+        m_new = new_max(m, b)
+        if m_new == float("-inf"):
+            continue
+        l = (l * factor(m, m_new) if math.isfinite(m) else 0.0) + torch.exp(b - m_new).sum().item()
+        m = m_new
+    return m, l
+
+
+@wrong("9.1", hint="float32")
+def online_softmax(blocks):
+    """streams in float32 (b.float()) and casts the weights back to the blocks' dtype"""
+    m, l = _stream_with(blocks, cast=lambda b: b.float())
+    return (torch.cat([torch.exp(b.float() - m) for b in blocks]) / l).to(blocks[0].dtype)
+
+
+@wrong("9.1", hint="float32")
+def online_softmax(blocks):
+    """writes the weights into a preallocated torch.zeros(total) (float32), then returns it as the blocks' dtype"""
+    m, l = _stream_with(blocks)
+    out = torch.zeros(sum(b.numel() for b in blocks))
+    i = 0
+    for b in blocks:
+        out[i:i + b.numel()] = torch.exp(b - m) / l
+        i += b.numel()
+    return out.to(blocks[0].dtype)
+
+
+@wrong("9.1", hint="float32")
+def online_softmax(blocks):
+    """keeps m and l as float32 tensors (torch.tensor(-inf) and torch.tensor(0.)) updated with tensor ops"""
+    m, l = torch.tensor(float("-inf")), torch.tensor(0.0)
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = torch.maximum(m, b.max().float())
+        if torch.isinf(m_new):
+            continue
+        l = l * torch.exp(m - m_new) + torch.exp(b.float() - m_new).sum()
+        m = m_new
+    return (torch.cat([torch.exp(b.float() - m) for b in blocks]) / l).to(blocks[0].dtype)
+
+
+@wrong("9.1", hint="float32")
+def online_softmax(blocks):
+    """streams in NumPy float32 (np.float32 arrays), back to a tensor of the blocks' dtype"""
+    m, l = -np.inf, np.float32(0.0)
+    arrays = [b.numpy().astype(np.float32) for b in blocks]
+    for a in arrays:
+        if a.size == 0:
+            continue
+        m_new = max(m, float(a.max()))
+        if m_new == -np.inf:
+            continue
+        l = l * np.float32(np.exp(np.float32(m - m_new))) + np.exp(a - np.float32(m_new)).sum()
+        m = m_new
+    out = np.concatenate([np.exp(a - np.float32(m)) for a in arrays]) / l
+    return torch.from_numpy(out).to(blocks[0].dtype)
+
+
+@wrong("9.1", hint="exp(m_old - m_new)")
+def online_softmax(blocks):
+    """updates m before rescaling, so the factor exp(m - m_new) is always 1 (never rescales)"""
+    m, l = _stream_with(blocks, factor=lambda m, m_new: 1.0)  # exp(m - m_new) after m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """rescales l by the ratio m_old / m_new instead of exp(m_old - m_new)"""
+    m, l = _stream_with(blocks, factor=lambda m, m_new: m / m_new if m_new != 0 else 0.0)
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1", hint="never the block's own maximum alone")
+def online_softmax(blocks):
+    """m = b.max() (not max(m, b.max())), rescaling l with math.exp each time: the rescaling overflows"""
+    m, l = _stream_with(blocks, new_max=lambda m, b: b.max().item())
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """the block maximum as the running maximum, with the sum never rescaled"""
+    m, l = _stream_with(blocks, new_max=lambda m, b: b.max().item(), factor=lambda m, m_new: 1.0)
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1")
+def online_softmax(blocks):
+    """no guard for an all--inf block, with tensors: exp(b - m_new) with m_new = -inf gives NaN"""
+    m, l = torch.tensor(float("-inf"), dtype=blocks[0].dtype), torch.tensor(0.0, dtype=blocks[0].dtype)
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = torch.maximum(m, b.max())
+        l = l * torch.exp(m - m_new) + torch.exp(b - m_new).sum()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@right("9.1")
+def online_softmax(blocks):
+    """m and l as 0-d tensors of the blocks' dtype (torch.tensor(..., dtype=...)), a where-guard for -inf"""
+    dtype = blocks[0].dtype
+    m, l = torch.tensor(float("-inf"), dtype=dtype), torch.tensor(0.0, dtype=dtype)
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = torch.maximum(m, b.max())
+        if torch.isneginf(m_new):
+            continue
+        scale = torch.where(torch.isneginf(m), torch.zeros_like(m), torch.exp(m - m_new))
+        l = l * scale + torch.exp(b - m_new).sum()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1", hint="never the block's own maximum alone")
+def online_softmax(blocks):
+    """0-d tensors, m set to the block's own maximum (a later, smaller block makes the rescaling overflow)"""
+    m = torch.tensor(float("-inf"), dtype=blocks[0].dtype)
+    l = torch.zeros((), dtype=blocks[0].dtype)
+    for b in blocks:
+        if b.numel() == 0:
+            continue
+        m_new = b.max()
+        if torch.isneginf(m_new):
+            continue
+        l = (l * torch.exp(m - m_new) if torch.isfinite(m) else 0.0) + torch.exp(b - m_new).sum()
+        m = m_new
+    return torch.cat([torch.exp(b - m) for b in blocks]) / l
+
+
+@wrong("9.1", hint="at most 1")
+def online_softmax(blocks):
+    """pure Python, math.exp of every logit with no shift at all (math range error at 1000)"""
+    out = [math.exp(x) for b in blocks for x in b.tolist()]
+    total = sum(out)
+    return torch.tensor([v / total for v in out], dtype=blocks[0].dtype)
+
+
+# 9.2 · cases from the run's seed (an answer cannot know them in advance), and hints that name only what explains
+# the number
+
+_COST_TABLE = {  # the check's inputs as they were before issue 23, with their right results
+    (3, 5, 7, 6, 4): (17640, 2940), (1, 1, 4, 2, 2): (128, 32), (3, 16, 1000, 72, 8): (13824000000, 384000000),
+    (4, 12, 1024, 64, 2): (12884901888, 100663296), (1, 32, 4096, 128, 2): (274877906944, 1073741824),
+    (1, 1, 1, 1, 1): (4, 1), (8, 32, 32768, 128, 2): (140737488355328, 549755813888),
+}
+
+
+@wrong("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """a table of the check's inputs with their results, and a guess (one product) for any other input"""
+    key = (batch, heads, n, d_head, bytes_per_el)
+    if key in _COST_TABLE:
+        return _COST_TABLE[key]
+    return 2 * batch * heads * n * n * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="twice the size of one")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """each element counted at 2 * bytes_per_el bytes (the wrong size of an element)"""
+    pairs = batch * heads * n * n
+    return 4 * pairs * d_head, pairs * 2 * bytes_per_el
+
+
+@wrong("9.2", hint="both products as multiply-adds")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """both products, but one FLOP per multiply-add"""
+    pairs = batch * heads * n * n
+    return pairs * d_head + pairs * d_head, pairs * bytes_per_el
+
+
+@wrong("9.2", hint="softmax and the scaling are not counted")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """counts the softmax too: exp, sum and divide, 3 FLOPs per score"""
+    pairs = batch * heads * n * n
+    return 4 * pairs * d_head + 3 * pairs, pairs * bytes_per_el
+
+
+# 9.3 · the clock the task names, time.perf_counter(), and nothing else (issue 23: text and check agree)
+
+def _with_clock(clock, to_seconds=lambda t: t):
+    """time_it, right except that it reads `clock` (a function of no arguments) and converts with `to_seconds`."""
+    def time_it(fn, n_warmup=3, n_runs=10):
+        for _ in range(n_warmup):
+            fn()
+        return statistics.median(_timed_runs(fn, n_runs, clock, to_seconds))
+    return time_it
+
+
+wrong("9.3", hint="time.time()", name="time.time(), the wall-clock date")(_with_clock(lambda: time.time()))
+wrong("9.3", hint="time.time_ns()", name="time.time_ns() converted to seconds")(
+    _with_clock(lambda: time.time_ns(), lambda t: t / 1e9))
+wrong("9.3", hint="time.monotonic_ns()", name="time.monotonic_ns() converted to seconds")(
+    _with_clock(lambda: time.monotonic_ns(), lambda t: t / 1e9))
+wrong("9.3", hint="clock_gettime", name="time.clock_gettime(time.CLOCK_MONOTONIC)")(
+    _with_clock(lambda: time.clock_gettime(time.CLOCK_MONOTONIC)))
+wrong("9.3", hint="nanoseconds", name="time.perf_counter_ns() without converting to seconds")(
+    _with_clock(lambda: time.perf_counter_ns()))
+right("9.3", name="timeit.default_timer, which is time.perf_counter")(_with_clock(lambda: __import__("timeit").default_timer()))
+
+
+@wrong("9.3", hint="timeit")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """timeit.repeat with number=1 for the timed calls, the median of its list"""
+    import timeit
+
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(timeit.repeat(fn, repeat=n_runs, number=1))
+
+
+@wrong("9.3", hint="timeit")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """timeit.Timer(fn).repeat after a manual warm-up"""
+    import timeit
+
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(timeit.Timer(fn).repeat(repeat=n_runs, number=1))
+
+
+def _event_seconds(fn):
+    """One call of fn timed with CUDA events (a GPU's own clock), in seconds."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+@wrong("9.3", hint="CUDA events")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """CUDA events on every machine (torch.cuda.Event(enable_timing=True)), elapsed_time in ms / 1000"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_event_seconds(fn) for _ in range(n_runs))
+
+
+@wrong("9.3", hint="time.perf_counter()")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """CUDA events when a GPU is there, perf_counter otherwise"""
+    cuda = torch.cuda.is_available()
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_event_seconds(fn) if cuda else _timed_runs(fn, 1)[0] for _ in range(n_runs))
+
+
+_TIMING_TABLE = {(3, 10): 0.003, (9, 7): 0.008, (3, 3): 0.003, (1, 5): 0.002, (0, 3): 0.002, (2, 3): 0.004}
+
+
+@wrong("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """calls fn the right number of times (synchronising) but returns the median from a table of the check's
+    functions"""
+    for _ in range(n_warmup + n_runs):
+        _sync()
+        fn()
+        _sync()
+    return _TIMING_TABLE.get((n_warmup, n_runs), 0.001)
+
+
+@wrong("9.2", hint="without torch.utils.flop_counter.FlopCounterMode")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """PyTorch's FLOP counter around a small attention of the right shapes"""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    q = torch.zeros(batch, heads, n, d_head)
+    with FlopCounterMode(display=False) as counter:
+        (q @ q.transpose(-2, -1)) @ q
+    return counter.get_total_flops(), batch * heads * n * n * bytes_per_el

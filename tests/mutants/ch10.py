@@ -1066,3 +1066,23 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
     scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~allowed, float("-inf"))
     return _attention.softmax(scores, dim=-1) @ v, k, v
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 23: 10.1's cases come from the run's seed (a table of the old inputs no longer passes); 10.3's library caches
+# ----------------------------------------------------------------------------------------------------------------
+
+_CACHE_TABLE = {  # the check's inputs as they were before issue 23, with their right sizes
+    (3, 5, 7, 11, 1, 8): 18480, (2, 4, 16, 10, 1, 4): 10240, (4, 2, 8, 6, 3, 2): 4608,
+    (32, 32, 128, 4096, 1, 2): 2147483648, (80, 8, 128, 4096, 8, 2): 10737418240,
+    (32, 8, 128, 32768, 1, 1): 2147483648, (6, 1, 64, 100, 5, 8): 3072000, (2, 3, 4, 0, 2, 2): 0,
+}
+
+
+@wrong("10.1")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """a table of the check's inputs with their sizes, and a guess (no factor 2) for any other input"""
+    key = (n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el)
+    if key in _CACHE_TABLE:
+        return _CACHE_TABLE[key]
+    return n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el

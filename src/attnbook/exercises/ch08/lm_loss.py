@@ -8,13 +8,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..compare import expect_close, expect_tensor
+from ..compare import expect_close, expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
 
-# a pattern, matched by name when called: resolving the path would import transformers (1 s or more)
-LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.*", N_("shift the logits and the ids yourself"))]
+# A pattern, matched by name when called (resolving the path would import transformers, 1 s or more). It names
+# the loss functions themselves (ForCausalLMLoss, what a model's loss_function is), never the module's import
+# ("<module>") or its private helpers, so that the message names the function the learner called.
+LM_LOSS_FORBIDDEN = [("transformers.loss.loss_utils.For*LMLoss", N_("shift the logits and the ids yourself"))]
 CLASS_DIM_HINT = (N_("F.cross_entropy wants the classes in dimension 1: flatten the logits to (batch * positions, "
                      "vocab_size) and the targets to (batch * positions,), or pass logits.transpose(1, 2)"))
 
@@ -49,12 +51,14 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
         _("shift by exactly one position: the output at t predicts the token at t + 1, not t + 2"):
             ce(logits[:, :-2], ids[:, 2:]) if T > 2 else right + 1.0,
         _("the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)"): -right,
-        _("you took the mean over each sequence, then summed over the batch; take one mean over all predictions"):
+        _("your loss is batch times the mean: you averaged over the positions and summed over the sequences of the "
+          "batch (in either order); take one mean over all batch * (seq - 1) predictions"):
             ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
     }
     out.update({
-        _("you summed over the positions of each sequence, then took the mean over the batch; take one mean over all "
-          "batch * (seq - 1) predictions"): ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
+        _("your loss is (seq - 1) times the mean: you summed over the positions and averaged over the sequences of "
+          "the batch (in either order); take one mean over all batch * (seq - 1) predictions"):
+            ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
         _("ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
           "ignore_index out"): F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
         if bool((ids[:, 1:] == 0).any()) else right + 1.0,
@@ -72,9 +76,18 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
         _("label_smoothing changes the loss: the task asks for the plain cross-entropy"): F.cross_entropy(
             logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1),
     })
+    out.update({
+        _("you dropped the last position but scored each output against the token at its own position; the output "
+          "at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, :-1], ids[:, :-1]),
+        _("you dropped the first position but scored each output against the token at its own position; the "
+          "output at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, 1:], ids[:, 1:]),
+    })
     if B > 1:
         out[_("you used only the first sequence of the batch; the mean runs over every sequence")] = ce(
             logits[:1, :-1], ids[:1, 1:])
+        out[_("you flattened the batch before shifting, so the last output of each sequence predicts the first "
+              "token of the next sequence: shift within each sequence, then flatten")] = ce(
+            logits.reshape(-1, V)[:-1], ids.reshape(-1)[1:])
     return {hint: value for hint, value in out.items() if not torch.allclose(value, right)}
 
 
@@ -83,9 +96,10 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
     """causal_lm_loss(logits, ids) = mean cross-entropy of logits[:, t] against ids[:, t + 1]."""
 
     def case(B: int, T: int, V: int, seed: int, dtype=torch.float64, scale: float = 2.0):
-        g = torch.Generator().manual_seed(seed)
+        g = generator(seed)  # the run's values: the same shapes, new numbers on every pass of the check
         logits = scale * torch.randn(B, T, V, generator=g, dtype=dtype)
         ids = torch.randint(V, (B, T), generator=g)
+        ids[-1, -1] = 0  # one target is token 0, a real token, whatever the draw (ignore_index=0 shows)
         if scale > 10:  # targets alternate between the largest logit (exp overflows) and the smallest (underflows)
             ids[:, 1:] = torch.where(torch.arange(T - 1) % 2 == 0, logits[:, :-1].argmax(-1), logits[:, :-1].argmin(-1))
         return logits.requires_grad_(), ids

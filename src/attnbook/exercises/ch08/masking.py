@@ -4,10 +4,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..compare import expect_tensor, expect_tuple
+from ..compare import case_seed, expect_tensor, expect_tuple, generator
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import is_integer_tensor, within_window, drawn_from
+from ._shared import drawn_from, is_integer_tensor, library_paths, within_window
 from ...i18n import N_, _
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
@@ -19,11 +19,19 @@ OVERLAP_HINT = (N_("your cases overlap: a position picked for [MASK] can also be
                    "draws, one overriding the other); split the chosen positions into three disjoint groups of 80%, 10% "
                    "and 10%"))
 _MLM_INSTEAD = N_("write the masking yourself, from random numbers drawn with generator=generator")
-# The package's masker, and transformers' collators (DataCollatorForLanguageModeling.torch_mask_tokens and the
-# rest of that module), matched by a pattern wherever they are imported from.
+# The package's masker, and transformers' masking collators: by their public names where the answer can reach them
+# (see library_paths), and their masking methods (torch_mask_tokens, numpy_mask_tokens, ...) by a pattern, for a
+# collator made before the check. The pattern names only those methods, never the module's import or its helpers.
 MLM_FORBIDDEN = [("attnbook.data.mlm_mask", _MLM_INSTEAD),
-                 ("transformers.data.data_collator.*mask_tokens*", _MLM_INSTEAD),
-                 ("transformers.data.data_collator.*", _MLM_INSTEAD)]
+                 ("transformers.data.data_collator.*_mask_tokens", _MLM_INSTEAD)]
+_COLLATORS = [(f"{where}.{name}", "transformers.data.data_collator", name)
+              for name in ("DataCollatorForLanguageModeling", "DataCollatorForWholeWordMask")
+              for where in ("transformers", "transformers.data.data_collator")]
+
+
+def mlm_forbidden(fn) -> list[tuple[str, str]]:
+    """What 8.1 forbids, for the learner's function `fn`."""
+    return MLM_FORBIDDEN + [(path, _MLM_INSTEAD) for path in library_paths(fn, _COLLATORS)]
 INDEPENDENT_HINT = (N_("choose each position independently with probability 0.15, with a random number of its own (not "
                        "one per row or per column, and not a fixed number of positions): the number chosen then varies "
                        "from row to row and from call to call like a binomial count"))
@@ -38,13 +46,16 @@ def _expect_used(used: bool, what: str, on: str, hint: str) -> None:
 
 
 def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
-    return torch.randint(low, high, shape, generator=torch.Generator().manual_seed(seed))
+    """Random ids in [low, high): new ones on every pass of the check."""
+    return torch.randint(low, high, shape, generator=generator(seed))
 
 
 def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: int, on: str, seed: int = 0):
-    """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes."""
-    generator = torch.Generator().manual_seed(gen_seed)
-    got, used = call(mlm_mask, ids, mask_id, vocab_size, generator, what="mlm_mask", on=on, forbid=MLM_FORBIDDEN,
+    """Call the learner's mlm_mask and return (masked_ids, labels) after checking their types and shapes. The
+    generator is seeded with case_seed(gen_seed): new draws on every pass of the check."""
+    gen_seed = case_seed(gen_seed)
+    generator_ = torch.Generator().manual_seed(gen_seed)
+    got, used = call(mlm_mask, ids, mask_id, vocab_size, generator_, what="mlm_mask", on=on, forbid=mlm_forbidden,
                      seed=seed, explain=_mlm_error_hint, observe=drawn_from(3, gen_seed))
     _expect_used(used, "mlm_mask", on, GENERATOR_HINT)
     if isinstance(got, (tuple, list)) and len(got) == 3:
@@ -139,22 +150,12 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, mask_id: int, 
     return chosen
 
 
-def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> None:
-    """15% chosen; of those 80% [MASK], 10% another id, 10% unchanged (random ids that hit the original count as
-    unchanged); the random ids spread over the whole vocabulary."""
+def _check_rate(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int, on: str) -> None:
+    """15% of the positions chosen (one window on the count), with a hint for the known ways to miss it."""
     n, k = ids.numel(), int(chosen.sum())
     share = k / n
-    # Independent choices make every row (and column) differ: equal rows or all-or-nothing rows have probability
-    # below 1e-30 here.
-    per_row = chosen.sum(dim=1)  # (rows,): equal counts in all 200 rows have probability below 0.06^199
-    for what, bad in ((_("the same positions are chosen in every row"), (chosen == chosen[:1]).all()),
-                      (_("each row is chosen entirely or not at all"), (chosen.all(dim=1) | ~chosen.any(dim=1)).all()),
-                      (_("every row has exactly {int_per_row_0} chosen positions",
-                         int_per_row_0=int(per_row[0])), (per_row == per_row[0]).all())):
-        if bool(bad):
-            raise Wrong(_("{what} on {on}", what=what, on=on), INDEPENDENT_HINT)
     if not within_window(k, n, _P_CHOOSE):
-        all_masked = bool((masked[chosen] == _MASK).all())
+        all_masked = bool((masked[chosen] == mask_id).all())
         all_changed = bool((masked[chosen] != ids[chosen]).all())
         known = [(_P_CHOOSE * _P_MASK, all_masked, _("you labelled only the positions that became [MASK]: label every "
                                                      "chosen position, also those that got a random id or kept their own")),
@@ -169,6 +170,22 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
         raise Wrong(_("{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
                       share=share, on=on),
                     _("choose each position independently with probability 0.15"))
+
+
+def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> None:
+    """15% chosen; of those 80% [MASK], 10% another id, 10% unchanged (random ids that hit the original count as
+    unchanged); the random ids spread over the whole vocabulary."""
+    n, k = ids.numel(), int(chosen.sum())
+    # Independent choices make every row (and column) differ: equal rows or all-or-nothing rows have probability
+    # below 1e-30 here.
+    per_row = chosen.sum(dim=1)  # (rows,): equal counts in all 200 rows have probability below 0.06^199
+    for what, bad in ((_("the same positions are chosen in every row"), (chosen == chosen[:1]).all()),
+                      (_("each row is chosen entirely or not at all"), (chosen.all(dim=1) | ~chosen.any(dim=1)).all()),
+                      (_("every row has exactly {int_per_row_0} chosen positions",
+                         int_per_row_0=int(per_row[0])), (per_row == per_row[0]).all())):
+        if bool(bad):
+            raise Wrong(_("{what} on {on}", what=what, on=on), INDEPENDENT_HINT)
+    _check_rate(ids, masked, chosen, _MASK, on)
     to_mask = int((masked[chosen] == _MASK).sum())
     same = int((masked[chosen] == ids[chosen]).sum())
     got = (to_mask, same, k - to_mask - same)  # [MASK], unchanged, another id
@@ -208,6 +225,62 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
                       low_m=low / m, v_2=_V // 2, _V=_V), RANDOM_IDS)
 
 
+SPECIAL_IDS = (0, 1, 2, 3)  # the special tokens of the chapter's vocabulary: [PAD], [BOS], [EOS], [MASK]
+POSITIONS_SHAPE = (800, 25)  # (rows, positions) of the case where every position and every id is counted
+
+
+def _positions_case() -> tuple[Tensor, int, list[int]]:
+    """(ids, mask_id, the ids it holds) of the case where every position and every id may be chosen: ids of shape
+    POSITIONS_SHAPE drawn uniformly from the special ids 0..3, mask_id (drawn from [4, 1000)) and five other ids, so
+    that each id fills about 2,000 positions and each position (column) has 800 rows; new ones on every pass."""
+    g = generator(812)
+    values = list(SPECIAL_IDS)
+    while len(values) < len(SPECIAL_IDS) + 6:
+        v = int(torch.randint(len(SPECIAL_IDS), _V, (), generator=g))
+        if v not in values:
+            values.append(v)
+    mask_id = values[len(SPECIAL_IDS)]
+    ids = torch.tensor(values)[torch.randint(len(values), POSITIONS_SHAPE, generator=g)]
+    return ids, mask_id, sorted(values)
+
+
+def _check_every_position(ids: Tensor, chosen: Tensor, mask_id: int, on: str) -> None:
+    """Each position (column) and each id is chosen at the rate 0.15: one window per column (800 rows) and per id
+    (about 2,000 positions). A hint names what was never chosen only when the counts show exactly that."""
+    rows, T = ids.shape
+    per_column = chosen.sum(dim=0)  # (T,)
+    bad = [j for j in range(T) if not within_window(int(per_column[j]), rows, _P_CHOOSE)]
+    if bad:
+        never = [j for j in bad if int(per_column[j]) == 0]
+        j = bad[0]
+        said = _("position {j} is chosen in {share:.1%} of the {rows} rows on {on}, expected about 15%",
+                 j=j, share=int(per_column[j]) / rows, rows=rows, on=on)
+        if never == bad == [0]:
+            raise Wrong(said, _("every position may be chosen, the first one too: there is no [CLS] token to skip "
+                                "here"))
+        if never == bad == [0, T - 1]:
+            raise Wrong(said, _("every position may be chosen, the first and the last too: there are no [CLS] or "
+                                "[SEP] tokens to skip here"))
+        raise Wrong(said, _("choose each position independently with probability 0.15, whatever its place in the "
+                            "row"))
+    values = ids.unique().tolist()
+    counts = {v: (int(chosen[ids == v].sum()), int((ids == v).sum())) for v in values}
+    bad = [v for v in values if not within_window(counts[v][0], counts[v][1], _P_CHOOSE)]
+    if bad:
+        v = mask_id if mask_id in bad else bad[0]
+        never = [u for u in bad if counts[u][0] == 0]
+        said = _("positions holding id {v} are chosen {share:.1%} of the time on {on}, expected about 15%",
+                 v=v, share=counts[v][0] / counts[v][1], on=on)
+        if never == bad == [mask_id]:
+            raise Wrong(said, _("a position whose id is already mask_id may be chosen too: choose every position "
+                                "with probability 0.15, whatever its id"))
+        if never == bad:
+            raise Wrong(said, _("positions holding the ids {listed} are never chosen: every position may be chosen, "
+                                "whatever its id (there are no special tokens to skip here)",
+                                listed=", ".join(map(str, never))))
+        raise Wrong(said, _("choose every position with probability 0.15, whatever its id"))
+
+
 def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int, vocab_size: int, on: str) -> None:
     """With a small vocabulary, every id in [0, vocab_size) is drawn as a random id with probability 1/vocab_size:
     also 0, vocab_size - 1, ids absent from the batch, mask_id and the original id (vocab_size + 1 windows)."""
@@ -231,17 +304,19 @@ def _check_random_ids(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int,
     same_ok = within_window(same, k, 1 - _P_MASK - _P_RANDOM + p_each)
     mask_ok = within_window(to_mask, k, _P_MASK + p_each)
     rare = [j for j in failed if shares[j] < p_each]
-    if rare in ([0], [vocab_size - 1]):
+    below = [j for j in range(max(rare, default=0) + 1) if j != mask_id]  # every id from 0 up to the largest rare one
+    if rare and (rare == below or rare == [vocab_size - 1]):  # a lower bound above 0, or an upper bound too low
         j = rare[0]
         raise Wrong(_("id {j} replaced a chosen position other than its own {shares_j:.2%} of the time {where}",
                       j=j, shares_j=shares[j], where=where),
                     _("every id from 0 to vocab_size - 1 can be drawn: the lower bound is 0 (also the special ids), "
                       "and torch.randint's upper bound, vocab_size, is exclusive"))
-    for j in rare:  # an id never (or too rarely) drawn names the mistake best
-        if j not in present:
-            raise Wrong(_("id {j}, which is not in the batch, replaced a chosen position {shares_j:.2%} of the "
-                          "time {where}", j=j, shares_j=shares[j],
-                          where=where), _("draw random ids from the whole vocabulary, not from the tokens in the batch"))
+    absent = [j for j in range(vocab_size) if j not in present and j != mask_id]
+    if rare and rare == absent:  # exactly the ids not in the batch are never drawn: a pool of the batch's ids
+        j = rare[0]
+        raise Wrong(_("id {j}, which is not in the batch, replaced a chosen position {shares_j:.2%} of the "
+                      "time {where}", j=j, shares_j=shares[j], where=where),
+                    _("draw random ids from the whole vocabulary, not from the tokens in the batch"))
     if not same_ok and same < k * (1 - _P_MASK - _P_RANDOM + p_each):
         raise Wrong(_("{same_k:.1%} of the chosen positions kept their id {where}; expected 10% unchanged + "
                       "{p_each:.1%} that drew their own id", same_k=same / k, where=where, p_each=p_each),
@@ -290,18 +365,27 @@ def check_mlm_mask(mlm_mask) -> str:
     # the generator: the same seed, whatever the global generators; another seed, another mask
     again = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=1)
     if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
-        raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed(1234)) gave different "
-                      "masks when the global random generator was in another state"), GENERATOR_HINT)
+        raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave different "
+                      "masks when the global random generator was in another state", seed=case_seed(1234)),
+                    GENERATOR_HINT)
     other = _mlm_call(mlm_mask, ids, _MASK, _V, 4321, on)
     if torch.equal(other[0], masked) and torch.equal(other[1], labels):
-        raise Wrong(_("generators seeded with 1234 and with 4321 gave exactly the same masks"),
+        raise Wrong(_("generators seeded with {seed} and with {other} gave exactly the same masks",
+                      seed=case_seed(1234), other=case_seed(4321)),
                     _("use the generator argument for every random draw, not a generator you create and seed yourself"))
+    # every position and every id may be chosen: the first and last positions, mask_id, the chapter's special ids
+    ids, mask_id, values = _positions_case()
+    on = _("ids of shape {shape} holding the ids {listed}, with vocab_size=1000, mask_id={mask_id}",
+           shape=tuple(ids.shape), listed=", ".join(map(str, values)), mask_id=mask_id)
+    masked_p, labels_p = _mlm_call(mlm_mask, ids, mask_id, _V, 812, on)
+    _check_every_position(ids, _check_structure(ids, masked_p, labels_p, mask_id, _V, on), mask_id, on)
     # the random ids, with a vocabulary of 5 and ids only 0 and 1: every id must come, 0, 3 and 4 (not in the
     # batch), mask_id 2 and the original included (300,000 positions, so that 1/5 of the 10% shows)
     on = _("ids of shape (600, 500) holding only 0 and 1, with vocab_size=5, mask_id=2")
     ids = _ids((600, 500), 0, 2, 811)
     masked, labels = _mlm_call(mlm_mask, ids, 2, 5, 99, on)
     chosen_small = _check_structure(ids, masked, labels, 2, 5, on)
+    _check_rate(ids, masked, chosen_small, 2, on)
     _check_random_ids(ids, masked, chosen_small, 2, 5, on)
     # A binomial count hits its mean exactly with probability about 1 / sqrt(2 pi n p (1 - p)): 0.026, 0.0035 (twice)
     # and 0.002 here, all four together below 7e-10 for a right answer.

@@ -25,7 +25,9 @@ class CheckClock:
     what time_it measures is exact, however busy the machine is. time.perf_counter, time.monotonic, time.time,
     their _ns forms, time.clock_gettime on those clocks and timeit's default timer all read it, on the thread
     that runs the check (other threads, and the CPU-time clocks such as time.process_time, see the real ones).
-    It also notes after how many calls of fn each reading happened, so that a hint can say what was timed.
+    It also notes after how many calls of fn each reading happened, so that a hint can say what was timed, and
+    which clocks were read (`clocks`: the task times with time.perf_counter, and the check says so when time_it reads
+    another one).
 
     With `gpu=True`, torch.cuda.is_available() returns True and torch.cuda.synchronize() only notes when it was
     called (however the answer reached them: the module attributes, names imported into the notebook, closures),
@@ -43,6 +45,7 @@ class CheckClock:
         self.durations_ns: list[int] = []  # one per call of fn
         self.wall_reads: set[int] = set()  # k: a reading after k calls of fn (before call k)
         self.cpu_reads = 0
+        self.clocks: set[str] = set()  # the names of the wall clocks time_it read ("perf_counter", "time", ...)
         self.gpu = gpu
         self.log: list[tuple[str, int]] = []  # ("read" or "sync", calls of fn so far), in the order they happened
         self.cuda_queries = 0
@@ -63,7 +66,7 @@ class CheckClock:
         """What the clock saw, as plain data (to send back to the grader; see `from_state`)."""
         return {"durations_ns": list(self.durations_ns), "wall_reads": sorted(self.wall_reads),
                 "cpu_reads": self.cpu_reads, "log": [[kind, calls] for kind, calls in self.log],
-                "cuda_queries": self.cuda_queries}
+                "cuda_queries": self.cuda_queries, "clocks": sorted(self.clocks)}
 
     @classmethod
     def from_state(cls, state: dict, schedule_ms: list[float], answer, gpu: bool = False) -> "CheckClock":
@@ -73,6 +76,7 @@ class CheckClock:
         clock.wall_reads = {int(k) for k in state["wall_reads"]}
         clock.cpu_reads, clock.cuda_queries = int(state["cpu_reads"]), int(state["cuda_queries"])
         clock.log = [(str(kind), int(calls)) for kind, calls in state["log"]]
+        clock.clocks = {str(name) for name in state.get("clocks", ())}
         return clock
 
     @property
@@ -96,10 +100,11 @@ class CheckClock:
     def _mine(self) -> bool:
         return threading.get_ident() == self.thread
 
-    def _note(self, frame) -> None:
+    def _note(self, frame, name: str) -> None:
         if frame.f_globals.get("__name__") != _CORE:  # the core's own time limit is not the learner's reading
             self.wall_reads.add(self.calls)
             self.log.append(("read", self.calls))
+            self.clocks.add(name)
 
     def synced(self) -> bool:
         return any(kind == "sync" for kind, _ in self.log)
@@ -139,7 +144,7 @@ class CheckClock:
         def clock():
             if not self._mine():
                 return real()
-            self._note(sys._getframe(1))
+            self._note(sys._getframe(1), real.__name__)
             ns = base_ns + self.elapsed_ns
             return ns / 1e9 if as_float else ns
 
@@ -164,7 +169,7 @@ class CheckClock:
             if clk_id not in bases:
                 self.cpu_reads += 1
                 return real(clk_id)
-            self._note(sys._getframe(1))
+            self._note(sys._getframe(1), real.__name__)
             ns = bases[clk_id] + self.elapsed_ns
             return ns / 1e9 if as_float else ns
 

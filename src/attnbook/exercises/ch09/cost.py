@@ -2,6 +2,7 @@
 one score matrix, with hints for the common counting mistakes."""
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 
@@ -9,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ...timing import attention_flops, score_matrix_bytes
-from ..compare import expect_tuple
+from ..compare import expect_tuple, generator
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
@@ -23,24 +24,100 @@ COST_FORBIDDEN = [
               "the score matrix"))
     for name in ("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes",
                  "attnbook.timing.kv_cache_bytes", "attnbook.timing.attention_matmul_shapes",
-                 "attnbook.timing.matmul_flops", "attnbook.timing.layer_flops")
+                 "attnbook.timing.matmul_flops", "attnbook.timing.layer_flops",
+                 "torch.utils.flop_counter.FlopCounterMode")  # PyTorch's FLOP counter, run on a small attention
 ]
-
-# (batch, heads, n, d_head, bytes_per_el). The first is small enough to count by hand and keeps the known
-# mistakes apart (d_head=6 is neither a small per-score count like the softmax's nor the 8 bits of a byte);
-# the second has a different bytes_per_el, so a byte size written into the code shows up at once.
-# The third has more FLOPs than a 32-bit integer holds, and not a multiple of 2**32, so that counting in int32
-# shows as a wrong non-zero count before the power-of-two sizes, where it wraps to exactly 0.
-COST_CASES = [(3, 5, 7, 6, 4), (1, 1, 4, 2, 2), (3, 16, 1000, 72, 8), (4, 12, 1024, 64, 2), (1, 32, 4096, 128, 2),
-              (1, 1, 1, 1, 1), (8, 32, 32768, 128, 2)]
-
-_OVERFLOW_HINT = (N_("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
-                     "wraps around past it; compute with the Python ints you are given, which never overflow"))
-
 
 def _int32(n: int) -> int:
     """What a 32-bit integer keeps of n (np.int32 and torch.int32 arithmetic wrap around)."""
     return (n + 2**31) % 2**32 - 2**31
+
+
+def readings(target: int, inputs: tuple[int, ...], constants=(1, 2, 4, 8), max_power: int = 2) -> int:
+    """How many products c * x1^a1 * x2^a2 * ... of the inputs other than 1 (c among `constants`, each power 0 to
+    `max_power`) equal `target`: 1 means that the number can be read as one formula of the inputs."""
+    inputs = tuple(x for x in inputs if x != 1)  # a 1 is in every product and tells nothing
+    count = 0
+    for powers in itertools.product(range(max_power + 1), repeat=len(inputs)):
+        product = math.prod(x ** a for x, a in zip(inputs, powers))
+        count += sum(c * product == target for c in constants)
+    return count
+
+
+def own_primes(inputs: tuple[int, ...]) -> set[int]:
+    """The odd primes that divide exactly one of the inputs. In a product of the inputs such a prime shows that
+    input's power (with 3, 5, 7 and 11 as inputs, 18480 = 2^4 * 3 * 5 * 7 * 11 spells "2 * everything"); with none,
+    the factors of a number do not tell which inputs it multiplies."""
+    def primes(x: int) -> set[int]:
+        out, p = set(), 2
+        while p * p <= x:
+            while x % p == 0:
+                out.add(p)
+                x //= p
+            p += 1
+        return out | ({x} if x > 1 else set())
+
+    counts: dict[int, int] = {}
+    for x in inputs:
+        for p in primes(x):
+            counts[p] = counts.get(p, 0) + 1
+    return {p for p, n in counts.items() if n == 1 and p != 2}
+
+
+def unreadable(target: int, inputs: tuple[int, ...]) -> bool:
+    """Whether the number `target` does not spell its formula in the `inputs`: no input has an odd prime of its own,
+    and at least two products of the inputs give it (see `readings`)."""
+    return not own_primes(inputs) and readings(target, inputs) >= 2
+
+
+def separates(B: int, H: int, N: int, d: int, nbytes: int) -> bool:
+    """Whether every known mistake gives its own FLOP count and its own size on this case (different from the right
+    ones and from one another), so that a hint names one mistake only."""
+    flops = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)] + [4 * B * H * N * N * d]
+    sizes = [v for _, v in _byte_mistakes(B, H, N, d, nbytes)] + [B * H * N * N * nbytes]
+    sizes = sizes[:2] + sizes[3:]  # the two "divided by 8" entries (/ and //) are one mistake
+    return len(set(flops)) == len(flops) and len(set(map(float, sizes))) == len(sizes)
+
+
+def _unreadable(case: tuple[int, ...]) -> bool:
+    B, H, N, d, nbytes = case
+    return unreadable(4 * B * H * N * N * d, case) and unreadable(B * H * N * N * nbytes, case)
+
+
+def cost_cases() -> list[tuple[int, int, int, int, int]]:
+    """(batch, heads, n, d_head, bytes_per_el) of 9.2's cases, drawn from the run's seed (new on the check's second
+    pass), so that an answer cannot know them in advance. The first two are small enough to count by hand; each is
+    drawn again until every known mistake gives its own numbers there (`separates`) and the right numbers cannot be
+    read as a formula of the inputs (`unreadable`: no distinct primes), and the second has another bytes_per_el,
+    so that a byte size written into the code shows at once. The third has more FLOPs than a 32-bit integer holds,
+    and not a multiple of 2**32, so that counting in int32 shows as a wrong non-zero count before the power-of-two
+    sizes, where it wraps to exactly 0. Then model sizes, one token, and 32,768 tokens."""
+    g = generator(920)
+
+    def pick(options) -> int:
+        return options[int(torch.randint(len(options), (), generator=g))]
+
+    def draw(batches, heads, ns, ds, sizes, keep) -> tuple[int, int, int, int, int]:
+        while True:
+            case = (pick(batches), pick(heads), pick(ns), pick(ds), pick(sizes))
+            if keep(case):
+                return case
+
+    first = draw((2, 3, 4, 6), (2, 3, 4, 6, 8, 12), (4, 6, 8, 9, 12), (4, 6, 8, 12, 16), (2, 4, 8),
+                 lambda c: separates(*c) and _unreadable(c))
+    second = draw((1,), (1,), (4, 6, 8, 9), (2, 4, 6, 8), tuple(b for b in (1, 2, 4, 8) if b != first[4]),
+                  lambda c: _unreadable(c))
+    big = draw((2, 3, 4, 6), (12, 16, 20, 24), tuple(range(900, 1201, 4)), (48, 64, 72, 80, 96), (8,),
+               lambda c: _int32(4 * c[0] * c[1] * c[2] ** 2 * c[3]) not in (0, 4 * c[0] * c[1] * c[2] ** 2 * c[3]))
+    return [first, second, big,
+            (pick((2, 4, 8)), pick((8, 12, 16)), pick((512, 1024, 2048)), pick((64, 128)), 2),
+            (1, pick((16, 32)), pick((2048, 4096, 8192)), 128, 2),
+            (1, 1, 1, 1, 1),
+            (pick((4, 8)), 32, 32768, 128, 2)]
+
+
+_OVERFLOW_HINT = (N_("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
+                     "wraps around past it; compute with the Python ints you are given, which never overflow"))
 
 
 _INT_HINT = (N_("FLOPs and bytes are whole numbers: compute them with integer arithmetic (*, **, //) on the int "
@@ -94,8 +171,8 @@ def _byte_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[st
         (_("the score matrix has one entry per (query, key) pair: N² entries per head, not N"), B * H * N * nbytes),
         (_("the score matrix has N × N entries per head, not N × N × d_head: each score is one number"),
          B * H * N * N * d * nbytes),
-        (_("count one (B, H, N, N) matrix, the scores; the weights reuse the same size but the task asks for one "
-           "matrix"), 2 * B * H * N * N * nbytes),
+        (_("that is twice the size of one (B, H, N, N) matrix: count one matrix, the scores (not the weights too), "
+           "at bytes_per_el bytes per element"), 2 * B * H * N * N * nbytes),
         (_("multiply the number of entries by bytes_per_el"), B * H * N * N),
         (_("multiply by the number of heads: every head has its own N × N scores"), B * N * N * nbytes),
         (_("multiply by the batch size: every sequence has its own N × N scores"), H * N * N * nbytes),
@@ -207,7 +284,8 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
           references=("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes"))
 def check_attention_cost(attention_cost) -> str:
     """attention_cost(batch, heads, n, d_head, bytes_per_el) -> (flops, score_bytes), two ints."""
-    for B, H, N, d, nbytes in COST_CASES:
+    cases = cost_cases()
+    for B, H, N, d, nbytes in cases:
         on = _("batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}", B=B, H=H, N=N, d=d, nbytes=nbytes)
         got = call(attention_cost, B, H, N, d, nbytes, what="attention_cost", on=on, forbid=COST_FORBIDDEN)
         if isinstance(got, list) and len(got) == 2:
@@ -236,4 +314,4 @@ def check_attention_cost(attention_cost) -> str:
                         _bytes_hint(attention_cost, bytes_got, B, H, N, d, nbytes, on)
                         or _("count the entries of one (batch, heads, n, n) matrix and multiply by bytes_per_el"))
     return _("exact FLOPs and bytes on {len_cost_cases} sizes, from 1 token to 32,768",
-             len_cost_cases=len(COST_CASES))
+             len_cost_cases=len(cases))

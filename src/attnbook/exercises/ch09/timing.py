@@ -11,6 +11,7 @@ import statistics
 import torch
 from torch import Tensor
 
+from ..compare import generator
 from ..guard import beside_answer, call
 from ..hints import describe
 from ..registry import exercise, Wrong
@@ -18,30 +19,102 @@ from .clock import CheckClock
 from ...i18n import N_, _
 
 
+# Every ready-made timing loop: the package's, PyTorch's benchmark Timer, and Python's timeit (whose default_timer,
+# time.perf_counter itself, stays allowed: it is the clock, not a loop).
 TIMING_FORBIDDEN = [
     (name, N_("write the loop yourself with time.perf_counter(): warm-up calls, then timed calls, then the median"))
-    for name in ("attnbook.timing.benchmark", "torch.utils.benchmark.Timer", "torch.utils.benchmark.utils.timer.Timer")
+    for name in ("attnbook.timing.benchmark", "torch.utils.benchmark.Timer", "torch.utils.benchmark.utils.timer.Timer",
+                 "timeit.timeit", "timeit.repeat", "timeit.Timer")
 ]
 
-# (the time of each call of the check's function in ms, in turn: the last one repeats; n_warmup, n_runs, or None
-# for the defaults 3 and 10). The first case alone tells every known mistake apart: its median (3 ms, between the
-# two middle times 2 and 4 ms) differs from the lower and the upper middle time (sorted(times)[n // 2],
-# statistics.median_low, torch.median, the median after dropping the slowest call), the mean, minimum, maximum,
-# total, trimmed, geometric and harmonic means, from the median with the warm-up calls timed, from the median of
-# the first n_runs calls, and each of those from the others. The second has n_warmup=9, n_runs=7, where fixed
-# counts 3 and 10, a fixed n_warmup=3, a fixed n_runs=10, one call too many or too few, a single warm-up call,
-# no warm-up and no timed calls all give different call counts.
-TIMING_CASES = [
-    ([60, 40, 20, 1, 40, 2, 4, 1, 10, 1, 12, 9, 2], None, None),
-    ([20, 10, 8, 6, 5, 5, 4, 4, 3, 2, 150, 11, 2, 5, 8], 9, 7),
-    ([40, 40, 40, 3, 7, 3], 3, 3),
-    ([30, 2, 6, 2, 9, 2], 1, 5),
-    ([2, 6, 2], 0, 3),
-]
+# The clock the task names, and what the check says about the others that CheckClock moves too.
+RIGHT_CLOCKS = ("perf_counter", "perf_counter_ns")
+_CLOCK_CALLS = {"time": "time.time()", "time_ns": "time.time_ns()", "monotonic": "time.monotonic()",
+                "monotonic_ns": "time.monotonic_ns()", "clock_gettime": "time.clock_gettime()",
+                "clock_gettime_ns": "time.clock_gettime_ns()"}
+_DATE_CLOCK = (N_("time.time() is the system's date and time: it jumps when the clock is set (by hand, or by network "
+                  "time synchronisation), and on some systems it moves in coarse steps. Time durations with "
+                  "time.perf_counter(), the clock made for measuring them"))
+_COARSE_CLOCK = (N_("time.monotonic() never goes back, but on some systems it moves in steps of about 15 ms, longer "
+                    "than many of the calls you will time. Time durations with time.perf_counter(), the clock with "
+                    "the highest resolution"))
+_SYSTEM_CLOCK = (N_("time.clock_gettime() reads a clock of the system by its id, and which clocks there are differs "
+                    "from system to system. Time durations with time.perf_counter(), the portable clock made for "
+                    "measuring them"))
+_CLOCK_HINTS = {"time": _DATE_CLOCK, "time_ns": _DATE_CLOCK, "monotonic": _COARSE_CLOCK,
+                "monotonic_ns": _COARSE_CLOCK, "clock_gettime": _SYSTEM_CLOCK, "clock_gettime_ns": _SYSTEM_CLOCK}
+
+# The cases: (the time of each call of the check's function in ms, in turn: the last one repeats; n_warmup, n_runs,
+# or None for the defaults 3 and 10), drawn from the run's seed (new on the check's second pass), so that an answer
+# cannot know the times in advance. The first case alone tells every known mistake apart (`separates`): its
+# median lies between two different middle times, and differs from the lower and the upper middle time
+# (sorted(times)[n // 2], statistics.median_low, torch.median, the median after dropping the slowest call), the
+# mean, minimum, maximum, total, trimmed, geometric and harmonic means, from the median with the warm-up calls timed,
+# from the median of the first n_runs calls, and each of those from the others; it is drawn again until it does.
+# The second has n_warmup=9, n_runs=7, where fixed counts 3 and 10, a fixed n_warmup=3, a fixed n_runs=10, one call
+# too many or too few, a single warm-up call, no warm-up and no timed calls all give different call counts.
+CASE_COUNTS = [(None, None), (9, 7), (3, 3), (1, 5), (0, 3)]
 # The GPU case: run once more as if a GPU were present (see clock.CheckClock), to see where time_it synchronises.
-GPU_CASE = ([30, 20, 5, 3, 4, 3], 2, 3)
+GPU_COUNTS = (2, 3)
+
+
+def separates(d: list[float], w: int, r: int) -> bool:
+    """Whether the times `d` (seconds) of w warm-up and r timed calls tell every known mistake apart: each mistake's
+    value differs from the median by more than 10%, and from every other mistake's by more than 0.1 ms."""
+    timed = d[w:w + r]
+    if r % 2 == 0 and statistics.median_low(timed) == statistics.median_high(timed):
+        return False
+    median = statistics.median(timed)
+    values = [value for _, value in _timing_mistakes(d, w, r)]
+    return (all(abs(v - median) > 0.1 * median for v in values)
+            and all(abs(a - b) > 1e-4 for i, a in enumerate(values) for b in values[i + 1:]))
+
+
+def _schedule(g: torch.Generator, w: int, r: int, warm: tuple[int, int], timed: tuple[int, int],
+              outlier: tuple[int, int] | None = None) -> list[int]:
+    """Times in ms: w warm-up calls in `warm` (slow first calls, the slowest first), r timed ones in `timed`, one of
+    them (at a random place) in `outlier`, a rare slow call."""
+    first = sorted((int(t) for t in torch.randint(warm[0], warm[1] + 1, (w,), generator=g)), reverse=True)
+    rest = [int(t) for t in torch.randint(timed[0], timed[1] + 1, (r,), generator=g)]
+    if outlier is not None:
+        rest[int(torch.randint(r, (), generator=g))] = int(torch.randint(outlier[0], outlier[1] + 1, (),
+                                                                            generator=g))
+    return first + rest
+
+
+def _uniform(g: torch.Generator, low: float, high: float, n: int) -> list[float]:
+    """n times in ms, uniform in [low, high], to 0.1 ms."""
+    return [round(low + (high - low) * float(u), 1) for u in torch.rand(n, generator=g)]
+
+
+def timing_cases() -> list[tuple[list[float], int | None, int | None]]:
+    """(schedule in ms, n_warmup, n_runs) of 9.3's cases, from the run's seed (see CASE_COUNTS). The first case's
+    timed calls are five fast ones (1 to 2.5 ms), a middle one (3.5 to 5 ms), three slow ones (8 to 15 ms) and a rare
+    slow call (40 to 150 ms), in a random order, drawn again until they tell every known mistake apart."""
+    g = generator(930)
+    while True:
+        timed = _uniform(g, 1, 2.5, 5) + _uniform(g, 3.5, 5, 1) + _uniform(g, 8, 15, 3) + _uniform(g, 40, 150, 1)
+        first = sorted(_uniform(g, 20, 80, 3), reverse=True) + [timed[i] for i in torch.randperm(10, generator=g)]
+        if separates([ms / 1e3 for ms in first], 3, 10):
+            break
+    return [(first, None, None),
+            (_schedule(g, 9, 7, (3, 25), (2, 12), (60, 200)), 9, 7),
+            (_schedule(g, 3, 3, (30, 50), (2, 9)), 3, 3),
+            (_schedule(g, 1, 5, (20, 40), (2, 10)), 1, 5),
+            (_schedule(g, 0, 3, (1, 1), (2, 8)), 0, 3)]
+
+
+def gpu_case() -> tuple[list[int], int, int]:
+    """(schedule in ms, n_warmup, n_runs) of the run as if on a GPU, from the run's seed."""
+    w, r = GPU_COUNTS
+    return _schedule(generator(931), w, r, (15, 35), (2, 6)), w, r
+
 
 def _timing_error_hint(message: str) -> str | None:
+    if re.search(r"dummy base class (Event|Stream)", message):
+        return (_("CUDA events and streams exist only on a GPU, and this task times with time.perf_counter() on every "
+                  "machine: on a GPU, call torch.cuda.synchronize() right before you start the clock and right before "
+                  "you stop it"))
     if re.search(r"CUDA|cuda", message):
         return (_("torch.cuda.synchronize() fails on a machine without a GPU: call it only when "
                   "torch.cuda.is_available() is True"))
@@ -248,6 +321,11 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
     if clock.calls != w + r:
         raise Wrong(_("time_it called fn {calls} times {on}; expected {w_r}: {w} warm-up calls, then {r} timed "
                       "calls", calls=clock.calls, on=on, w_r=w + r, w=w, r=r), _count_hint(clock, w, r, defaults))
+    other = sorted(clock.clocks - set(RIGHT_CLOCKS))
+    if other:
+        raise Wrong(_("time_it read {clock} {on}; the task times each call with time.perf_counter()",
+                      clock=_CLOCK_CALLS.get(other[0], other[0]), on=on),
+                    _(_CLOCK_HINTS.get(other[0], _SYSTEM_CLOCK)))
     d = clock.seconds()
     median = statistics.median(d[w:])
     if _close(value, median):
@@ -266,8 +344,8 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
         raise Wrong(said, _("time.process_time() counts only the CPU time of this process, not time spent "
                             "waiting (for a GPU, a disk, a sleep): time with time.perf_counter()")
                     if clock.cpu_reads else
-                    _("time_it never read time.perf_counter() (nor time.time() or time.monotonic()), the clock "
-                      "that the check's function takes its time on: time each call with time.perf_counter()"))
+                    _("time_it never read time.perf_counter(), the clock that the check's function takes its "
+                      "time on: time each call with time.perf_counter()"))
     hints = {hint for hint, v in _timing_mistakes(d, w, r) if _close(value, v) and not _close(v, median)}
     hint = hints.pop() if len(hints) == 1 else None
     before, between, after_calls, groups = shape
@@ -281,7 +359,7 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
 def _check_synchronisation(time_it) -> None:
     """Wrong unless time_it, on a (pretended) GPU machine, synchronises before every clock reading of the timed
     part that follows a call of fn: the start of each timed call and the stop after it."""
-    schedule, w, r = GPU_CASE
+    schedule, w, r = gpu_case()
     clock = _run_case(time_it, schedule, w, r, gpu=True)
     on = _("on {describe_case_schedule_w}, as if on a machine with a GPU",
            describe_case_schedule_w=_describe_case(schedule, w, r, False))
@@ -311,8 +389,9 @@ def _check_synchronisation(time_it) -> None:
 def check_time_it(time_it) -> str:
     """time_it(fn, n_warmup=3, n_runs=10) -> median seconds of n_runs calls after n_warmup untimed calls, with
     torch.cuda.synchronize() before each start and stop of the clock when torch.cuda.is_available()."""
-    for schedule, n_warmup, n_runs in TIMING_CASES:
+    cases = timing_cases()
+    for schedule, n_warmup, n_runs in cases:
         _run_case(time_it, schedule, n_warmup, n_runs)
     _check_synchronisation(time_it)
     return (_("warm-up, call count and median right on {len_timing_cases} functions, including slow first calls "
-              "and a rare outlier", len_timing_cases=len(TIMING_CASES)))
+              "and a rare outlier", len_timing_cases=len(cases)))

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 
 from ...attention import scaled_dot_product_attention
-from ..compare import expect_close, expect_tensor, expect_tuple
+from ..ch08._shared import library_paths
+from ..compare import expect_close, expect_tensor, expect_tuple, generator
 from ..guard import ATTENTION_SHORTCUTS, call
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
@@ -23,6 +24,17 @@ ATTEND_FORBIDDEN = [(name, _ATTEND_INSTEAD) for name in (
     # flash_attention_forward, ...), wherever the learner imports them from: a "*" pattern is watched on every call
     "transformers.*attention_forward",
 )]
+# transformers' caches, which grow themselves (cache.update(k, v, layer)): by their public names, where the answer
+# can reach them (see library_paths)
+_CACHES = [(f"{where}.{name}", "transformers.cache_utils", name)
+           for name in ("DynamicCache", "StaticCache", "OffloadedCache", "QuantizedCache", "SlidingWindowCache")
+           for where in ("transformers", "transformers.cache_utils")]
+
+
+def attend_forbidden(fn) -> list[tuple[str, str]]:
+    """What 10.3 forbids, for the learner's function `fn`: attention functions and modules, and the caches of
+    attnbook and transformers."""
+    return ATTEND_FORBIDDEN + [(path, _ATTEND_INSTEAD) for path in library_paths(fn, _CACHES)]
 
 
 def _bottom_right(L: int, S: int) -> Tensor:
@@ -52,7 +64,7 @@ def _attend_cases():
     """(description, (q, k_cache, v_cache, k_new, v_new)) for 10.3; one new token first, then chunks."""
 
     def make(B, h, past, L, d, d_v, seed, dtype=torch.float32):
-        g = torch.Generator().manual_seed(seed)
+        g = generator(seed)  # the run's values: the same shapes, new numbers on every pass of the check
         t = lambda *s: torch.randn(*s, generator=g).to(dtype)  # noqa: E731
         return t(B, h, L, d), t(B, h, past, d), t(B, h, past, d_v), t(B, h, L, d), t(B, h, L, d_v)
 
@@ -235,7 +247,7 @@ def check_attend_with_cache(attend_with_cache) -> str:
         tol = (1e-2, 1e-2) if q.dtype == torch.float16 else (1e-5, 1e-4)
         try:
             got = call(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
-                        forbid=ATTEND_FORBIDDEN, explain=_attend_explain, reload=True)
+                        forbid=attend_forbidden, explain=_attend_explain, reload=True)
             items = expect_tuple(got, _RESULT_NAMES, "attend_with_cache", desc)
             _check_order(items, k, v, expected.shape, desc)
             out, k_got, v_got = items

@@ -9,6 +9,8 @@ import torch
 from torch import Tensor
 
 from ...timing import kv_cache_bytes as _kv_cache_bytes
+from ..ch09.cost import unreadable
+from ..compare import generator
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
@@ -128,27 +130,73 @@ def _cache_bytes_hint(results: list[tuple[int, int, dict]], first: int, defaults
               "numbers per head, the positions, the sequences, and the bytes of each number"))
 
 
+def separates(L: int, kv: int, d: int, S: int, B: int, nbytes: int) -> bool:
+    """Whether every mistake in the product (a factor left out or counted twice) gives its own size on this case,
+    different from the right one and from one another. (A fixed byte size gives the size of another mistake on
+    some case whatever the inputs, as a fixed 4 bytes and a missing factor 2 do when bytes_per_el=8: the other
+    cases tell them apart.)"""
+    right = 2 * L * kv * d * S * B * nbytes
+    cannot_show = {"batch"} if B == 1 else set()  # a missing factor 1 changes nothing
+    if right < 2 ** 31:
+        cannot_show.add("int32")
+    values = [value for key, (value, _unused) in _cache_mistakes(L, kv, d, S, B, nbytes).items()
+              if key not in cannot_show and not key.startswith("fixed ") and not key.endswith((" rounded", " cut"))]
+    return None not in values and right not in values and len(set(values)) == len(values)
+
+
+def cache_cases() -> list[tuple[int, int, int, int, int | None, int | None, str]]:
+    """(n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el, description) of 10.1's cases (None: the default),
+    drawn from the run's seed (new on the check's second pass), so that an answer cannot know them in advance.
+    The message shows the right size of the first wrong case, so no case's size spells its formula: no input has an
+    odd prime of its own, and more than one product of the inputs gives the size (`unreadable`). On the first case
+    every mistake in the product gives its own size (`separates`); mistakes that give the same size on one case are
+    told apart by the others before a hint is given. The bytes per number are 8, 4 and 2 in the first three cases."""
+    g = generator(1010)
+
+    def pick(options) -> int:
+        return options[int(torch.randint(len(options), (), generator=g))]
+
+    def draw(Ls, kvs, ds, Ss, Bs, nbytes, keep=lambda case: True) -> tuple[int, int, int, int, int, int]:
+        while True:
+            case = (pick(Ls), pick(kvs), pick(ds), pick(Ss), pick(Bs), nbytes)
+            if unreadable(2 * math.prod(case), case) and keep(case):
+                return case
+
+    L, kv, d, S, B, nb = draw((2, 3, 4, 6), (2, 3, 4, 6, 8), (4, 6, 8, 12, 16), (3, 6, 9, 12, 18, 24), (1,), 8,
+                              lambda case: separates(*case))
+    first = (L, kv, d, S, B, nb, _("n_layers={L}, n_kv_heads={kv}, d_head={d}, seq_len={S}, batch=1, bytes_per_el=8 "
+                                   "(float64)", L=L, kv=kv, d=d, S=S))
+    L, kv, d, S, B, nb = draw((2, 4, 6, 8), (2, 4, 8), (8, 16, 32), (6, 10, 12, 20), (1,), 4)
+    second = (L, kv, d, S, B, nb, _("n_layers={L}, n_kv_heads={kv}, d_head={d}, seq_len={S}, batch=1, "
+                                    "bytes_per_el=4 (float32)", L=L, kv=kv, d=d, S=S))
+    L, kv, d, S, B, nb = draw((2, 4, 6, 8), (2, 4), (8, 16), (4, 6, 8, 12), (2, 3, 4, 6), 2)
+    third = (L, kv, d, S, B, nb, _("n_layers={L}, n_kv_heads={kv}, d_head={d}, seq_len={S}, batch={B}, "
+                                   "bytes_per_el=2", L=L, kv=kv, d=d, S=S, B=B))
+    B70 = pick((5, 10, 20))  # a factor 5 besides the 80 layers', so that 5 does not show which input it is
+    S8 = pick((8192, 16384, 32768))
+    L, kv, d, S, B, nb = draw((4, 6, 8, 12), (1,), (32, 64), (48, 96, 120, 144), (2, 3, 4, 5, 6), 8)
+    mqa = (L, kv, d, S, B, nb, _("multi-query: n_layers={L}, n_kv_heads=1, d_head={d}, seq_len={S}, batch={B}, "
+                                 "bytes_per_el=8", L=L, d=d, S=S, B=B))
+    Le, kve, de, Be = pick((2, 3, 4)), pick((2, 3, 4)), pick((4, 8)), pick((2, 3))
+    return [
+        first, second, third,
+        (32, 32, 128, 4096, None, None, _("LLaMA-2 7B at 4096 tokens: kv_cache_bytes(32, 32, 128, 4096), "
+                                          "with the defaults batch=1 and bytes_per_el=2")),
+        (80, 8, 128, 4096, B70, 2, _("LLaMA-2 70B (8 kv heads) at 4096 tokens, batch={B70}, bytes_per_el=2",
+                                     B70=B70)),
+        (32, 8, 128, S8, 1, 1, _("n_layers=32, n_kv_heads=8, d_head=128, seq_len={S8}, an 8-bit cache "
+                                 "(bytes_per_el=1)", S8=S8)),
+        mqa,
+        (Le, kve, de, 0, Be, 2, _("an empty cache: n_layers={Le}, n_kv_heads={kve}, d_head={de}, seq_len=0, "
+                                  "batch={Be}, bytes_per_el=2", Le=Le, kve=kve, de=de, Be=Be)),
+    ]
+
+
 @exercise("10.1", "The size of a KV cache", section="How big is the cache?",
           references=("attnbook.timing.kv_cache_bytes",))
 def check_kv_cache_bytes(kv_cache_bytes) -> str:
     """kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2) -> exact int."""
-    # (n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el, description); None = use the default.
-    # In the first case every factor is a different prime or power of 2, so forgetting one of them gives a
-    # different number; mistakes that give the same number on one case (a fixed 4 bytes and a missing factor 2
-    # when bytes_per_el=8) are told apart by the others before a hint is given.
-    cases = [
-        (3, 5, 7, 11, 1, 8, _("n_layers=3, n_kv_heads=5, d_head=7, seq_len=11, batch=1, bytes_per_el=8 (float64)")),
-        (2, 4, 16, 10, 1, 4, _("n_layers=2, n_kv_heads=4, d_head=16, seq_len=10, batch=1, bytes_per_el=4 (float32)")),
-        (4, 2, 8, 6, 3, 2, _("n_layers=4, n_kv_heads=2, d_head=8, seq_len=6, batch=3, bytes_per_el=2")),
-        (32, 32, 128, 4096, None, None, _("LLaMA-2 7B at 4096 tokens: kv_cache_bytes(32, 32, 128, 4096), "
-                                          "with the defaults batch=1 and bytes_per_el=2")),
-        (80, 8, 128, 4096, 8, 2, _("LLaMA-2 70B (8 kv heads) at 4096 tokens, batch=8, bytes_per_el=2")),
-        (32, 8, 128, 32768, 1, 1, _("n_layers=32, n_kv_heads=8, d_head=128, seq_len=32768, an 8-bit cache "
-                                    "(bytes_per_el=1)")),
-        (6, 1, 64, 100, 5, 8, _("multi-query: n_layers=6, n_kv_heads=1, d_head=64, seq_len=100, batch=5, "
-                                "bytes_per_el=8")),
-        (2, 3, 4, 0, 2, 2, _("an empty cache: seq_len=0")),
-    ]
+    cases = cache_cases()
     results: list[tuple[int, int, dict]] = []  # (learner's size, right size, mistakes) of every case run
     defaults_case, first = set(), None
     for L, kv, d, S, B, nbytes, desc in cases:
@@ -168,8 +216,8 @@ def check_kv_cache_bytes(kv_cache_bytes) -> str:
         if got != right and first is None:
             first, first_desc = len(results) - 1, desc
     if first is None:
-        return _("exact sizes on {len_cases} caches, from an empty one to LLaMA-2 70B at batch 8",
-                 len_cases=len(cases))
+        return _("exact sizes on {len_cases} caches, from an empty one to LLaMA-2 70B at batch {batch}",
+                 len_cases=len(cases), batch=cases[4][4])
     got, right, _unused = results[first]
     raise Wrong(_("kv_cache_bytes returned {got:,} on {first_desc}, expected {right:,}",
                   got=got, first_desc=first_desc, right=right),

@@ -10,7 +10,8 @@ import torch
 from torch import Tensor
 
 from ...multihead import repeat_kv as _repeat_kv
-from ..compare import expect_close, expect_tensor
+from ..ch08._shared import code_names
+from ..compare import expect_close, expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
@@ -18,19 +19,6 @@ from ...i18n import N_, _
 
 _REPEAT_INSTEAD = (N_("build it yourself from the tensor operations the task lists (indexing, expand, reshape, "
                       "repeat_interleave)"))
-
-
-def _code_names(fn) -> set[str]:
-    """Every global and attribute name the learner's function (and functions nested in it) refers to."""
-    names: set[str] = set()
-    todo = [getattr(fn, "__code__", None)]
-    while todo:
-        code = todo.pop()
-        if code is None:
-            continue
-        names.update(code.co_names)
-        todo += [c for c in code.co_consts if hasattr(c, "co_names")]
-    return names
 
 
 def repeat_kv_forbidden(fn) -> list[tuple[str, str]]:
@@ -41,7 +29,7 @@ def repeat_kv_forbidden(fn) -> list[tuple[str, str]]:
     Importing all of transformers' models would take seconds, so only modules already loaded count, plus the
     modules the learner's own code imports (loaded here first).
     """
-    for name in _code_names(fn):
+    for name in code_names(fn):
         if name.startswith("transformers.models."):
             try:
                 importlib.import_module(name)
@@ -56,8 +44,9 @@ def repeat_kv_forbidden(fn) -> list[tuple[str, str]]:
 
 
 def _kv_input(B: int, n_kv: int, S: int, d: int, seed: int, dtype=torch.float32, transposed: bool = False) -> Tensor:
-    """(B, n_kv, S, d) with random entries; `transposed` makes it as split_heads does (not contiguous)."""
-    g = torch.Generator().manual_seed(seed)
+    """(B, n_kv, S, d) with random entries (new ones on every pass of the check); `transposed` makes it as
+    split_heads does (not contiguous)."""
+    g = generator(seed)
     if transposed:
         return torch.randn(B, S, n_kv, d, generator=g).to(dtype).transpose(1, 2)  # (B, n_kv, S, d), a view
     return torch.randn(B, n_kv, S, d, generator=g).to(dtype)
