@@ -61,3 +61,17 @@ def _fresh_check_session():
     reset_session()
     yield
     reset_session()
+
+
+@pytest.fixture
+def offset():
+    """Set compare.SEED_OFFSET for a test (`offset(value)`), and put it back after."""
+    from attnbook.exercises import compare
+
+    before = compare.SEED_OFFSET
+
+    def set_to(value):
+        compare.SEED_OFFSET = value
+
+    yield set_to
+    compare.SEED_OFFSET = before

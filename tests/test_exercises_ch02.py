@@ -638,7 +638,7 @@ def test_2_4_swapped_sizes_get_their_own_hint():
 # Issue 23: inputs drawn from the run's seed, and 2.4's statistics computed from the checker's own parameters
 # ---------------------------------------------------------------------------------------------------------
 
-OFFSETS = [o * 7919 + 13 for o in range(200)]  # 200 values of compare.SEED_OFFSET
+from seed_offsets import OFFSETS  # noqa: E402  (200 values of compare.SEED_OFFSET)
 
 
 def test_2_3_drawn_lengths_keep_every_edge_case(monkeypatch):

@@ -939,7 +939,7 @@ def test_3_4_hint_shows_no_solution_code():
 # Issue 23: 3.3 draws two of its layers from the run's seed, so a table of known layers does not pass
 # ---------------------------------------------------------------------------------------------------------
 
-OFFSETS = [o * 7919 + 13 for o in range(200)]  # 200 values of compare.SEED_OFFSET
+from seed_offsets import OFFSETS  # noqa: E402  (200 values of compare.SEED_OFFSET)
 
 
 def test_3_3_drawn_layers_vary_and_keep_the_fixed_ones(monkeypatch):

@@ -770,26 +770,7 @@ def test_8_3_power_against_each_wrong_class():
 # checked directly for 200 offsets where a case is tuned (chapters 9 and 10).
 # ---------------------------------------------------------------------------------------------------------
 
-def offsets(count: int) -> list[int]:
-    """`count` values of compare.SEED_OFFSET, spread over its range (0 first: the notebook's own)."""
-    return [(i * 104_729_003) % 2 ** 31 for i in range(count)]
-
-
-def catalogue_over_offsets(exercise_id: str, values, monkeypatch) -> None:
-    """Every catalogue entry of `exercise_id` gets its verdict (a right answer passes, a wrong one fails with its
-    promised message) for every offset in `values`."""
-    import mutants
-    from attnbook.exercises import compare
-
-    entries = [m for m in mutants.load(exercise_id.split(".")[0]) if m.exercise_id == exercise_id]
-    wrong_verdicts = []
-    for offset in values:
-        monkeypatch.setattr(compare, "SEED_OFFSET", offset)
-        for m in entries:
-            ok, result = mutants.run(m)
-            if not ok:
-                wrong_verdicts.append((offset, m.name, result.message[:300]))
-    assert not wrong_verdicts, wrong_verdicts
+from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 
 @pytest.mark.parametrize("exercise_id, count", [("8.1", 3), ("8.2", 20), ("8.3", 2)])

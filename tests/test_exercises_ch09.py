@@ -858,10 +858,10 @@ def test_9_3_synchronising_once_between_calls_passes():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Issue 23: fresh values on every pass (the helpers live in test_exercises_ch08.py)
+# Issue 23: fresh values on every pass (the helpers live in seed_offsets.py)
 # ---------------------------------------------------------------------------------------------------------
 
-from test_exercises_ch08 import catalogue_over_offsets, offsets  # noqa: E402
+from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 
 @pytest.mark.parametrize("exercise_id, count", [("9.1", 2), ("9.2", 10), ("9.3", 5)])

@@ -893,10 +893,10 @@ def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_c
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Issue 23: fresh values on every pass (the helpers live in test_exercises_ch08.py); library caches
+# Issue 23: fresh values on every pass (the helpers live in seed_offsets.py); library caches
 # ---------------------------------------------------------------------------------------------------------
 
-from test_exercises_ch08 import catalogue_over_offsets, offsets  # noqa: E402
+from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 
 @pytest.mark.parametrize("exercise_id, count", [("10.1", 10), ("10.2", 10), ("10.3", 2)])
