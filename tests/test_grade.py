@@ -240,7 +240,23 @@ def test_every_crafted_submission_graded_together(tmp_path, capsys, monkeypatch)
         assert str(tmp_path / name) in out
     assert f"{len(NOT_GRADED)} not graded" in out and "s per submission" in out
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gradebook")]  # no temporary file left
-    assert not list(scratch.iterdir())  # every run's folder was removed
+    assert not list(scratch.iterdir())  # every run's folder was removed, the spares' (started ahead) included
+    assert not children_running_the_runner()  # and every runner, spares included, has ended
+
+
+def children_running_the_runner() -> list[int]:
+    """Processes of this test whose command line runs the grader's runner (sandboxed or not)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+            cmdline = Path("/proc", entry, "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() \
+                and b"attnbook.grading.runner" in cmdline:
+            found.append(int(entry))
+    return found
 
 
 def test_recorded_mode_reads_the_records_and_so_believes_forgeries(tmp_path, capsys):
@@ -384,25 +400,48 @@ def test_the_pipe_link_bounds_what_it_reads():
 
 
 def test_runner_runs_cells_counts_output_and_serves(tmp_path):
-    """The runner as the sandbox starts it (here without one): cells run in order with magics, their output only
-    counted; then it answers the grader's messages over its stdin and stdout until they close."""
+    """The runner as the sandbox starts it (here without one): it says "ready" and waits for the go byte; then it
+    copies the notebook under its own name (read-only), runs the cells in order with magics, their output only
+    counted, and answers the grader's messages over its stdin and stdout until they close."""
     request = protocol.Request(chapter="1", exercises=[("1.1", "project_qkv")], cell_timeout_s=10,
                                cells=[(0, "x = 2\n%time y = x + 1"), (2, "print('z' * 11_000_000)"),
                                       (3, "import os; os.write(1, b'into fd 1\\n'); print('more')"),
                                       (4, "raise ValueError('a learner error is not the runner\\'s')"),
-                                      (5, "def project_qkv(x, W_q, W_k, W_v):\n    return x")])
+                                      (5, "def project_qkv(x, W_q, W_k, W_v):\n    return x"),
+                                      (6, "from attnbook.exercises import check\n"
+                                          "open('said.txt', 'w').write(check('1.1', project_qkv).message)\n"
+                                          "open('read.txt', 'w').write(open('mine.ipynb').read())")],
+                               notebook="mine.ipynb")
     protocol.write_request(str(tmp_path), request)
+    (tmp_path / protocol.SUBMISSION).write_text('{"the": "notebook"}')
     (tmp_path / protocol.PROGRESS).touch()
     argv, env = sandbox.unsandboxed_command(str(tmp_path))
     messages = [{"op": "describe", "exercise": "1.1"}, {"op": "describe", "exercise": "2.3"}, {"op": "alien"}]
-    done = subprocess.run(argv, cwd=tmp_path, env=env, input="".join(json.dumps(m) + "\n" for m in messages),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          input=protocol.GO.decode() + "".join(json.dumps(m) + "\n" for m in messages))
     lines = (tmp_path / protocol.PROGRESS).read_text().split()
     assert " ".join(lines) == ("ready start 0 end 0 start 2 flood 2 11000001 end 2 start 3 end 3 start 4 end 4 "
-                               "start 5 end 5 serving done"), done.stderr
+                               "start 5 end 5 start 6 end 6 serving done"), done.stderr
     replies = [json.loads(line) for line in done.stdout.splitlines()]  # nothing the cells printed is in between
     assert replies[0]["answer"]["name"] == "project_qkv" and replies[1] == {"absent": True}
     assert replies[2]["raise"] == "Error" and len(replies) == 3
+    # the learner's own check cell does not run the checker (the grader judges 1.1 itself, over the link)
+    assert (tmp_path / "said.txt").read_text() == "not checked here: attnbook-grade checks every exercise itself"
+    assert (tmp_path / "read.txt").read_text() == '{"the": "notebook"}'
+    assert not os.access(tmp_path / "mine.ipynb", os.W_OK) or os.geteuid() == 0  # read-only (root writes anyway)
+
+
+def test_a_runner_started_ahead_runs_nothing_until_go_and_ends_when_the_link_closes(tmp_path):
+    """A spare runner (grading/launch.py) reports "ready" and waits; closing its link without the go byte ends
+    it without reading the request or running a cell."""
+    protocol.write_request(str(tmp_path), protocol.Request(chapter="1", exercises=[], cell_timeout_s=10,
+                                                           cells=[(0, "open('ran.txt', 'w').write('x')")]))
+    (tmp_path / protocol.PROGRESS).touch()
+    argv, env = sandbox.unsandboxed_command(str(tmp_path))
+    done = subprocess.run(argv, cwd=tmp_path, env=env, input="", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / protocol.PROGRESS).read_text().split() == ["ready"]
+    assert not (tmp_path / "ran.txt").exists()
 
 
 def test_a_path_repeated_as_spelled_is_graded_once_and_other_paths_keep_their_rows(tmp_path):

@@ -414,3 +414,20 @@ def test_converted_masks_to_torch_sdpa(src):
     torch.testing.assert_close(scaled_dot_product_attention(q, k, v, attn_mask=as_allow)[0], ref, atol=1e-12, rtol=1e-12)
     if src == "additive":  # torch's SDPA adds float masks: the additive form itself works there too
         torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), ref, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(2, 1, 3), (4, 1)], [(), (5,)], [(0,), (1,)], [(1, 0), (3, 1)], [(7,)], [], [(2, 3), (2, 3), (1, 3)],
+    [(2, 3), (3, 2)], [(0,), (3,)], [(4, 1, 2), (3, 3)],
+])
+def test_broadcast_shapes_agrees_with_torch(shapes):
+    """The package's plain-Python broadcast_shapes (no sympy import) gives torch.broadcast_shapes' shape, or
+    ValueError where torch raises."""
+    from attnbook._validate import broadcast_shapes
+    try:
+        expected = torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        with pytest.raises(ValueError, match="do not broadcast"):
+            broadcast_shapes(*shapes)
+    else:
+        assert broadcast_shapes(*shapes) == expected

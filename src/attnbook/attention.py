@@ -6,7 +6,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._validate import require_broadcastable, require_dim, require_int, require_tensor
+from ._validate import broadcast_shapes, require_broadcastable, require_dim, require_int, require_tensor
 
 __all__ = ["softmax", "scaled_dot_product_attention", "tiled_attention"]
 
@@ -101,7 +101,7 @@ def tiled_attention(
         raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
 
     L, S, Ev = query.size(-2), key.size(-2), value.size(-1)
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     stat_dtype = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
     q = query * scale  # (..., L, E): scale once, not once per block
     m = torch.full((*batch, L, 1), float("-inf"), dtype=stat_dtype, device=query.device)  # running max
@@ -144,8 +144,8 @@ def _check_qkv(query, key, value) -> None:
             f"and value {tuple(value.shape)}"
         )
     try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
+        broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except ValueError:
         raise ValueError(
             f"the batch dimensions of query {tuple(query.shape)}, key {tuple(key.shape)} and "
             f"value {tuple(value.shape)} do not broadcast"

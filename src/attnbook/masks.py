@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._validate import require_int, require_tensor
+from ._validate import broadcast_shapes, require_int, require_tensor
 
 __all__ = ["causal_mask", "padding_mask", "combine_masks", "convert_mask", "CONVENTIONS"]
 
@@ -62,8 +62,8 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
     if not present:
         return None
     try:
-        shape = torch.broadcast_shapes(*(m.shape for m in present))
-    except RuntimeError:
+        shape = broadcast_shapes(*(m.shape for m in present))
+    except ValueError:
         shapes = ", ".join(str(tuple(m.shape)) for m in present)
         raise ValueError(f"masks with shapes {shapes} do not broadcast together") from None
     out = torch.ones(shape, dtype=torch.bool, device=present[0].device)

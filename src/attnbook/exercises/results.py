@@ -2,10 +2,14 @@
 `summary` shows a chapter's progress in this session. Neither ever raises into the notebook."""
 from __future__ import annotations
 
+import contextlib
 import html
+import os
 from dataclasses import asdict, dataclass
 
 from . import guard
+from .forbid import Forbidden
+from .limits import TimeUp
 from ..i18n import N_, _
 from .hints import describe, fmt
 from .registry import REGISTRY, Exercise, NotAttempted, Wrong, id_key
@@ -70,8 +74,27 @@ def _usage(known: str, exercise_id: str = "2.3") -> str:
              "known ids: {known}", exercise_id=exercise_id, known=known)
 
 
+# Set by the grader's runner (grading/runner.py) while it runs a submission's cells: the grader judges every
+# exercise itself, over the link, so the learner's own check cells would only cost time (half of a chapter 2
+# submission's). A learner who unsets it gains nothing: what check() says in the sandbox is never read.
+GRADER_RUN = "ATTNBOOK_GRADER_RUN"
+
 _FAILED_ATTEMPTS: dict[str, int] = {}  # failed checks per exercise in this session
 _current_attempts = 0  # failed attempts so far of the exercise being checked (read by expect_value)
+
+
+@contextlib.contextmanager
+def fresh_session():
+    """A check as a new learner's first attempt (the grader's), leaving the notebook's session as it was."""
+    global _current_attempts
+    saved = dict(_SESSION), set(_PASSED_BEFORE), dict(_FAILED_ATTEMPTS), _current_attempts
+    _SESSION.clear(), _PASSED_BEFORE.clear(), _FAILED_ATTEMPTS.clear()
+    try:
+        yield
+    finally:
+        _SESSION.clear(), _PASSED_BEFORE.clear(), _FAILED_ATTEMPTS.clear()
+        _SESSION.update(saved[0]), _PASSED_BEFORE.update(saved[1]), _FAILED_ATTEMPTS.update(saved[2])
+        _current_attempts = saved[3]
 
 
 def failed_attempts() -> int:
@@ -107,6 +130,8 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
     if extra:
         return _result(ex, FAILED, _("check takes two arguments, got {count}; ", count=2 + len(extra))
                        + _usage(known, exercise_id))
+    if os.environ.get(GRADER_RUN):
+        return _result(ex, NOT_ATTEMPTED, "not checked here: attnbook-grade checks every exercise itself")
     if answer is None:
         result = _result(ex, NOT_ATTEMPTED, _("nothing to check yet: fill in your answer above, run it, then this cell"))
     else:
@@ -127,7 +152,7 @@ def check(exercise_id=_MISSING, answer=_MISSING, *extra) -> CheckResult:
             if ex.section:
                 text += _(' (Re-read "{section}".)', section=_(ex.section))
             result = _result(ex, FAILED, text)
-        except (Exception, guard.TimeUp, guard.Forbidden) as e:  # a checker must never crash the notebook
+        except (Exception, TimeUp, Forbidden) as e:  # a checker must never crash the notebook
             result = _result(ex, FAILED, _("could not check your answer ({error})",
                                                   error=f"{type(e).__name__}: {e}"))
         if result.status == FAILED:

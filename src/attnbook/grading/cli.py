@@ -12,7 +12,7 @@ from pathlib import Path
 from ..exercises.registry import REGISTRY
 from ..exercises.results import FAILED, NOT_ATTEMPTED, PASSED
 from ..i18n import LANGUAGES, set_language
-from . import sandbox, similarity
+from . import launch, sandbox, similarity
 from .gradebook import Gradebook, cell, printable, write_atomically
 from .submission import (DEFAULT_NOTEBOOK_TIMEOUT_S, DEFAULT_TIMEOUT_S, MAX_CHAPTER, SubmissionGrade,
                          grade_submission)
@@ -89,15 +89,16 @@ def report_similarity(grades: list[SubmissionGrade], book: Path | None) -> None:
 def grade_all(paths: list[str], *, jobs: int = 1, progress=None, **options) -> list[SubmissionGrade]:
     """Grade every submission, `jobs` at a time, in the order given; `progress(grade)` is called as each ends."""
     def one(path):
-        grade = grade_submission(path, **options)
+        grade = grade_submission(path, spares=spares, **options)
         if progress is not None:
             progress(grade)
         return grade
 
-    if jobs <= 1:
-        return [one(p) for p in paths]
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attnbook-grade") as pool:
-        return list(pool.map(one, paths))
+    with launch.Spares() as spares:  # each thread starts its next runner while a submission's checks run
+        if jobs <= 1:
+            return [one(p) for p in paths]
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attnbook-grade") as pool:
+            return list(pool.map(one, paths))
 
 
 def _positive(kind):

@@ -6,10 +6,16 @@ A submission's folder (the only place the sandbox may write) holds:
   and the code cells to run (position in the notebook and source; skipped ones left out). It holds no seed: the
   run's seed stays in the grader, and an input the kernel must rebuild carries only what rebuilding it needs
   (`attnbook.exercises.inputs`);
-- the copy of the notebook, under its own name (the learner's code may read it);
+- `.submission`, the notebook's bytes, which the runner copies under the notebook's own name (read-only) before
+  any cell runs (the learner's code may read it);
 - `progress.jsonl`, appended by the runner, one flushed line per step: `ready`, `start I` / `end I` around
   code cell I, `flood I BYTES` when cell I printed more than OUTPUT_FLOOD_BYTES, `serving` once the cells have
   run, `done`.
+
+The runner starts before its submission is known (grading/launch.py keeps one started ahead): the grader makes
+the three files empty when it starts the runner, which reports `ready` once Python, torch and IPython are
+loaded and then waits. The grader fills `request.json` and `.submission` in place (the sandbox sees those same
+files) and writes one byte, `GO`, to the runner's stdin; only then does the runner read them.
 
 The runner's stderr (descriptor 2 of it and of every process it starts) is a pipe that the grader drains as it
 is written, keeping only its last STDERR_TAIL_BYTES (`StderrTail`): nothing written there reaches the grader's
@@ -38,7 +44,9 @@ from dataclasses import dataclass, field
 
 REQUEST = "request.json"
 PROGRESS = "progress.jsonl"
-RESERVED_NAMES = {REQUEST, PROGRESS}
+SUBMISSION = ".submission"
+GO = b"\n"  # the one byte the runner waits for: the request and the notebook are in its folder
+RESERVED_NAMES = {REQUEST, PROGRESS, SUBMISSION}
 
 OUTPUT_FLOOD_BYTES = 10_000_000  # a cell that prints more is reported (outputs are never kept)
 MAX_PROGRESS_BYTES = 1_000_000

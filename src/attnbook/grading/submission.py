@@ -6,11 +6,8 @@ entry in the row's problems (a catch-all around the whole life says why if somet
 from __future__ import annotations
 
 import math
-import os
 import re
 import secrets
-import shutil
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,7 +15,7 @@ from pathlib import Path
 
 from ..exercises.registry import REGISTRY, Exercise, id_key
 from ..exercises.results import FAILED, METADATA_KEY, NOT_ATTEMPTED, PASSED
-from . import protocol, sandbox
+from . import launch, protocol, sandbox
 
 DEFAULT_TIMEOUT_S = 60.0  # per cell, and per exercise's check
 DEFAULT_NOTEBOOK_TIMEOUT_S = 300.0  # per submission, reruns included
@@ -230,19 +227,6 @@ def _add(problems: list[str], problem: str) -> None:
         problems.append(problem)
 
 
-def _remove_tree(path: str) -> None:
-    """Remove a folder the sandbox wrote in, even where it took away its own permissions."""
-    def fix(func, p, _exc):
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-    shutil.rmtree(path, onerror=fix)
-
-
 @dataclass
 class Options:
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -250,53 +234,39 @@ class Options:
     sandboxed: bool = True
     run_seed: int | None = None
     similarity: bool = False
+    spares: launch.Spares | None = None  # runners started ahead (grade_all makes one for a batch)
 
 
 def _run_once(data: bytes, request: protocol.Request, run_seed: int, todo: list[str], options: Options,
               deadline: float, box):
-    """One run of the runner in a fresh folder: its cells, then the checks of the exercises in `todo`, in order,
-    over the link, with the inputs of `run_seed` (which stays in the grader: the request does not carry it).
-    Returns (how it ended, the last progress step, the grades made, problems). How it ended: "done", "stalled"
-    (no progress for timeout_s), "died", "deadline", or ("check", id, why) when the link failed while exercise id
-    was checked (why: "stalled" or "died"). The runner's stderr is read through a pipe, only its tail kept."""
-    tmp = tempfile.mkdtemp(prefix="attnbook-grade-")
+    """One run of the runner in a fresh folder (one started ahead by `options.spares` when there is one): its
+    cells, then the checks of the exercises in `todo`, in order, over the link, with the inputs of `run_seed`
+    (which stays in the grader: the request does not carry it). Returns (how it ended, the last progress step,
+    the grades made, problems). How it ended: "done", "stalled" (no progress for timeout_s), "died", "deadline",
+    or ("check", id, why) when the link failed while exercise id was checked (why: "stalled" or "died"). The
+    runner's stderr is read through a pipe, only its tail kept."""
+    cpu_s = int(options.notebook_timeout_s) + sandbox.CPU_MARGIN_S
+    runner = options.spares.take(cpu_s, box) if options.spares is not None else launch.launch(cpu_s, box)
     grades: dict[str, ExerciseGrade] = {}
     try:
-        folder, etc_dir = os.path.join(tmp, "submission"), os.path.join(tmp, "etc")
-        os.mkdir(folder, 0o700)
-        os.mkdir(etc_dir, 0o700)
-        with open(os.path.join(folder, request.notebook), "wb") as f:
-            f.write(data)  # the bytes read and checked, not the path again (it may have changed since)
-        protocol.write_request(folder, request)
-        open(os.path.join(folder, protocol.PROGRESS), "xb").close()  # bound into the sandbox: created here, empty
-        limits = sandbox.Limits(cpu_s=int(options.notebook_timeout_s) + sandbox.CPU_MARGIN_S)
-        stderr = protocol.StderrTail()  # a pipe drained as it comes: never a file, at most its last 64 KB kept
         try:
-            if box is not None:
-                box.prepare(etc_dir)
-                proc = sandbox.start(box.command(folder, etc_dir, box.runner_argv()), cwd=folder, env={},
-                                     limits=limits, stderr=stderr.write_fd)
-            else:
-                argv, env = sandbox.unsandboxed_command(folder)
-                proc = sandbox.start(argv, cwd=folder, env=env, limits=limits, stderr=stderr.write_fd)
-            stderr.started()
-            try:
-                ended, progress = _watch(proc, folder, options.timeout_s, deadline)
-                if ended == "serving":
-                    ended = _serve_checks(proc, run_seed, todo, options.timeout_s, deadline, grades)
-            finally:
-                sandbox.kill_tree(proc)
+            runner.go(request.notebook, data, request)
+            if options.spares is not None:  # the next runner starts (imports, then waits) while this one runs
+                options.spares.prepare(cpu_s, box)
+            ended, progress = _watch(runner.proc, runner.folder, options.timeout_s, deadline)
+            if ended == "serving":
+                ended = _serve_checks(runner.proc, run_seed, todo, options.timeout_s, deadline, grades)
         finally:
-            tail = stderr.close()[-4000:].decode("utf-8", "replace").strip().splitlines()
+            tail = runner.end()
         problems = [progress.problem] if progress.problem else []
-        stopped = sandbox.why_stopped(proc)
+        stopped = sandbox.why_stopped(runner.proc)
         if stopped:
             problems.append(stopped)
-        if progress.last == () and ended != "deadline" and tail:
+        if progress.last in ((), ("ready",)) and ended != "deadline" and tail:
             problems.append(f"the run did not start: {tail[-1][:200]}")
         return ended, progress, grades, problems
     finally:
-        _remove_tree(tmp)
+        runner.remove()
 
 
 def _serve_checks(proc, run_seed: int, todo: list[str], timeout_s: float, deadline: float,
@@ -403,15 +373,17 @@ def run_and_judge(data: bytes, nb, path: Path, todo: list[Exercise], options: Op
 def grade_submission(path: Path | str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                      notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S, recorded: bool = False,
                      chapter: str | None = None, sandboxed: bool = True, run_seed: int | None = None,
-                     box=None, similarity: bool = False) -> SubmissionGrade:
+                     box=None, similarity: bool = False, spares: launch.Spares | None = None) -> SubmissionGrade:
     """Grade one submission; never raises for anything in the file: each problem is listed in the result. With
-    `similarity`, its answers' normalised programs are kept too (`result.answers`, read statically)."""
+    `similarity`, its answers' normalised programs are kept too (`result.answers`, read statically). With
+    `spares` (one per batch: `with launch.Spares() as spares`), its runner may have been started ahead, and the
+    next one starts while its checks run."""
     start = time.monotonic()
     result = SubmissionGrade(str(path))
     if not sandboxed and not recorded:
         result.problems.append(UNSANDBOXED)
     try:
-        _grade(Path(path), result, Options(timeout_s, notebook_timeout_s, sandboxed, run_seed, similarity), recorded,
+        _grade(Path(path), result, Options(timeout_s, notebook_timeout_s, sandboxed, run_seed, similarity, spares), recorded,
                chapter, start, box if box is not None or not sandboxed else sandbox.Sandbox())
     except Exception as e:  # a bug or an OS error here must not stop the other submissions
         _add(result.problems, f"not graded: {type(e).__name__}: {str(e)[:200]}")
