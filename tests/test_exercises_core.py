@@ -387,7 +387,7 @@ def test_a_read_only_forbidden_attribute_does_not_break_right_answers():
 
 
 def test_patches_restore_attributes_dict_entries_and_inherited_methods():
-    from attnbook.exercises.guard import Patches
+    from attnbook.exercises.forbid import Patches
 
     namespace = {"a": 1}
     patches = Patches()
@@ -519,7 +519,7 @@ def test_the_package_solution_is_refused_however_it_is_reached():
 
 
 def test_every_reference_exists_and_each_check_refuses_it_itself():
-    from attnbook.exercises.guard import resolve_or_none
+    from attnbook.exercises.reach import resolve_or_none
 
     for ex in REGISTRY.values():
         for path in ex.references:

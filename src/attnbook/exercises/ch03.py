@@ -18,7 +18,8 @@ from torch import Tensor
 
 from .compare import generator, randn
 from .runs import ATOL, RTOL, Run, collect, expect_gradients, expect_shape, verdict
-from .guard import ATTENTION_SHORTCUTS, call
+from .forbid import ATTENTION_SHORTCUTS
+from .guard import call
 from .hints import describe
 from .registry import exercise, Wrong
 from ..i18n import N_, _

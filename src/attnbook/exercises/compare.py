@@ -220,7 +220,7 @@ def expect_value(got, expected: Tensor, *, what: str = N_("your answer"), atol: 
                 hint)
 
 
-SEED_OFFSET = 0  # added to every `randn` seed: set per grading run by remote.seeding (0 in a notebook)
+SEED_OFFSET = 0  # added to every `randn` seed: changed only by `seed_offset` (remote.seeding, fresh_values)
 FRESH_STEP = 1_000_000_007 % 2 ** 31  # what the second pass of a check (`fresh_values`) adds to the offset
 
 
@@ -242,17 +242,21 @@ def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, std: float
 
 
 @contextlib.contextmanager
-def fresh_values():
-    """The second pass of every check (`results.check`): the checker runs again with the offset moved, so every
-    input drawn with `randn`, `generator` or `case_seed` has the same shape and new values. An answer that
-    remembers results by shape, or knows the first pass's inputs, fails here."""
+def seed_offset(offset: int):
+    """While the block runs, SEED_OFFSET is `offset` (remote.seeding: a grading run's inputs)."""
     global SEED_OFFSET
-    previous = SEED_OFFSET
-    SEED_OFFSET = (SEED_OFFSET + FRESH_STEP) % 2 ** 31
+    previous, SEED_OFFSET = SEED_OFFSET, offset % 2 ** 31
     try:
         yield
     finally:
         SEED_OFFSET = previous
+
+
+def fresh_values():
+    """The second pass of every check (`results.check`): the checker runs again with the offset moved, so every
+    input drawn with `randn`, `generator` or `case_seed` has the same shape and new values. An answer that
+    remembers results by shape, or knows the first pass's inputs, fails here."""
+    return seed_offset(SEED_OFFSET + FRESH_STEP)
 
 
 DTYPE_HINT = (N_("keep the dtype of the input: no .float(), .double() or .half() casts on the result, and create new "

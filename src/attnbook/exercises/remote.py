@@ -30,6 +30,8 @@ import threading
 from . import codec, compare, guard, inputs, results
 from .codec import CodecError
 from .execute import execute
+from .feedback import Raised
+from .reach import unwrap
 from .observe import from_spec
 from .registry import REGISTRY, NotAttempted, Wrong
 from ..i18n import N_, _
@@ -58,36 +60,8 @@ def seeding(run_seed: int):
     notebook's inputs). Checkers whose cases are tuned to their seeds use their own generators."""
     if isinstance(run_seed, bool) or not isinstance(run_seed, int) or not 0 <= run_seed < 2 ** 63:
         raise ValueError(_("run_seed must be an int in [0, 2**63), got {run_seed!r}", run_seed=run_seed))
-    previous = compare.SEED_OFFSET
-    compare.SEED_OFFSET = (run_seed * 1_000_003) % 2 ** 31
-    try:
+    with compare.seed_offset(run_seed * 1_000_003):
         yield
-    finally:
-        compare.SEED_OFFSET = previous
-
-
-@contextlib.contextmanager
-def _fresh_session():
-    """A check as a new learner's first attempt, leaving the notebook's session as it was."""
-    saved = (dict(results._SESSION), set(results._PASSED_BEFORE), dict(results._FAILED_ATTEMPTS),
-             results._current_attempts)
-    results._SESSION.clear(), results._PASSED_BEFORE.clear(), results._FAILED_ATTEMPTS.clear()
-    try:
-        yield
-    finally:
-        results._SESSION.clear(), results._PASSED_BEFORE.clear(), results._FAILED_ATTEMPTS.clear()
-        results._SESSION.update(saved[0]), results._PASSED_BEFORE.update(saved[1])
-        results._FAILED_ATTEMPTS.update(saved[2])
-        results._current_attempts = saved[3]
-
-
-@contextlib.contextmanager
-def _running(runner):
-    previous, guard._RUNNER = guard._RUNNER, runner
-    try:
-        yield runner
-    finally:
-        guard._RUNNER = previous
 
 
 def _where(options: dict) -> str:
@@ -112,7 +86,8 @@ def _error_class(name) -> type:
 # ---------------------------------------------------------------------------------------------------------
 
 class Remote:
-    """`guard._RUNNER` in the grader: the learner's answer runs at the other end of `link`."""
+    """The runner of `guard.call` in the grader (`guard.running_on`): the learner's answer runs at the other end
+    of `link`."""
 
     def __init__(self, link, exercise_id: str, stand_in):
         self.link, self.exercise_id, self.stand_in = link, exercise_id, stand_in
@@ -153,7 +128,7 @@ def _outcome(reply, options: dict):
         if kind == "NotAttempted":
             raise NotAttempted(_bounded(reply.get("message")))
         if kind == "Raised":
-            raise guard.Raised(options["what"], _where(options), _bounded(reply.get("error")), options.get("explain"))
+            raise Raised(options["what"], _where(options), _bounded(reply.get("error")), options.get("explain"))
         if kind == "Error":
             raise _error_class(reply.get("type"))(_bounded(reply.get("message")))
         raise BadReply(_("{OUT_OF_STEP} (an outcome of an unknown kind)", OUT_OF_STEP=_(OUT_OF_STEP)))
@@ -191,7 +166,7 @@ def judge_exercise(link, exercise_id: str, run_seed: int) -> results.CheckResult
         except CodecError as e:
             return failed(_("{OUT_OF_STEP} (its description of your answer cannot be read: {e})",
                             OUT_OF_STEP=_(OUT_OF_STEP), e=e))
-        with _fresh_session(), _running(Remote(link, exercise_id, standing)):
+        with results.fresh_session(), guard.running_on(Remote(link, exercise_id, standing)):
             try:
                 return results.check(exercise_id, standing)
             except BadReply as e:
@@ -223,15 +198,12 @@ class Server:
         ex = REGISTRY.get(message.get("exercise")) if isinstance(message, dict) else None
         if ex is None or op not in ("describe", "call", "unit"):
             return {"raise": "Error", "type": "ValueError", "message": _("a message the kernel does not understand")}
-        previous, guard._RUNNER = guard._RUNNER, None  # the learner's code runs here, as in a notebook
-        try:
+        with guard.running_on(None):  # the learner's code runs here, as in a notebook
             if op == "describe":
                 return self._describe(ex)
             answer = self.namespace.get(ex.answer_name)
             with guard.checking(ex.references):
-                return self._run(op, message, answer)
-        finally:
-            guard._RUNNER = previous
+                return self._run(op, message, answer, ex.references)
 
     def _describe(self, ex) -> dict:
         if not ex.answer_name or ex.answer_name not in self.namespace:
@@ -241,7 +213,7 @@ class Server:
         except CodecError as e:
             return {"unreadable": str(e)[:1000]}
 
-    def _run(self, op: str, message: dict, answer) -> dict:
+    def _run(self, op: str, message: dict, answer, references) -> dict:
         what = _("your function")
         try:
             args, kwargs = inputs.decode(message["args"]), inputs.decode(message["kwargs"])
@@ -253,12 +225,12 @@ class Server:
                 what = options["what"]
                 options.update(forbid=inputs.decode(options["forbid"]), prepare=inputs.decode(options["prepare"]),
                                explain=None)
-                out = execute(answer, args, kwargs, **options)
+                out = execute(answer, args, kwargs, references=references, **options)
                 observer = message.get("observe")
                 value = out if observer is None else (
                     out, from_spec(observer[0], inputs.decode(observer[1])).read(out, args, kwargs))
             return {"return": codec.encode(value, max_bytes=MAX_REPLY_BYTES)}
-        except guard.Raised as e:
+        except Raised as e:
             if op == "call":  # the grader words the hint (its `explain`); a helper's own calls were explained here
                 return {"raise": "Raised", "error": str(e.error)[:MAX_MESSAGE]}
             return {"raise": "Wrong", "message": str(e.message)[:MAX_MESSAGE],
@@ -338,7 +310,7 @@ def describe_answer(answer, kind: str = "function"):
     except Exception:  # noqa: BLE001 - no signature to read (a builtin, an odd callable)
         signature = None
     names: list[str] = []
-    todo = [getattr(guard.unwrap(answer), "__code__", None)]
+    todo = [getattr(unwrap(answer), "__code__", None)]
     while todo and len(names) < 2000:
         code = todo.pop()
         if code is not None and hasattr(code, "co_names"):

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..compare import expect_tensor
-from ..guard import unwrap
+from ..reach import unwrap
 from ..hints import describe, show_pair
 from ..registry import Wrong
 from ...i18n import _

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from ...attention import softmax
-from .. import guard
+from ..forbid import op_aliases
 from ..compare import expect_close, expect_dtype, expect_tensor, generator
 from ..guard import call
 from ..observe import ChangedItem
@@ -51,7 +51,7 @@ def _with_shared_aliases(paths) -> list[str]:
     each forbidden entry costs time on every call, and 9.1 calls the learner's function ten times."""
     out = list(dict.fromkeys(paths))
     for path in paths:
-        out += [a for a in guard.op_aliases(path) if not guard.op_aliases(a) and a not in out]
+        out += [a for a in op_aliases(path) if not op_aliases(a) and a not in out]
     return out
 
 

@@ -11,7 +11,8 @@ from torch import Tensor
 from ...attention import scaled_dot_product_attention
 from ..ch08._shared import library_paths
 from ..compare import expect_close, expect_tensor, expect_tuple, generator
-from ..guard import ATTENTION_SHORTCUTS, call
+from ..forbid import ATTENTION_SHORTCUTS
+from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
 

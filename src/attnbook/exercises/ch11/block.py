@@ -14,7 +14,8 @@ from torch import Tensor
 
 from ...models.llama import LlamaBlock
 from ..ch05._shared import import_transformers_first
-from ..guard import ATTENTION_SHORTCUTS, call
+from ..forbid import ATTENTION_SHORTCUTS
+from ..guard import call
 from ..registry import exercise, Wrong
 from ..runs import (GRAD_HINT, GRAD_TAIL, Run, collect, compare_gradients, expect_shape, grad_inputs,
                     observe_gradients, verdict)
