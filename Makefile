@@ -12,7 +12,7 @@ ZH_NOTEBOOKS := $(wildcard book/zh/[0-9][0-9]_*.ipynb) $(wildcard book/zh/append
 ZH_SITE = $(BIN)/jupyter-book build $(1) --keep-going book/zh --path-output _build/zh && \
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 
-.PHONY: install book serve test notebooks translations clean
+.PHONY: install book serve test notebooks chapter translations clean
 
 install: $(STAMP)
 
@@ -67,6 +67,19 @@ notebooks: install
 	$(BIN)/python -m attnbook.student
 	$(BIN)/python -m tools.i18n update
 	$(BIN)/python -m tools.i18n execute
+
+## make chapter N=4: after editing chapter 4 (its notebook or its checkers), the same for that chapter alone:
+## re-execute book/04_*.ipynb, regenerate its exercise version, update the catalogs (then translate what
+## `python -m tools.i18n todo 04_...` lists, and run it again), re-run its Chinese notebook, and score its mutant
+## catalogue in English and Chinese
+chapter: install
+	@test -n "$(N)" || { echo "say which chapter: make chapter N=4"; exit 2; }
+	@nb=$$(ls book/$$(printf %02d $(N))_*.ipynb 2>/dev/null); test -n "$$nb" || { echo "no book/$$(printf %02d $(N))_*.ipynb"; exit 2; }; \
+	set -e; $(BIN)/python tools/execute_notebooks.py $$nb; \
+	$(BIN)/python -m attnbook.student $$nb; \
+	$(BIN)/python -m tools.i18n update; \
+	$(BIN)/python -m tools.i18n execute $(N); \
+	$(BIN)/python tools/mutant_report.py --chapter $(N)
 
 ## make translations: after editing English text, mark what the Chinese edition must translate again
 translations: install

@@ -4,7 +4,7 @@
     python -m tools.i18n todo 03_multi_head [--all]   # the entries still to translate, numbered, in the fill format
     python -m tools.i18n fill 03_multi_head FILE      # put translations into the catalog from a file in the fill format
     python -m tools.i18n build             # write book/zh/ (notebooks, pages, _toc.yml, _config.yml) from the catalogs
-    python -m tools.i18n execute           # build, run the Chinese notebooks for their feedback cells' outputs, build
+    python -m tools.i18n execute [4 ...]   # build, run the Chinese notebooks for their feedback cells' outputs, build
     python -m tools.i18n check             # what CI runs: catalogs current, complete, not fuzzy, valid, glossary obeyed,
                                            # and book/zh/ equal to what `build` would write
 
@@ -121,9 +121,18 @@ def cmd_build(args) -> int:
 
 def cmd_execute(args) -> int:
     cmd_build(args)
-    notebooks = sorted(str(p) for p in edition.ZH.glob("*.ipynb"))
+    notebooks = sorted(str(p) for p in edition.ZH.glob("*.ipynb") if _chosen(p.stem, args.pages))
+    if not notebooks:
+        print(f"no Chinese notebook matches {' '.join(args.pages)}")
+        return 1
     subprocess.run([sys.executable, str(cat.ROOT / "tools" / "execute_notebooks.py"), *notebooks], check=True)
     return cmd_build(args)  # back to the English outputs everywhere but the feedback cells
+
+
+def _chosen(stem: str, pages: list[str]) -> bool:
+    """Whether the notebook `stem` ("04_residual_layernorm") is one of `pages` (stems or chapter numbers); all
+    when none is given."""
+    return not pages or any(stem == p or (p.isdigit() and stem.startswith(f"{int(p):02d}_")) for p in pages)
 
 
 def catalog_problems(page) -> list[str]:
@@ -193,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="check the translations, store nothing")
     p.set_defaults(run=cmd_fill)
     sub.add_parser("build").set_defaults(run=cmd_build)
-    sub.add_parser("execute").set_defaults(run=cmd_execute)
+    p = sub.add_parser("execute")
+    p.add_argument("pages", nargs="*", help="only these notebooks: stems (04_residual_layernorm) or chapter numbers")
+    p.set_defaults(run=cmd_execute)
     sub.add_parser("check").set_defaults(run=cmd_check)
     args = parser.parse_args(argv)
     return args.run(args)
