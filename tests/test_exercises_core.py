@@ -476,6 +476,19 @@ def test_switching_off_the_profiler_is_refused():
         call(stop_watching, 1, forbid=["json.*dump*"])
 
 
+def test_a_long_c_call_is_reported_as_slow_not_as_switching_off_the_profiler():
+    """The time limit's signal lands when a long C call returns, inside the profile hook, and Python drops the
+    hook: that is the time limit's doing, not the answer's (a blind trial got the profiler message here)."""
+    a = torch.randn(900, 900, dtype=torch.float64)
+
+    def slow(x):
+        return float((a @ a @ a @ a).sum()) + x  # long C calls, never interrupted inside
+
+    with pytest.raises(Wrong) as caught:
+        call(slow, 1, forbid=["json.*dump*"], time_limit_s=0.02)
+    assert "took" in str(caught.value) and "profiler" not in str(caught.value), str(caught.value)
+
+
 def _second_import(module_name: str):
     """The package module loaded again from its file, as a learner might (a separate module object)."""
     import importlib.util

@@ -130,8 +130,10 @@ def run_here(fn, args: tuple, kwargs: dict, *, what: str, on: str, time_limit_s:
     static = guard.reached_by_name()
     if static is not None and (not guard.reached or (static[2] and not any(r[2] for r in guard.reached))):
         guard.reached.insert(0, static)
-    if isinstance(error, RecursionError):
-        guard.lost_profile = False  # Python drops a profile hook that overflows the stack: the error is the verdict
+    if isinstance(error, (RecursionError, TimeUp)) or time.perf_counter() - start > time_limit_s:
+        # Python drops a profile hook that overflows the stack, or that the time limit's signal interrupts (a
+        # single long C call ends inside it): the error, or the time taken, is the verdict
+        guard.lost_profile = False
     guard.judge(what, where)  # a forbidden reach decides first, even if the answer swallowed it
     if isinstance(error, NotImplementedError):
         raiser = raising_function(error)
