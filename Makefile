@@ -48,7 +48,7 @@ serve: book
 ## (nothing loaded from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
 test: install $(NPM_STAMP)
 	$(BIN)/python -m tools.i18n check
-	$(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider
+	$(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --durations=25
 	@# Two cores: the Chinese chapters' nbval (one thread) runs beside the rest, and its log is shown after it
 	mkdir -p _build
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider > _build/nbval-zh.log 2>&1 & nbval=$$!; \

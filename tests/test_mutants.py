@@ -1,5 +1,9 @@
-"""The mutant catalogue (tests/mutants/): every wrong answer fails with its promised message, every right answer
-passes, and every exercise has at least 6 wrong and 3 right answers. tools/mutant_report.py prints the score."""
+"""The mutant catalogue's shape (tests/mutants/): every exercise has at least 6 wrong and 3 right answers, and
+every entry names a known exercise.
+
+Each entry's verdict is tested once, in tests/test_remote.py (checked in the notebook's way and graded over the
+link, under run seeds 0, 1 and 2 in turn: same verdict, and the one the catalogue promises), and scored by
+tools/mutant_report.py (with the notebook's inputs, in English and in Chinese), which `make test` runs too."""
 from __future__ import annotations
 
 import pytest
@@ -8,15 +12,6 @@ import mutants
 from attnbook.exercises import REGISTRY
 
 CATALOGUE = mutants.load()
-
-
-@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: f"{m.exercise_id}-{'right' if m.right else 'wrong'}-{m.name}")
-def test_mutant(mutant):
-    ok, result = mutants.run(mutant)
-    if mutant.right:
-        assert ok, f"a right answer failed: {result}"
-    else:
-        assert ok, f"a wrong answer was not rejected as promised (hint {mutant.hint!r}): {result}"
 
 
 @pytest.mark.parametrize("exercise_id", sorted(REGISTRY))

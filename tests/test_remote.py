@@ -1,7 +1,7 @@
 """Checks run by the grader on code that runs elsewhere (attnbook.exercises.remote, inputs, codec): the grader's
 verdict, with the answer behind a link to a kernel, equals the direct check's for every entry of the mutant
-catalogue, and meets the catalogue's expectation, under run seeds 0, 1 and 2 in turn (tests/test_mutants.py runs
-every entry under seed 0 too); inputs cross to the kernel as the same objects;
+catalogue, and meets the catalogue's expectation, under run seeds 0, 1 and 2 in turn (the one test of every
+entry's verdict; tools/mutant_report.py scores them with the notebook's inputs); inputs cross to the kernel as the same objects;
 results cross back as plain data; a reply that does not fit the check gets 0 points."""
 from __future__ import annotations
 
