@@ -222,6 +222,31 @@ def test_1_3_wrong_answers_get_hints():
         assert_rejected("1.3", fn, hint)
 
 
+def mean_shift(x, dim=-1):
+    e = torch.exp(x - x.mean(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def min_shift(x, dim=-1):
+    e = torch.exp(x - x.amin(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def abs_max_shift(x, dim=-1):
+    e = torch.exp(x - x.abs().amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@pytest.mark.parametrize("fn", [mean_shift, min_shift, abs_max_shift], ids=["mean", "min", "abs-max"])
+def test_1_3_a_shift_by_another_statistic_is_told_that_the_maximum_keeps_exp_at_most_1(fn):
+    """A learner trial: the mean, the minimum or the largest |x| as the shift still overflows or underflows; the
+    NaN message says that subtracting the maximum, and nothing else, keeps every exp <= 1."""
+    result = check("1.3", fn)
+    assert result.status == "failed" and "contains NaN" in result.message, result.message
+    assert "Subtract the maximum along dim, not the mean, the minimum" in result.message, result.message
+    assert "every exp is <= 1" in result.message, result.message
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 1.3: what the task forbids is enforced, and common exceptions get hints
 # ---------------------------------------------------------------------------------------------------------

@@ -54,6 +54,26 @@ def test_6_1_wrong_answers_get_hints(wrong, hint):
     assert '(Re-read "The causal mask".)' in result.message
 
 
+@pytest.mark.parametrize("cap", [32, 64, 128, 256])
+def test_6_1_a_mask_made_once_at_a_fixed_size_is_refused(cap):
+    """A learner trial: a tril made once at a fixed size and sliced to [:n, :n] passed while the largest n was 24.
+    Now a size past 256 is always checked, and the message says the mask stopped at a size fixed in the code."""
+    block = torch.tril(torch.ones(cap, cap, dtype=torch.bool))
+
+    result = check("6.1", lambda n: block[:n, :n])
+    assert not result.passed, result.message
+    assert f"your mask has shape ({cap}, {cap}) on n=" in result.message, result.message
+    assert "a size is fixed in your code" in result.message, result.message
+
+
+def test_6_1_a_mask_one_short_from_the_start_is_not_called_a_fixed_size():
+    """A mask that is (n - 1, n - 1) on the first n is an off-by-one in the size, not a cap: the general shape
+    hint, not the fixed-size one."""
+    result = check("6.1", lambda n: torch.ones(n - 1, n - 1, dtype=torch.bool).tril())
+    assert not result.passed and "one row per query" in result.message, result.message
+    assert "fixed in your code" not in result.message, result.message
+
+
 def test_6_1_wrong_values_name_the_input_and_the_first_wrong_entry():
     def wrong(n):  # right except that the last query may not see the first key
         m = torch.ones(n, n, dtype=torch.bool).tril()
@@ -623,8 +643,10 @@ def test_6_1_drawn_sizes(offset):
         offset(o)
         sizes = causal.causal_sizes()
         assert [sizes[0], *sizes[2:5]] == [4, 2, 7, 1] and 5 <= sizes[1] <= 12 and 13 <= sizes[5] <= 24
-        seen.add((sizes[1], sizes[5]))
-    assert len(seen) > 50  # of the 8 x 12 pairs (the fixed sizes alone keep every mistake apart)
+        assert 256 < sizes[6] <= 300 and sizes[6] == max(sizes)  # last: past every cap of 256 or less
+        seen.add((sizes[1], sizes[5], sizes[6]))
+    assert len(seen) > 150  # of the 8 x 12 x 44 triples (the fixed sizes alone keep every mistake apart)
+    assert len({s[2] for s in seen}) > 30  # the large size is new on most runs
 
 
 def test_6_2_drawn_batches_keep_every_mistake_apart(offset):

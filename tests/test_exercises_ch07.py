@@ -821,3 +821,92 @@ def test_7_3_every_seed_has_sizes_no_fixed_size_fits(offset):
 def test_drawn_cases_give_every_catalogue_entry_its_verdict(exercise_id, monkeypatch):
     """The catalogue's verdicts hold under other seeds too (two here, and seeds 0 to 2 in test_remote)."""
     catalogue_over_offsets(exercise_id, OFFSETS[:2], monkeypatch, generated=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A learner trial: a Conv2d sharing the caller's tensors (7.2), a concatenation along another dim and cls added
+# to the patches (7.3)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _aliasing_conv(share_weight: bool, share_bias: bool):
+    def patch_embedding_as_conv(weight, bias, patch_size):
+        P = patch_size
+        D, C = weight.size(0), weight.size(1) // (P * P)
+        conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+        kernel = weight.reshape(D, P, P, C).permute(0, 3, 1, 2)  # a view of weight
+        conv.weight = nn.Parameter(kernel if share_weight else kernel.clone())
+        conv.bias = nn.Parameter(bias if share_bias else bias.clone())
+        return conv
+
+    return patch_embedding_as_conv
+
+
+@pytest.mark.parametrize("share_weight, share_bias, name", [
+    (True, True, "weight"), (True, False, "weight"), (False, True, "bias")])
+def test_7_2_parameters_that_share_the_caller_s_tensors_are_refused(share_weight, share_bias, name):
+    """nn.Parameter(a view of weight) or nn.Parameter(bias) has the right values but is the caller's memory:
+    zeroing the conv's weight would zero the Linear's. The task says to copy."""
+    result = check("7.2", _aliasing_conv(share_weight, share_bias))
+    assert not result.passed, result.message
+    assert f"your Conv2d's {name} shares its memory with the `{name}` you were given" in result.message
+    assert ".clone()" in result.message and '(Re-read "Patchify plus a matrix is a convolution".)' in result.message
+
+
+def test_7_2_new_parameters_made_from_copies_pass():
+    assert check("7.2", _aliasing_conv(False, False)).passed
+
+
+def test_7_2_the_conv_the_check_accepts_owns_its_memory():
+    """What the check accepts, checked from the outside: changing the returned conv leaves weight and bias as
+    they were (the task's "copy the weights into it")."""
+    weight, bias = torch.randn(5, 12, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    for answer in (_aliasing_conv(False, False), make_conv()):
+        conv = answer(weight, bias, 2)
+        before = weight.clone(), bias.clone()
+        with torch.no_grad():
+            conv.weight.zero_()
+            conv.bias.zero_()
+        assert torch.equal(weight, before[0]) and torch.equal(bias, before[1])
+    conv = _aliasing_conv(True, True)(weight, bias, 2)
+    with torch.no_grad():
+        conv.weight.zero_()
+    assert not weight.any()  # the refused answer really does alias
+
+
+def test_7_2_the_no_grad_hint_says_to_copy():
+    """The hint for a copy_ outside no_grad offers new parameters, and says they must be made from copies (a
+    Parameter made from a view of weight shares it)."""
+    result = check("7.2", make_conv(no_grad=False))
+    assert not result.passed and "nn.Parameter(t.clone())" in result.message, result.message
+    assert "conv.weight = nn.Parameter(...)" not in result.message, result.message
+
+
+@pytest.mark.parametrize("dim", [2, -1, 0])
+def test_7_3_a_concatenation_along_another_dim_is_told_the_token_axis(dim):
+    """cls expanded, but joined along the features or the batch: the error names that dim, and the hint says the
+    token axis is dim 1 (not the expand hint: cls was expanded)."""
+    def prepend_cls(x, cls, pos):
+        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim) + pos
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed, result.message
+    assert "the token axis, dim 1" in result.message, result.message
+    assert "expand cls over the batch" not in result.message, result.message
+
+
+def test_7_3_the_expand_hint_is_kept_for_a_missing_or_fixed_expand():
+    no_expand = check("7.3", lambda x, cls, pos: torch.cat([cls, x], 1) + pos)
+    assert not no_expand.passed and "expand cls over the batch" in no_expand.message, no_expand.message
+    fixed = check("7.3", lambda x, cls, pos: torch.cat([cls.expand(3, -1, -1), x], 1) + pos)
+    assert not fixed.passed and "your class tokens have batch size 3" in fixed.message, fixed.message
+    assert "x.size(0)" in fixed.message
+
+
+@pytest.mark.parametrize("prepend_cls, piece", [
+    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + cls], 1) + pos, "added cls to the patches"),
+    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + cls + pos, "added cls to every token"),
+], ids=["patches", "every-token"])
+def test_7_3_cls_added_to_the_patches_is_named(prepend_cls, piece):
+    result = check("7.3", prepend_cls)
+    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message

@@ -487,14 +487,14 @@ def stable_softmax_global_max(x, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("1.3")
+@wrong("1.3", hint="not the mean, the minimum or any other statistic")
 def stable_softmax_min(x, dim=-1):
     """subtracts the minimum instead of the maximum"""
     e = (x - x.amin(dim=dim, keepdim=True)).exp()
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("1.3")
+@wrong("1.3", hint="not the mean, the minimum or any other statistic")
 def stable_softmax_mean(x, dim=-1):
     """subtracts the mean instead of the maximum"""
     e = (x - x.mean(dim=dim, keepdim=True)).exp()
@@ -824,3 +824,30 @@ def soft_lookup_decode_attention(q, K, V):
         return weights @ V, weights
     out = grouped_decode_attention((q * math.sqrt(q.shape[-1]))[None, None, None], K[None, None], V[None, None])
     return out[0, 0, 0], weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A learner trial (F8): a shift by another statistic than the maximum overflows or underflows; the hint says
+# that the maximum, not another statistic, is what keeps every exp <= 1
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@wrong("1.3", hint="not the mean, the minimum or any other statistic")
+def stable_softmax_mean_torch_exp(x, dim=-1):
+    """torch.exp(x - x.mean(dim, keepdim=True)): shifts by the mean, positional dim"""
+    e = torch.exp(x - x.mean(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+@wrong("1.3", hint="not the mean, the minimum or any other statistic")
+def stable_softmax_abs_max(x, dim=-1):
+    """shifts by the largest absolute value, x.abs().amax(dim): all entries <= 0, but -1000s underflow to 0 / 0"""
+    e = torch.exp(x - x.abs().amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="not the mean, the minimum or any other statistic")
+def stable_softmax_median(x, dim=-1):
+    """shifts by the median along dim"""
+    e = torch.exp(x - x.median(dim=dim, keepdim=True).values)
+    return e / e.sum(dim=dim, keepdim=True)

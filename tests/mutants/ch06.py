@@ -155,6 +155,37 @@ def causal_mask_with_device(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
+# A learner trial (F5): a mask made once at a fixed size and sliced to n; the largest n checked used to be 24
+_BLOCK_32 = torch.tril(torch.ones(32, 32, dtype=torch.bool))
+_BLOCK_64 = torch.tril(torch.ones(64, 64, dtype=torch.bool))
+_BLOCK_256 = torch.tril(torch.ones(256, 256, dtype=torch.bool))
+
+
+@wrong("6.1", hint="a size is fixed in your code")
+def causal_mask_block_32(n):
+    """a module-level 32 x 32 tril sliced to [:n, :n] (a cap: (32, 32) for every n > 32)"""
+    return _BLOCK_32[:n, :n]
+
+
+@wrong("6.1", hint="a size is fixed in your code")
+def causal_mask_block_64(n):
+    """a cached 64 x 64 tril sliced to [:n, :n]"""
+    return _BLOCK_64[:n, :n]
+
+
+@wrong("6.1", hint="a size is fixed in your code")
+def causal_mask_block_256(n):
+    """nanoGPT's block_size 256: a 256 x 256 tril buffer sliced to [:n, :n]"""
+    return _BLOCK_256[:n, :n]
+
+
+@wrong("6.1", hint="a size is fixed in your code")
+def causal_mask_block_64_clamped(n):
+    """a 64 x 64 tril made on every call from min(n, 64): torch.ones(m, m).tril() with m = min(n, 64)"""
+    m = min(n, 64)
+    return torch.ones(m, m, dtype=torch.bool).tril()
+
+
 # ----------------------------------------------------------------------------------------------------------
 # 6.2 decoder_self_mask(lengths, n): bool (batch, 1, n, n), causal AND real keys
 # ----------------------------------------------------------------------------------------------------------

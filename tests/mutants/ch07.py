@@ -894,3 +894,88 @@ def patchify(images, patch_size):
     B, C, H, W = images.shape
     P = patch_size
     return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, -1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A learner trial (F4, F6, F7): a Conv2d whose parameters share memory with the inputs; a concatenation along
+# another dim than the token axis; cls added to the patches as well as prepended
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@wrong("7.2", hint="shares its memory")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """new nn.Parameter objects made from a view of weight and from bias itself (no copy: the conv aliases them)"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+    conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))  # a view of the input
+    conv.bias = nn.Parameter(bias)
+    return conv
+
+
+@wrong("7.2", hint="shares its memory")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """copies the kernel under no_grad, but conv.bias = nn.Parameter(bias): the bias is the caller's tensor"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+    with torch.no_grad():
+        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
+    conv.bias = nn.Parameter(bias)
+    return conv
+
+
+@wrong("7.2", hint="shares its memory")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """assigns .data: conv.weight.data = a view of weight, conv.bias.data = bias.detach()"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+    conv.weight.data = weight.detach().view(D, P, P, C).permute(0, 3, 1, 2)
+    conv.bias.data = bias.detach()
+    return conv
+
+
+@wrong("7.2", hint="shares its memory")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """.contiguous() taken for a copy: nn.Parameter(kernel.contiguous()) and nn.Parameter(bias.contiguous())
+    (contiguous returns the same tensor when it already is: one channel, or patch size 1, and always the bias)"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+    conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2).contiguous())
+    conv.bias = nn.Parameter(bias.contiguous())
+    return conv
+
+
+@wrong("7.3", hint="the token axis, dim 1")
+def prepend_cls(x, cls, pos):
+    """expands cls, then concatenates along dim 2 (the features) instead of dim 1"""
+    B = x.size(0)
+    return torch.cat([cls.expand(B, -1, -1), x], 2) + pos
+
+
+@wrong("7.3", hint="the token axis, dim 1")
+def prepend_cls(x, cls, pos):
+    """expands cls, then concatenates along dim=-1"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=-1) + pos
+
+
+@wrong("7.3", hint="the token axis, dim 1")
+def prepend_cls(x, cls, pos):
+    """expands cls, then concatenates along dim 0 (the batch)"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=0) + pos
+
+
+@wrong("7.3", hint="added cls to the patches")
+def prepend_cls(x, cls, pos):
+    """prepends cls and also adds it to every patch: cat([cls, x + cls]) + pos"""
+    B = x.size(0)
+    return torch.cat([cls.expand(B, -1, -1), x + cls], 1) + pos
+
+
+@wrong("7.3", hint="added cls to every token")
+def prepend_cls(x, cls, pos):
+    """prepends cls, then adds cls to every token as well as pos (the class token counted twice)"""
+    B = x.size(0)
+    return torch.cat([cls.expand(B, -1, -1), x], 1) + cls + pos

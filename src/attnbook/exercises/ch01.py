@@ -15,7 +15,8 @@ from torch import Tensor
 from ..attention import softmax
 from .compare import (close_to, expect_items, expect_like, expect_tensor, expect_tuple, explaining_mistake,
                       generator, keyed_hint, record_items, try_mistake, wrong_values)
-from .guard import ATTENTION_SHORTCUTS, call
+from .forbid import ATTENTION_SHORTCUTS
+from .guard import call
 from .hints import FLOAT64_TOL, precision_hint, tolerance_for
 from .registry import exercise, Wrong
 from ..i18n import N_, _
@@ -355,6 +356,12 @@ _SOFTMAX_RULE = (N_("along `dim`, each slice of the result is positive and sums 
                     "finite"))
 _SOFTMAX_NAN = (N_("exp of a large number overflows to inf (and of a very negative one underflows to 0), and "
                    "inf / inf or 0 / 0 gives NaN"))
+# What a result with NaN or inf is told when no known mistake explains it: most often a shift by another
+# statistic than the maximum (the mean, the minimum, the largest absolute value), which still overflows or underflows
+_SOFTMAX_SHIFT = (N_("exp of a large number overflows to inf (and of a very negative one underflows to 0), and "
+                     "inf / inf or 0 / 0 gives NaN. Subtract the maximum along dim, not the mean, the minimum or any "
+                     "other statistic: only then is every shifted entry <= 0, so every exp is <= 1 and cannot "
+                     "overflow, and the largest is exactly exp(0) = 1, so the sum is at least 1 and never 0"))
 
 
 def _softmax_cases(g: torch.Generator):
@@ -452,4 +459,4 @@ def check_stable_softmax(stable_softmax) -> str:
     got = runs[run][0]
     raise wrong_values(_("the result"), desc, got, ref,
                         precision_hint(got, ref, keyed_hint(runs, run, texts, 1e-6, 1e-5)),
-                        _SOFTMAX_RULE, *_softmax_tolerance(ref.dtype), nan_rule=_SOFTMAX_NAN)
+                        _SOFTMAX_RULE, *_softmax_tolerance(ref.dtype), nan_rule=_SOFTMAX_SHIFT)

@@ -9,8 +9,9 @@ from torch import Tensor, nn
 
 from ..patches import patchify as _patchify
 from .compare import expect_close, generator, randn
-from .guard import beside_answer, call, resolve_or_none
-from .observe import Backward, Nothing
+from .guard import beside_answer, call
+from .reach import resolve_or_none
+from .observe import Backward, Nothing, Observer
 from .hints import describe
 from .registry import exercise, Wrong
 from ..i18n import N_, _
@@ -240,8 +241,10 @@ def _conv_weight_mistakes(weight: Tensor, C: int, P: int) -> dict[str, Tensor]:
 
 def _conv_error_hint(message: str) -> str | None:
     if "leaf Variable that requires grad" in message:
-        return (_("copy into a parameter inside `with torch.no_grad():` (conv.weight.copy_(...)), or assign a new "
-                  "one: conv.weight = nn.Parameter(...)"))
+        return (_("copy into the parameters inside `with torch.no_grad():` (conv.weight.copy_(...), "
+                  "conv.bias.copy_(bias)), or assign new parameters made from copies: nn.Parameter(t.clone()); "
+                  "without .clone(), a parameter made from weight or bias, or from a reshape or permute of it, "
+                  "shares the caller's tensor"))
     if "must match the size of tensor" in message or "doesn't match the broadcast shape" in message:
         return (_("nn.Conv2d takes in_channels (C, the image channels) first and out_channels (D, d_model) second, "
                   "both worked out from weight's shape and patch_size (not fixed numbers); its weight has shape "
@@ -315,6 +318,57 @@ def _check_conv_dtype(conv: nn.Conv2d, dtype: torch.dtype, on: str) -> None:
                           "for float32 weights"))
 
 
+def _storage_span(t) -> tuple[int, int] | None:
+    """The range of memory addresses [start, end) of the storage under the tensor `t`, or None (no tensor, or an
+    empty storage)."""
+    if not isinstance(t, Tensor):
+        return None
+    try:
+        storage = t.untyped_storage()
+        start, size = storage.data_ptr(), storage.nbytes()
+    except Exception:  # noqa: BLE001 - a tensor without a readable storage shares nothing we can see
+        return None
+    return (start, start + size) if size else None
+
+
+class SharedParameters(Observer):
+    """[[parameter, argument], ...]: the parameters of the returned module (`parameters`, by name) whose storage
+    overlaps the storage of an argument (`arguments`, {name: position}): a parameter made from a view of an input
+    (reshape, permute, nn.Parameter(t), .data = t) instead of a copy."""
+
+    def __init__(self, parameters: list[str], arguments: dict[str, int]):
+        self.params = {"parameters": list(parameters), "arguments": dict(arguments)}
+
+    def read(self, output, args, kwargs):
+        parameters = getattr(output, "_parameters", None) if isinstance(output, nn.Module) else None
+        if not isinstance(parameters, dict):
+            return []
+        shared = []
+        for name in self.params["parameters"]:
+            span = _storage_span(parameters.get(name))
+            if span is None:
+                continue
+            for arg_name, position in sorted(self.params["arguments"].items(), key=lambda item: item[1]):
+                other = _storage_span(args[position]) if position < len(args) else None
+                if other is not None and span[0] < other[1] and other[0] < span[1]:
+                    shared.append([name, arg_name])
+        return shared
+
+
+def _expect_own_parameters(shared, on: str) -> None:
+    """Wrong if the Conv2d's weight or bias shares memory with `weight` or `bias` (`shared`: what SharedParameters
+    read beside the call)."""
+    if shared:
+        name, arg_name = shared[0]
+        raise Wrong(_("your Conv2d's {name} shares its memory with the `{arg_name}` you were given on {on}: changing "
+                      "one changes the other, so training the convolution would change the Linear layer's "
+                      "{arg_name} too", name=name, arg_name=arg_name, on=on),
+                    _("copy the values into the Conv2d, as the task says: reshape, permute, view, .contiguous(), "
+                      ".detach(), .data = t and nn.Parameter(t) keep t's memory. Copy with conv.weight.copy_(...) "
+                      "and conv.bias.copy_(bias) inside `with torch.no_grad():`, or wrap a copy: "
+                      "nn.Parameter(t.clone())"))
+
+
 @exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution",
           references=("attnbook.patches.PatchEmbedding.to_conv", "attnbook.patches.PatchEmbedding.from_conv",
                       "attnbook.patches.PatchEmbedding"))
@@ -333,8 +387,9 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
         kind = "float32" if dtype == torch.float32 else "float64"
         on = _("{kind} weight ({D}, {p_p_c}) for d_model={D}, C={C}, patch_size={P}, and bias ({D},)",
                kind=kind, D=D, p_p_c=P * P * C, C=C, P=P)
-        conv = call(patch_embedding_as_conv, weight, bias, P, what="patch_embedding_as_conv", on=on,
-                    forbid=CONV_FORBIDDEN, explain=_conv_error_hint)
+        conv, shared = call(patch_embedding_as_conv, weight, bias, P, what="patch_embedding_as_conv", on=on,
+                            forbid=CONV_FORBIDDEN, explain=_conv_error_hint,
+                            observe=SharedParameters(["weight", "bias"], {"weight": 0, "bias": 1}))
         _check_conv_structure(conv, C, P, D, on)
         _check_conv_dtype(conv, dtype, on)
         kernel = _conv_weight(weight, C, P)  # (D, C, P, P)
@@ -347,6 +402,7 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
             hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
                     _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
             raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
+        _expect_own_parameters(shared, on)
         images = _randn(*shape, seed=740 + i, dtype=dtype)  # (B, C, H, W)
         with torch.no_grad():
             out = call(conv, images, what=_("your Conv2d"), on=_("images of shape {shape}",
@@ -388,6 +444,11 @@ def _cls_mistakes(x: Tensor, cls: Tensor, pos: Tensor) -> dict[str, Tensor]:
           "first, then add all of pos"): torch.cat([c + pos[:, :1], x + pos[:, :-1]], dim=1),
         _("you added the positions twice: add pos once, after the concatenation"): torch.cat([c, x], dim=1) + 2 * pos,
         _("you forgot the positions: add pos after the concatenation"): torch.cat([c, x], dim=1),
+        _("you added cls to the patches as well: the class token joins the sequence only as the extra token in "
+          "front; the patch tokens stay x, plus their positions"): torch.cat([c, x + c], dim=1) + pos,
+        _("you added cls to every token, the class token included, on top of prepending it: the class token joins "
+          "the sequence only as the extra token in front; add pos, not cls, to all the tokens"):
+            torch.cat([c, x], dim=1) + c + pos,
         _("the positions belong to the tokens in order: add pos as it is, not flipped or shuffled"):
             torch.cat([c, x], dim=1) + pos.flip(1),
         _("you added only pos[:, :1], the class token's position, to every token: add all of pos, row t to token t"):
@@ -424,9 +485,7 @@ _FIXED_SIZE = (N_("a size in your code is fixed in advance: the batch size B, th
                   "pos is added whole, without slicing it"))
 
 
-def _cls_error_hint(message: str) -> str | None:
-    import re
-
+def _cls_error_hint(message: str, x: Tensor) -> str | None:
     m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
                   r"dimension (\d+)", message)
     if m and m.group(3) == "1" and abs(int(m.group(1)) - int(m.group(2))) == 1:
@@ -437,9 +496,25 @@ def _cls_error_hint(message: str) -> str | None:
     if "leaf Variable that requires grad" in message:
         return (_("do not change x, cls or pos in place (x += ..., x[...] = ...): they are the model's tokens and "
                   "parameters; build a new tensor with torch.cat and +"))
+    m = re.search(r"Sizes of tensors must match except in dimension (-?\d+)\. Expected size (\d+) but got size "
+                  r"(\d+)", message)
+    if m:
+        B, N, D = x.shape
+        dim, a, b = (int(g) for g in m.groups())
+        if dim != 1:
+            return (_("you joined cls and x along dim {dim}: the class token is one more token, so join them along "
+                      "the token axis, dim 1 (cls expanded is (B, 1, D) and x is (B, N, D): they differ only in dim 1)",
+                      dim=dim))
+        if (a == B) != (b == B) and D not in (a, b):  # along dim 1, the batch sizes differ
+            other = b if a == B else a  # the class token's batch size
+            if other == 1:
+                return (_("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) "
+                          "to x's own batch size, x.size(0), not a fixed number, before joining it to x"))
+            return (_("your class tokens have batch size {other} and x has batch size {B}: expand cls to x's own "
+                      "batch size, x.size(0), not a fixed number, before joining it to x", other=other, B=B))
+        return _FIXED_SIZE
     if "Sizes of tensors must match except in dimension" in message:
-        return (_("cls has batch size 1 and x has batch size B: expand cls over the batch (Tensor.expand) to x's "
-                  "own batch size, x.size(0), not a fixed number, before joining it to x"))
+        return _FIXED_SIZE
     if "Tensors must have same number of dimensions" in message:
         return _("cls is (1, 1, D), already 3-D like x: concatenate it along dim=1 without squeezing it")
     return None
@@ -472,11 +547,13 @@ def cls_cases() -> list[tuple[int, int, int, torch.dtype, bool]]:
     the run's seed (`generator`), so that no size can be known in advance: a batch of one, several images, a
     single patch, float32, inputs that require grad, and one size at a time beyond the usual ones (more images
     than a batch of 256, more patches than ViT-Base's 196 or 256, more features than its 768), so that a size
-    fixed in the code fails, as a slice or as a shape."""
+    fixed in the code fails, as a slice or as a shape. The last case has the sizes of the second, with other
+    values: the second pass of a check (`compare.fresh_values`) draws other sizes, so this repeat is what shows an
+    answer that remembers its results by shape."""
     g = generator(750)
     draw = lambda low, high: int(torch.randint(low, high + 1, (), generator=g))  # noqa: E731
     f32, f64 = torch.float32, torch.float64
-    return [
+    cases = [
         (1, draw(2, 6), draw(4, 8), f64, False),
         (draw(3, 5), draw(18, 40), draw(6, 10), f64, False),  # more patches than the chapter's 16 (+ 1)
         (2, 1, draw(3, 6), f64, False),
@@ -486,6 +563,7 @@ def cls_cases() -> list[tuple[int, int, int, torch.dtype, bool]]:
         (1, draw(257, 300), 3, f64, False),
         (1, 2, draw(769, 800), f64, False),
     ]
+    return cases + [cases[1]]
 
 
 @exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions",
@@ -504,12 +582,14 @@ def check_prepend_cls(prepend_cls) -> str:
               _("{kind} x of shape ({B}, {N}, {D}) (batch {B}, one patch), cls (1, 1, {D}) and pos (1, {n_1}, {D})",
                 kind=kind, B=B, N=N, D=D, n_1=N + 1))
         on += _(", all three requiring grad (as in a ViT)") if grad else ""
+        if (B, N, D, dtype) in [c[:4] for c in cases[:i]]:
+            on += _(", the shapes of an earlier input with other values")
         expected = torch.cat([cls.expand(B, 1, D), x], dim=1) + pos  # (B, N + 1, D)
         mistakes = _cls_mistakes(x, cls, pos)
         for t in (x, cls, pos):
             t.requires_grad_(grad)
         got, grads = call(prepend_cls, x, cls, pos, what="prepend_cls", on=on, forbid=CLS_FORBIDDEN,
-                          explain=_cls_error_hint,
+                          explain=functools.partial(_cls_error_hint, x=x),
                           observe=Backward({"x": 0, "cls": 1, "pos": 2}) if grad else Nothing())
         hint = _token_count_hint(got, x, cls, pos)
         if hint is None and isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape) and \

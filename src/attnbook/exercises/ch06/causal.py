@@ -42,12 +42,31 @@ def import_mask_makers_first(fn) -> None:
     import_first(fn, ("transformers", "torch.nn.attention"))
 
 
+LARGE = (257, 300)  # the range of the last size: above every cap of 256 or less (nanoGPT's block_size is 256)
+
+
 def causal_sizes() -> list[int]:
     """The sizes n of every check: 4, 2, 7 and 1 (each known mistake differs from the right mask and from every
-    other on them), and two drawn from the run's seed (`generator`), so that no answer knows every size in
-    advance: one from 5 to 12 and one from 13 to 24. The task says n >= 1, so n = 0 is not tried."""
+    other on them), and three drawn from the run's seed (`generator`), so that no answer knows every size in
+    advance: one from 5 to 12, one from 13 to 24, and last one in LARGE, larger than any mask an answer may have
+    made once at a fixed size (32, 64, ..., 256) and slices to [:n, :n]. The task says n >= 1, so n = 0 is not
+    tried."""
     g = generator(610)
-    return [4, int(torch.randint(5, 13, (), generator=g)), 2, 7, 1, int(torch.randint(13, 25, (), generator=g))]
+    return [4, int(torch.randint(5, 13, (), generator=g)), 2, 7, 1, int(torch.randint(13, 25, (), generator=g)),
+            int(torch.randint(LARGE[0], LARGE[1] + 1, (), generator=g))]
+
+
+def _capped_hint(got, n: int, smaller: list[int]) -> dict[tuple, str]:
+    """{shape: hint} for a square mask smaller than n x n but larger than every smaller n the answer got right
+    (`smaller`): a mask that stops growing at a size fixed in the code."""
+    if not (isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(0) == got.size(1)):
+        return {}
+    k = int(got.size(0))
+    if not smaller or not max(smaller) < k < n:
+        return {}
+    return {(k, k): _("your mask stops at {k} x {k} although it had the right shape for every smaller n: a size is "
+                      "fixed in your code (a mask made once at a fixed size and cut with [:n, :n] is never larger "
+                      "than that size); build the mask for the n you are given", k=k)}
 
 
 @exercise("6.1", "A causal mask", section="The causal mask",
@@ -55,6 +74,7 @@ def causal_sizes() -> list[int]:
 def check_causal_mask(causal_mask) -> str:
     """causal_mask(n) -> bool (n, n), True on and below the diagonal."""
     sizes = causal_sizes()
+    right_shape: list[int] = []  # the sizes n so far whose mask had the shape (n, n)
 
     def run(n: int) -> Case:
         on = f"n={n}" + (_(" (a single position)") if n == 1 else "")
@@ -74,8 +94,9 @@ def check_causal_mask(causal_mask) -> str:
         }
         mask_type(got, ref, what=_("your mask"), on=on,
                    shape_hints={(1, 1, n, n): _("return a plain 2-D (n, n) mask; broadcasting adds the batch "
-                                                "and head axes later")},
+                                                "and head axes later"), **_capped_hint(got, n, right_shape)},
                    shape_hint=_("the mask is (n, n): one row per query and one column per key, n of each"))
+        right_shape.append(n)
         return Case(on, got, ref, mistakes)
 
     run_masks(sizes, run, what=_("your mask"), detail=_causal_detail)
