@@ -1,6 +1,6 @@
 """Mark a module's messages for gettext: a one-off helper for converting checker code, kept for new checkers.
 
-    python -m tools.i18n.mark src/attnbook/exercises/ch07.py [--dry-run]
+    python -m tools.i18n.mark src/attnbook/exercises/ch07/conv.py [--dry-run]
 
 Every string or f-string that reads as a message (two words or more; not a docstring, a raw string or regular
 expression, a comparison operand, a dictionary key or a `forbid=`/`what=`/`on=`/`section=` argument) becomes a
