@@ -303,8 +303,8 @@ def test_9_2_messages_do_not_give_the_expected_numbers_away():
 @pytest.mark.parametrize(
     "fn, hint",
     [
-        (lambda b, h, n, d, e: (2 * b * h * n * n * d, b * h * n * n * e), "that is 2·B·H·N²·d"),
-        (lambda b, h, n, d, e: (b * h * n * n * d, b * h * n * n * e), "that is B·H·N²·d"),
+        (lambda b, h, n, d, e: (2 * b * h * n * n * d, b * h * n * n * e), "only one of the two matrix products"),
+        (lambda b, h, n, d, e: (b * h * n * n * d, b * h * n * n * e), "multiply-adds of one matrix product"),
         (lambda b, h, n, d, e: (6 * b * h * n * n * d, b * h * n * n * e), "three matrix products"),
         (lambda b, h, n, d, e: (2 * b * h * n * n * (2 * d - 1), b * h * n * n * e), "d_head - 1 adds"),
         (lambda b, h, n, d, e: (b * h * n * n * (2 * d - 1) + b * h * n * d * (2 * n - 1), b * h * n * n * e),
@@ -314,7 +314,7 @@ def test_9_2_messages_do_not_give_the_expected_numbers_away():
          "W_q, W_k, W_v and W_o"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d + 6 * b * n * (h * d) ** 2, b * h * n * n * e),
          "W_q, W_k and W_v"),
-        (lambda b, h, n, d, e: (4 * b * h * n * d * d, b * h * n * n * e), "not 4·B·H·N·d²"),
+        (lambda b, h, n, d, e: (4 * b * h * n * d * d, b * h * n * n * e), "grows with d_head² and only linearly"),
         (lambda b, h, n, d, e: (4 * b * h * n * d, b * h * n * e), "N² pairs, not N"),
         (lambda b, h, n, d, e: (4 * b * n * n * d, b * n * n * e), "number of heads"),
         (lambda b, h, n, d, e: (4 * h * n * n * d, h * n * n * e), "batch size"),
@@ -327,6 +327,7 @@ def test_9_2_messages_do_not_give_the_expected_numbers_away():
         (lambda b, h, n, d, e: (4 * b * h * n * n * d, 2 * b * h * n * n * e), "twice the size of one"),
         (lambda b, h, n, d, e: (b * h * n * n * e, 4 * b * h * n * n * d), "`return flops, score_bytes`"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d * e, b * h * n * n * e), "leave bytes_per_el out"),
+        (lambda b, h, n, d, e: (8 * b * h * n * n * d, b * h * n * n * e), "2 FLOPs per multiply-add twice"),
         (lambda b, h, n, d, e: (4 * b * h * n * n * d + 5 * b * h * n * n, b * h * n * n * e),
          "softmax and the scaling are not counted"),
         (lambda b, h, n, d, e: (4.0 * b * h * n ** 2 * d, b * h * n * n * e), "integer arithmetic"),
@@ -340,13 +341,61 @@ def test_9_2_messages_do_not_give_the_expected_numbers_away():
     ids=["one-product", "macs-one-product", "three-products", "2d-1", "mults-and-adds", "d_model",
          "four-projections", "three-projections", "d-squared", "N-not-N2", "no-heads", "no-batch", "causal", "bits",
          "bits-floor", "bits-true-div", "no-bytes", "times-d", "scores-and-weights", "swapped", "flops-times-bytes",
-         "softmax-counted", "float", "math-pow", "gflops", "gflops-floor", "mib", "mib-floor", "only-flops"],
+         "two-flops-twice", "softmax-counted", "float", "math-pow", "gflops", "gflops-floor", "mib", "mib-floor",
+         "only-flops"],
 )
 def test_9_2_wrong_answers_get_hints(fn, hint):
     result = check("9.2", fn)
     assert not result.passed
     assert hint in result.message, result.message
     assert "batch={}, heads={}, n={}, d_head={}, bytes_per_el={}".format(*cost_cases()[0]) in result.message
+
+
+def test_9_2_flop_hints_name_the_mistake_without_the_formula():
+    # A learner trial: the hints of n·d² and of one product printed the right formula (4·B·H·N²·d), or a count
+    # that doubled gives it.
+    answers = [lambda b, h, n, d, e: (4 * b * h * n * d * d, b * h * n * n * e),
+               lambda b, h, n, d, e: (2 * b * h * n * n * d, b * h * n * n * e),
+               lambda b, h, n, d, e: (b * h * n * n * d, b * h * n * n * e),
+               lambda b, h, n, d, e: (6 * b * h * n * n * d, b * h * n * n * e),
+               lambda b, h, n, d, e: (8 * b * h * n * n * d, b * h * n * n * e)]
+    for answer in answers:
+        message = check("9.2", answer).message
+        assert "Hint:" in message and "·B·H·" not in message and "B·H·N" not in message, message
+
+
+def test_9_2_the_bytes_hint_needs_flops_that_scale_with_bytes_per_el(offset):
+    # A learner trial: 8·B·H·N²·d (the 2 FLOPs of a multiply-add counted twice) was told to leave bytes_per_el out of
+    # the FLOPs, since it equals 4·B·H·N²·d·bytes_per_el wherever bytes_per_el is 2. Both hints are tried where the
+    # first case has bytes_per_el 2 and where it has 4.
+    eight = lambda b, h, n, d, e: (8 * b * h * n * n * d, b * h * n * n * e)  # noqa: E731
+    scaled = lambda b, h, n, d, e: (4 * b * h * n * n * d * e, b * h * n * n * e)  # noqa: E731
+    seen = set()
+    for value in range(0, 40 * 7919, 7919):
+        offset(value)
+        first = cost_cases()[0][4]
+        if first in seen:
+            continue
+        seen.add(first)
+        message = check("9.2", eight).message
+        assert "2 FLOPs per multiply-add twice" in message and "bytes_per_el out" not in message, (value, message)
+        message = check("9.2", scaled).message
+        assert "leave bytes_per_el out" in message and "twice" not in message, (value, message)
+    assert seen == {2, 4}
+
+
+def test_9_2_a_mistake_that_fits_only_the_first_case_is_not_named():
+    # The FLOPs times bytes_per_el on the first case only (something else on the others): no case but the first
+    # shows that mistake, so its hint is not given.
+    first = cost_cases()[0]
+
+    def attention_cost(b, h, n, d, e):
+        flops = 4 * b * h * n * n * d
+        return (flops * e if (b, h, n, d, e) == first else flops + 1), b * h * n * n * e
+
+    result = check("9.2", attention_cost)
+    assert not result.passed and "bytes_per_el={}".format(first[4]) in result.message, result.message
+    assert "leave bytes_per_el out" not in result.message and "twice" not in result.message, result.message
 
 
 @pytest.mark.parametrize("nbytes", [4, 2])
@@ -745,16 +794,40 @@ def test_9_2_the_drawn_cases_keep_their_properties(offset, monkeypatch):
     monkeypatch.setattr(compare, "SEED_OFFSET", offset)
     cases = cost_cases()
     B, H, N, d, nbytes = cases[0]
-    flops = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)] + [4 * B * H * N * N * d]
+    right = 4 * B * H * N * N * d
+    *flops, times_bytes = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)]
+    assert times_bytes == right * nbytes  # the one mistake the first case need not tell from the others
+    flops.append(right)
     sizes = [v for _, v in _byte_mistakes(B, H, N, d, nbytes)] + [B * H * N * N * nbytes]
     del sizes[2]  # bytes // 8, the same mistake as bytes / 8
     assert len(set(flops)) == len(flops) and len(set(map(float, sizes))) == len(sizes)
+    assert times_bytes != right and 8 * B * H * N * N * d in flops
     for case in cases[:2]:
         assert not own_primes(case), case
+    # the second case's bytes_per_el differs, so that FLOPs that scale with it (4·B·H·N²·d·bytes_per_el) differ
+    # on one of the two from 8·B·H·N²·d, which they equal where bytes_per_el is 2
     assert cases[1][4] != cases[0][4]
+    assert any(4 * b * h * n * n * dh * e != 8 * b * h * n * n * dh for b, h, n, dh, e in cases[:2])
     b, h, n, dh, _e = cases[2]
     assert _int32(4 * b * h * n * n * dh) not in (0, 4 * b * h * n * n * dh)
     assert len(set(cases)) == len(cases)
+    assert [n for _b, _h, n, _d, _e in cases][-2:] == [1, 32768]  # "from 1 token to 32,768"
+
+
+def test_9_2_every_size_is_drawn_from_the_offset(offset):
+    # A learner trial: the first case looked the same on every run. Over many offsets every case, and every one of
+    # its five sizes but those the case is about (n=1, n=32,768) or the second case's single sequence and head,
+    # takes several values; bytes_per_el too.
+    fixed = {(1, 0), (1, 1), (4, 0), (5, 2), (6, 2)}  # (case, size): the second's B = H = 1, one token, 32,768 tokens
+    values = {}
+    for value in range(0, 200 * 7919, 7919):
+        offset(value)
+        for i, case in enumerate(cost_cases()):
+            for j, size in enumerate(case):
+                values.setdefault((i, j), set()).add(size)
+    for (i, j), seen in values.items():
+        assert len(seen) == 1 if (i, j) in fixed else len(seen) >= 2, (i, j, seen)
+    assert values[(0, 4)] == {2, 4} and values[(1, 4)] == {1, 2, 4, 8}
 
 
 def test_9_2_unreadable_tells_distinct_primes_from_shared_factors():

@@ -268,7 +268,7 @@ def ffn(x, w):
 
 
 def make_block(pre_norm=True, rope="qk", repeat="interleave", mask="causal", residuals=(True, True), base=None,
-               w_o=True, ffn_reads="h", offset=0):
+               w_o=True, ffn_reads="h", offset=0, rotate=apply_rope):
     """A modern_block with one deliberate mistake (the defaults give a correct one)."""
 
     def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
@@ -280,9 +280,9 @@ def make_block(pre_norm=True, rope="qk", repeat="interleave", mask="causal", res
         def attend(a):
             q, k, v = (split_heads(a @ w[name], n) for name, n in
                        (("W_q", n_heads), ("W_k", n_kv_heads), ("W_v", n_kv_heads)))
-            q = apply_rope(q, pos, b) if "q" in rope else q
-            k = apply_rope(k, pos, b) if "k" in rope else k
-            v = apply_rope(v, pos, b) if "v" in rope else v
+            q = rotate(q, pos, b) if "q" in rope else q
+            k = rotate(k, pos, b) if "k" in rope else k
+            v = rotate(v, pos, b) if "v" in rope else v
             n_rep = n_heads // n_kv_heads
             if repeat == "interleave":
                 k, v = k.repeat_interleave(n_rep, 1), v.repeat_interleave(n_rep, 1)
@@ -327,6 +327,47 @@ def test_11_3_wrong_answers_get_hints(kwargs, hint):
     result = check("11.3", make_block(**kwargs))
     assert not result.passed, kwargs
     assert hint in result.message, (kwargs, result.message)
+
+
+def rope_adjacent(x, positions, base=10000.0):
+    """RoPE on the pairs (x_2i, x_2i+1) (GPT-J, RoFormer)."""
+    d = x.size(-1)
+    angles = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = even * cos - odd * sin, even * sin + odd * cos
+    return out
+
+
+def rope_backwards(x, positions, base=10000.0):
+    """RoPE turning each pair by -angle: x * cos - rotate_half(x) * sin."""
+    return _rope_with(x, positions, base, sign=-1.0)
+
+
+def rope_exponent_i(x, positions, base=10000.0):
+    """RoPE with theta_i = base^(-i/d)."""
+    return _rope_with(x, positions, base, step=1)
+
+
+def _rope_with(x, positions, base, sign=1.0, step=2):
+    d = x.size(-1)
+    theta = base ** (-step * torch.arange(d // 2, dtype=torch.float64) / d)
+    angles = sign * positions.double()[:, None] * theta
+    cos, sin = torch.cat([angles, angles], -1).cos().to(x.dtype), torch.cat([angles, angles], -1).sin().to(x.dtype)
+    return x * cos + torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1) * sin
+
+
+@pytest.mark.parametrize("rotate, hint", [
+    (rope_adjacent, "rotates adjacent pairs (x_0, x_1), (x_2, x_3)"),
+    (rope_backwards, "turns every pair the wrong way"),
+    (rope_exponent_i, "the exponents step by 2/d_head"),
+], ids=["adjacent-pairs", "backwards", "exponent-i-over-d"])
+def test_11_3_rope_conventions_are_named(rotate, hint):
+    # A learner trial: these three got only the block's recipe as a hint.
+    result = check("11.3", make_block(rotate=rotate))
+    assert not result.passed and hint in result.message, result.message
+    assert "h = x + attention" not in result.message, result.message
 
 
 def test_11_3_grouped_query_mistakes_show_on_a_grouped_input():

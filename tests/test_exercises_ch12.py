@@ -220,6 +220,102 @@ def test_12_3_a_merge_on_text_is_caught_by_ids_of_two_digits():
     assert not result.passed and "two digits" in result.message and "not text" in result.message, result.message
 
 
+def test_12_3_a_padded_text_replace_is_named():
+    # A learner trial: ' a b ' replaced in the ids joined with spaces misses an occurrence right after a merge, and
+    # got the solution's loop in words as its hint.
+    def merge_pair(ids, pair, new_id):
+        text = (" " + " ".join(map(str, ids)) + " ").replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
+        return [int(t) for t in text.split()]
+
+    result = check("12.3", merge_pair)
+    assert not result.passed and "uses up the space after it" in result.message, result.message
+    assert "move on by" not in result.message, result.message
+
+
+def _merge_by_chunks(ids, pair, new_id):
+    """Merges only occurrences that start at an even index (ids cut into chunks of two)."""
+    out = []
+    for i in range(0, len(ids), 2):
+        chunk = ids[i:i + 2]
+        out.extend([new_id] if tuple(chunk) == tuple(pair) else chunk)
+    return out
+
+
+def _merge_skipping_one(ids, pair, new_id):
+    """Moves on by 3 after a merge: the id after each pair is lost."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 3
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def test_12_3_an_unknown_mistake_gets_the_rule_it_breaks_not_the_loop():
+    from attnbook.exercises.ch12.merge import cases
+
+    # ids lost: the list is not ids with pairs replaced
+    result = check("12.3", _merge_skipping_one)
+    assert "putting the pair back in place of every new_id in your list does not give ids again" in result.message
+    assert "move on by" not in result.message, result.message
+    # an occurrence left unmerged: named by its positions in the case shown
+    result = check("12.3", _merge_by_chunks)
+    for ids, pair, new, on in cases():
+        if _merge_by_chunks(ids, pair, new) != merge_pair_right(ids, pair, new):
+            break
+    greedy, i = [], 0  # where the left-to-right merges start
+    while i < len(ids) - 1:
+        greedy, i = (greedy + [i], i + 2) if (ids[i], ids[i + 1]) == tuple(pair) else (greedy, i + 1)
+    first = next(i for i in greedy if i % 2)  # the chunks of two merge only at even positions
+    assert on in result.message, result.message
+    assert f"ids[{first}] and ids[{first + 1}] are the pair" in result.message, result.message
+    assert "leaves them unmerged" in result.message and "move on by" not in result.message, result.message
+
+
+def merge_pair_right(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def test_12_3_a_left_out_occurrence_is_the_first_difference_of_any_reading(monkeypatch):
+    # The rule hint reads a wrong list as ids with some non-overlapping occurrences merged, and names the first
+    # position where that reading and the left-to-right one differ as an occurrence left unmerged: for every such
+    # reading of every case, of every offset, the first difference is one the left-to-right merge makes.
+    import itertools
+
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch12.merge import cases
+
+    for offset in OFFSETS[:50]:
+        monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+        for ids, pair, _new, _on in cases():
+            if len(ids) > 12:
+                continue
+            starts = [i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) == tuple(pair)]
+            right, i = set(), 0
+            while i < len(ids) - 1:
+                if i in starts:
+                    right.add(i)
+                    i += 2
+                else:
+                    i += 1
+            for k in range(len(starts) + 1):
+                for chosen in itertools.combinations(starts, k):
+                    if any(b - a < 2 for a, b in zip(chosen, chosen[1:])) or set(chosen) == right:
+                        continue  # overlapping: not a reading of ids; or the right one
+                    assert min(set(chosen) ^ right) in right, (ids, pair, chosen)
+
+
 def test_12_3_the_package_is_refused():
     from attnbook.text import merge_pair as package_merge
 

@@ -824,6 +824,40 @@ def attention_cost(batch, heads, n, d_head, bytes_per_el):
     return 4 * batch * heads * n * n * d_head + 8 * batch * n * d_model ** 2, batch * heads * n * n * bytes_per_el
 
 
+# A learner trial: counts whose hints misfired or printed the expected formula
+
+@wrong("9.2", hint="2 FLOPs per multiply-add twice")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """"2 FLOPs per multiply-add" counted twice (8 B H n^2 d); with bytes_per_el=2 that equals 4x the bytes"""
+    per_product = 2 * (2 * n * n * d_head)
+    return 2 * per_product * batch * heads, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="leave bytes_per_el out")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """the FLOPs multiplied by bytes_per_el too"""
+    pairs = batch * heads * n * n
+    return 4 * pairs * d_head * bytes_per_el, pairs * bytes_per_el
+
+
+@wrong("9.2", hint="linearly with N")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """n d^2 in place of n^2 d"""
+    return 4 * batch * heads * n * d_head * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="only one of the two matrix products")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """Q K^T only, at 2 FLOPs per multiply-add"""
+    return 2 * batch * heads * n * n * d_head, batch * heads * n * n * bytes_per_el
+
+
+@wrong("9.2", hint="three matrix products")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """three products' worth (6 B H n^2 d)"""
+    return 6 * batch * heads * n * n * d_head, batch * heads * n * n * bytes_per_el
+
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # 9.3 · A timing function

@@ -1305,6 +1305,57 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
         _rope_fixed_base(q, pos, base=rope_base), _rope_fixed_base(k, pos, base=rope_base)))
 
 
+def _rope_adjacent(x, positions, base=10000.0):
+    """RoPE on adjacent pairs (x_0, x_1), (x_2, x_3), ... (GPT-J, RoFormer), angles in float64"""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.double()[:, None] * theta
+    c, s = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
+
+
+def _rope_backwards(x, positions, base=10000.0):
+    """rotate_half written as (x_2, -x_1): every pair turns by -angle"""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = positions.double()[:, None] * theta
+    emb = torch.cat([angles, angles], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos().to(x.dtype) + torch.cat([x2, -x1], dim=-1) * emb.sin().to(x.dtype)
+
+
+def _rope_theta_i(x, positions, base=10000.0):
+    """theta_i = base^(-i/d) for pair i (exponents stepping by 1/d, not 2/d)"""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(d // 2, dtype=torch.float64) / d)
+    angles = positions.double()[:, None] * theta
+    emb = torch.cat([angles, angles], dim=-1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * emb.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
+
+
+@wrong("11.3", hint="rotates adjacent pairs")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """RoPE on adjacent pairs instead of the rotate-half pairs (i, i + d_head/2) (a learner trial)"""
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_rope_adjacent(q, pos, rope_base), _rope_adjacent(k, pos, rope_base)))
+
+
+@wrong("11.3", hint="turns every pair the wrong way")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """RoPE turning the other way (the sign of sin flipped) (a learner trial)"""
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_rope_backwards(q, pos, rope_base), _rope_backwards(k, pos, rope_base)))
+
+
+@wrong("11.3", hint="exponents step by 2/d_head")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """RoPE with theta_i = base^(-i/d_head) (a learner trial)"""
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_rope_theta_i(q, pos, rope_base), _rope_theta_i(k, pos, rope_base)))
+
+
 @wrong("11.3", hint="same base")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """passes rope_base when rotating q but not when rotating k"""

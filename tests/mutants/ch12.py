@@ -530,6 +530,39 @@ def merge_pair(ids, pair, new_id):
     return [int(t) for t in joined.split()]
 
 
+@wrong("12.3", hint="uses up the space after it")
+def merge_pair(ids, pair, new_id):
+    """str.replace on the ids joined with a space on each side (a learner trial): adjacent occurrences are missed"""
+    s = " " + " ".join(map(str, ids)) + " "
+    s = s.replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
+    return [int(t) for t in s.split()]
+
+
+@wrong("12.3", hint="putting the pair back in place of every new_id")
+def merge_pair(ids, pair, new_id):
+    """moves on by 3 after a merge: the id after the pair is lost"""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 3
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+@wrong("12.3", hint="leaves them unmerged")
+def merge_pair(ids, pair, new_id):
+    """cuts the list into aligned chunks of two and merges a chunk that is the pair: occurrences at odd positions are
+    missed"""
+    out = []
+    for i in range(0, len(ids), 2):
+        chunk = ids[i:i + 2]
+        out.extend([new_id] if tuple(chunk) == tuple(pair) else chunk)
+    return out
+
+
 @wrong("12.3", hint="put new_id where the pair was")
 def merge_pair(ids, pair, new_id):
     """removes the pair instead of replacing it"""

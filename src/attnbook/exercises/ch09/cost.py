@@ -13,7 +13,7 @@ from ...timing import attention_flops, score_matrix_bytes
 from ..compare import expect_tuple, generator
 from ..guard import call
 from ..hints import describe
-from ..registry import exercise, Wrong
+from ..registry import exercise, NotAttempted, Wrong
 from ...i18n import N_, _
 
 
@@ -72,11 +72,15 @@ def unreadable(target: int, inputs: tuple[int, ...]) -> bool:
 
 def separates(B: int, H: int, N: int, d: int, nbytes: int) -> bool:
     """Whether every known mistake gives its own FLOP count and its own size on this case (different from the right
-    ones and from one another), so that a hint names one mistake only."""
-    flops = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)] + [4 * B * H * N * N * d]
+    ones and from one another), so that a hint names one mistake only. The FLOPs times bytes_per_el need only differ
+    from the right count: that mistake is told from the others by the second case, whose bytes_per_el differs (with
+    bytes_per_el=2 it is 8·B·H·N²·d, the count of the 2 FLOPs per multiply-add counted twice)."""
+    *flops, in_flops = [v for _, v in _flop_mistakes(B, H, N, d, nbytes)]  # the last: FLOPs times bytes_per_el
+    flops += [4 * B * H * N * N * d]
     sizes = [v for _, v in _byte_mistakes(B, H, N, d, nbytes)] + [B * H * N * N * nbytes]
     sizes = sizes[:2] + sizes[3:]  # the two "divided by 8" entries (/ and //) are one mistake
-    return len(set(flops)) == len(flops) and len(set(map(float, sizes))) == len(sizes)
+    return (len(set(flops)) == len(flops) and len(set(map(float, sizes))) == len(sizes)
+            and in_flops != flops[-1])
 
 
 def _unreadable(case: tuple[int, ...]) -> bool:
@@ -85,35 +89,39 @@ def _unreadable(case: tuple[int, ...]) -> bool:
 
 
 def cost_cases() -> list[tuple[int, int, int, int, int]]:
-    """(batch, heads, n, d_head, bytes_per_el) of 9.2's cases, drawn from the run's seed (new on the check's second
-    pass), so that an answer cannot know them in advance. The first two are small enough to count by hand; each is
-    drawn again until every known mistake gives its own numbers there (`separates`) and the right numbers cannot be
-    read as a formula of the inputs (`unreadable`: no distinct primes), and the second has another bytes_per_el,
-    so that a byte size written into the code shows at once. The third has more FLOPs than a 32-bit integer holds,
-    and not a multiple of 2**32, so that counting in int32 shows as a wrong non-zero count before the power-of-two
-    sizes, where it wraps to exactly 0. Then model sizes, one token, and 32,768 tokens."""
+    """(batch, heads, n, d_head, bytes_per_el) of 9.2's cases, every size drawn from the run's seed (new on the
+    check's second pass), so that an answer cannot know them in advance. The first two are small enough to count by
+    hand; each is drawn again until every known mistake gives its own numbers there (`separates`) and the right
+    numbers cannot be read as a formula of the inputs (`unreadable`: no distinct primes), and the second has another
+    bytes_per_el, so that a byte size written into the code, or FLOPs that scale with bytes_per_el, show at once. The
+    third has more FLOPs than a 32-bit integer holds, and not a multiple of 2**32, so that counting in int32 shows
+    as a wrong non-zero count before the power-of-two sizes, where it wraps to exactly 0. Then model sizes, one
+    token, and 32,768 tokens; no two cases are the same."""
     g = generator(920)
 
     def pick(options) -> int:
         return options[int(torch.randint(len(options), (), generator=g))]
 
-    def draw(batches, heads, ns, ds, sizes, keep) -> tuple[int, int, int, int, int]:
+    cases: list[tuple[int, int, int, int, int]] = []
+
+    def draw(batches, heads, ns, ds, sizes, keep=lambda case: True) -> None:
         while True:
             case = (pick(batches), pick(heads), pick(ns), pick(ds), pick(sizes))
-            if keep(case):
-                return case
+            if case not in cases and keep(case):
+                cases.append(case)
+                return
 
-    first = draw((2, 3, 4, 6), (2, 3, 4, 6, 8, 12), (4, 6, 8, 9, 12), (4, 6, 8, 12, 16), (2, 4, 8),
-                 lambda c: separates(*c) and _unreadable(c))
-    second = draw((1,), (1,), (4, 6, 8, 9), (2, 4, 6, 8), tuple(b for b in (1, 2, 4, 8) if b != first[4]),
-                  lambda c: _unreadable(c))
-    big = draw((2, 3, 4, 6), (12, 16, 20, 24), tuple(range(900, 1201, 4)), (48, 64, 72, 80, 96), (8,),
-               lambda c: _int32(4 * c[0] * c[1] * c[2] ** 2 * c[3]) not in (0, 4 * c[0] * c[1] * c[2] ** 2 * c[3]))
-    return [first, second, big,
-            (pick((2, 4, 8)), pick((8, 12, 16)), pick((512, 1024, 2048)), pick((64, 128)), 2),
-            (1, pick((16, 32)), pick((2048, 4096, 8192)), 128, 2),
-            (1, 1, 1, 1, 1),
-            (pick((4, 8)), 32, 32768, 128, 2)]
+    # bytes_per_el 2 or 4 in the first case: with 8, a size divided by 8 is the count of entries, another mistake's
+    draw((2, 3, 4, 6), (2, 3, 4, 6, 8, 12), (4, 6, 8, 9, 12), (4, 6, 8, 12, 16), (2, 4),
+         lambda c: separates(*c) and _unreadable(c))
+    draw((1,), (1,), (4, 6, 8, 9), (2, 4, 6, 8), tuple(b for b in (1, 2, 4, 8) if b != cases[0][4]), _unreadable)
+    draw((2, 3, 4, 6), (12, 16, 20, 24), tuple(range(900, 1201, 4)), (48, 64, 72, 80, 96), (1, 2, 4, 8),
+         lambda c: _int32(4 * c[0] * c[1] * c[2] ** 2 * c[3]) not in (0, 4 * c[0] * c[1] * c[2] ** 2 * c[3]))
+    draw((2, 4, 8), (8, 12, 16), (512, 1024, 2048), (64, 128), (1, 2, 4, 8))
+    draw((1,), (16, 32), (2048, 4096, 8192), (64, 128), (1, 2, 4, 8))
+    draw((1, 2, 4), (1, 2, 4, 8), (1,), (1, 2, 4, 8, 16), (1, 2, 4, 8))
+    draw((4, 8), (16, 32), (32768,), (64, 128), (1, 2, 4))
+    return cases
 
 
 _OVERFLOW_HINT = (N_("the count overflowed: a 32-bit integer (torch.int32, np.int32) holds at most 2,147,483,647 and "
@@ -124,16 +132,22 @@ _INT_HINT = (N_("FLOPs and bytes are whole numbers: compute them with integer ar
                 "arguments, not with / or math.pow, which give floats"))
 
 
+_BYTES_IN_FLOPS = N_("FLOPs do not depend on the bytes per element: leave bytes_per_el out of the FLOP count")
+
+
 def _flop_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[str, int]]:
-    """(hint, value) for the FLOP counts that common mistakes give."""
+    """(hint, value) for the FLOP counts that common mistakes give. A hint is named only when its mistake gives the
+    answer's count on every case of the check (`_flops_hint`); none prints the right formula."""
     D = H * d  # d_model
     return [
-        (_("that is 2·B·H·N²·d: you counted one of the two matrix products, or both products as multiply-adds; "
+        (_("you counted only one of the two matrix products, or both products as multiply-adds at 1 FLOP each: "
            "count Q Kᵀ and P V, each at 2 FLOPs (a multiply and an add) per multiply-add"), 2 * B * H * N * N * d),
-        (_("that is B·H·N²·d, the multiply-adds of one matrix product: attention has two products (Q Kᵀ and P V), "
-           "and each multiply-add is 2 FLOPs"), B * H * N * N * d),
-        (_("that is 6·B·H·N²·d, three matrix products' worth: attention has two, Q Kᵀ and P V, each "
-           "2·B·H·N²·d"), 6 * B * H * N * N * d),
+        (_("you counted the multiply-adds of one matrix product, at 1 FLOP each: attention has two products (Q Kᵀ "
+           "and P V), and each multiply-add is 2 FLOPs"), B * H * N * N * d),
+        (_("you counted three matrix products: attention has two, Q Kᵀ and P V (the softmax between them is not a "
+           "matrix product)"), 6 * B * H * N * N * d),
+        (_("you counted the 2 FLOPs per multiply-add twice: a multiply-add is one multiply and one add, so that "
+           "factor 2 enters the count once, not once per product and again for the total"), 8 * B * H * N * N * d),
         (_("you counted a dot product of length d_head as d_head multiplies and d_head - 1 adds; the convention "
            "(and the task) counts 2 FLOPs per multiply-add, 2·d_head per dot product"),
          2 * B * H * N * N * (2 * d - 1)),
@@ -142,8 +156,9 @@ def _flop_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[st
          B * H * N * N * (2 * d - 1) + B * H * N * d * (2 * N - 1)),
         (_("that counts only the causal pairs (N(N+1)/2 per head); this task asks for attention without a mask, "
            "where every query meets every key"), 2 * B * H * N * (N + 1) * d),
-        (_("d_head appears once: each of the N² scores is a dot product of length d_head (and each of the N·d "
-           "outputs a sum of N terms), so the count is 4·B·H·N²·d, not 4·B·H·N·d²"), 4 * B * H * N * d * d),
+        (_("your count grows with d_head² and only linearly with N: the score matrix Q Kᵀ has N × N entries per "
+           "head, each a dot product of length d_head (and P V sums N terms for each of its N × d_head entries)"),
+         4 * B * H * N * d * d),
         (_("every query meets every key: N queries times N keys is N² pairs, not N"), 4 * B * H * N * d),
         (_("each head works on vectors of length d_head, not d_model = heads·d_head: you multiplied by the number "
            "of heads twice"), 4 * B * H * N * N * D),
@@ -154,8 +169,7 @@ def _flop_mistakes(B: int, H: int, N: int, d: int, nbytes: int) -> list[tuple[st
         (_("multiply by the number of heads: every head computes its own scores"), 4 * B * N * N * d),
         (_("multiply by the batch size: every sequence in the batch computes its own scores"), 4 * H * N * N * d),
         (_("multiply by both the batch size and the number of heads"), 4 * N * N * d),
-        (_("FLOPs do not depend on the bytes per element: leave bytes_per_el out of the FLOP count"),
-         4 * B * H * N * N * d * nbytes),
+        (_(_BYTES_IN_FLOPS), 4 * B * H * N * N * d * nbytes),  # last, as `separates` expects
     ]
 
 
@@ -223,7 +237,42 @@ def _show(x: int | float) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:.6g}"
 
 
-def _flops_hint(got: int | float, B: int, H: int, N: int, d: int, nbytes: int) -> str | None:
+def _case_text(B: int, H: int, N: int, d: int, nbytes: int) -> str:
+    return _("batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}", B=B, H=H, N=N, d=d, nbytes=nbytes)
+
+
+def _flops_on(attention_cost, case: tuple[int, int, int, int, int]) -> int | float | None:
+    """The answer's FLOP count on `case`, or None where it gives none (it raises, or returns no pair of numbers)."""
+    try:
+        got = call(attention_cost, *case, what="attention_cost", on=_case_text(*case), forbid=COST_FORBIDDEN)
+        if isinstance(got, (tuple, list)) and len(got) == 2:
+            return _cost_number(got[0], "flops", _case_text(*case))
+    except (Wrong, NotAttempted):
+        pass
+    return None
+
+
+def _named_mistake(attention_cost, got: int | float, case: tuple[int, int, int, int, int],
+                   cases: list[tuple[int, int, int, int, int]]) -> str | None:
+    """The hint of the first known mistake that gives the answer's FLOP count on every case of the check (counted in
+    int32 where the answer's count wrapped around there), or None. The answer is asked again on the other cases only
+    when a mistake fits the case at hand."""
+    right = attention_flops(case[0], case[1], case[2], case[2], case[3])
+    here = _flop_mistakes(*case)
+    fits = [i for i, (_hint, value) in enumerate(here) if value != right and _same(got, value)]
+    if not fits:
+        return None
+    answers = {c: (got if c == case else _flops_on(attention_cost, c)) for c in cases}
+    values = {c: [value for _hint, value in _flop_mistakes(*c)] for c in cases}
+
+    def gives(i: int) -> bool:
+        return all(g is not None and (_same(g, values[c][i]) or g == _int32(values[c][i])) for c, g in answers.items())
+
+    return next((here[i][0] for i in fits if gives(i)), None)
+
+
+def _flops_hint(attention_cost, got: int | float, cases: list[tuple[int, int, int, int, int]],
+                B: int, H: int, N: int, d: int, nbytes: int) -> str | None:
     right = attention_flops(B, H, N, N, d)
     if isinstance(got, float) and _same(got, right):
         return _INT_HINT
@@ -235,9 +284,9 @@ def _flops_hint(got: int | float, B: int, H: int, N: int, d: int, nbytes: int) -
     unit = _unit_hint(got, right, _FLOP_UNITS, _("the FLOP count"))
     if unit:
         return unit
-    for hint, value in _flop_mistakes(B, H, N, d, nbytes):
-        if value != right and _same(got, value):
-            return hint
+    named = _named_mistake(attention_cost, got, (B, H, N, d, nbytes), cases)
+    if named:
+        return named
     scores = B * H * N * N
     extra = (got - right) / scores
     if isinstance(got, int) and got > right and (got - right) % scores == 0 and 1 <= extra <= 5:
@@ -286,7 +335,7 @@ def check_attention_cost(attention_cost) -> str:
     """attention_cost(batch, heads, n, d_head, bytes_per_el) -> (flops, score_bytes), two ints."""
     cases = cost_cases()
     for B, H, N, d, nbytes in cases:
-        on = _("batch={B}, heads={H}, n={N}, d_head={d}, bytes_per_el={nbytes}", B=B, H=H, N=N, d=d, nbytes=nbytes)
+        on = _case_text(B, H, N, d, nbytes)
         got = call(attention_cost, B, H, N, d, nbytes, what="attention_cost", on=on, forbid=COST_FORBIDDEN)
         if isinstance(got, list) and len(got) == 2:
             got = tuple(got)  # the task text accepts a list too
@@ -302,7 +351,7 @@ def check_attention_cost(attention_cost) -> str:
             kind = _("the float ") if isinstance(flops_got, float) else ""
             raise Wrong(_("flops is {kind}{show_flops_got} on {on}, which is not the FLOP count of Q Kᵀ and P V",
                           kind=kind, show_flops_got=_show(flops_got), on=on),
-                        _flops_hint(flops_got, B, H, N, d, nbytes)
+                        _flops_hint(attention_cost, flops_got, cases, B, H, N, d, nbytes)
                         or _("count the multiply-adds of Q Kᵀ and of P V for one head of one sequence, at 2 FLOPs "
                              "each, then multiply by batch and heads; try your formula on a case small enough to "
                              "count by hand"))

@@ -66,14 +66,21 @@ def _rms(x: Tensor, w: Tensor, centre: bool = False, eps: float = 1e-6) -> Tenso
     return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps) * w
 
 
-def _rope(x: Tensor, positions: Tensor, base: float) -> Tensor:
-    """Rotate-half RoPE in float64 on x (..., T, d)."""
+def _rope(x: Tensor, positions: Tensor, base: float, pairing: str = "half", turn: float = 1.0,
+          step: int = 2) -> Tensor:
+    """Rotate-half RoPE in float64 on x (..., T, d), or one of its usual mistakes (the defaults give the right one):
+    pairing="adjacent" pairs (x_2i, x_2i+1) instead of (x_i, x_i+d/2), turn=-1.0 turns every pair by -angle, and
+    step=1 takes theta_i = base^(-i/d) instead of base^(-2i/d)."""
     d = x.size(-1)
-    theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)  # (d/2,)
-    angles = positions.to(F64)[:, None] * theta  # (T, d/2)
-    emb = torch.cat((angles, angles), dim=-1)  # (T, d)
+    theta = base ** (-(step * torch.arange(d // 2, dtype=F64)) / d)  # (d/2,)
+    angles = turn * positions.to(F64)[:, None] * theta  # (T, d/2)
+    c, s = angles.cos(), angles.sin()  # (T, d/2)
+    if pairing == "adjacent":
+        a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
+        return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)  # (..., T, d)
+    emb_c, emb_s = torch.cat((c, c), dim=-1), torch.cat((s, s), dim=-1)  # (T, d)
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
+    return x * emb_c + torch.cat((-x2, x1), dim=-1) * emb_s
 
 
 def _heads(t: Tensor, n: int) -> Tensor:
@@ -86,9 +93,10 @@ def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *
            res1: bool = True, res2: bool = True, ffn_reads: str = "h", norms: tuple = ("norm1", "norm2"),
            centre: bool = False, final_norm: bool = False, out_proj: bool = True, ffn_norm: bool = True,
            residual_from_norm: bool = False, eps: float = 1e-6, q_base: float | None = None,
-           k_base: float | None = None) -> Tensor:
+           k_base: float | None = None, pairing: str = "half", turn: float = 1.0, theta_step: int = 2) -> Tensor:
     """A Llama block in float64 written out step by step; each keyword switches on one mistake."""
     x = x.to(F64)
+    style = {"pairing": pairing, "turn": turn, "step": theta_step}  # how apply_rope turns the pairs
     w = {k: v.to(F64) for k, v in w.items()}
     B, T, d = x.shape
     pos = torch.arange(T)
@@ -97,14 +105,14 @@ def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *
     def attn(t: Tensor) -> Tensor:
         q, k, v = t @ w["W_q"], t @ w["W_k"], t @ w["W_v"]  # (B, T, d), (B, T, kv_dim) x 2
         if rope_width == "model":  # rotated before the split, over the whole width
-            q = _rope(q, pos, q_base or base) if "q" in rope else q
-            k = _rope(k, pos, k_base or base) if "k" in rope else k
-            v = _rope(v, pos, base) if "v" in rope else v
+            q = _rope(q, pos, q_base or base, **style) if "q" in rope else q
+            k = _rope(k, pos, k_base or base, **style) if "k" in rope else k
+            v = _rope(v, pos, base, **style) if "v" in rope else v
         q, k, v = _heads(q, n_heads), _heads(k, n_kv), _heads(v, n_kv)
         if rope_width == "head":
-            q = _rope(q, pos, q_base or base) if "q" in rope else q
-            k = _rope(k, pos, k_base or base) if "k" in rope else k
-            v = _rope(v, pos, base) if "v" in rope else v
+            q = _rope(q, pos, q_base or base, **style) if "q" in rope else q
+            k = _rope(k, pos, k_base or base, **style) if "k" in rope else k
+            v = _rope(v, pos, base, **style) if "v" in rope else v
         n_rep = n_heads // n_kv
         if tiled:  # kv0, kv1, kv0, kv1, ...
             k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
@@ -148,6 +156,15 @@ _MISTAKES = {  # hint: the keyword arguments of `_block` that make the mistake
         dict(rope="k"),
     N_("apply RoPE per head, after split_heads: each head's d_head features form d_head/2 pairs with "
        "theta_i = base^(-2i/d_head); you rotated the whole width before splitting"): dict(rope_width="model"),
+    N_("your apply_rope rotates adjacent pairs (x_0, x_1), (x_2, x_3), ... (the layout of GPT-J and the RoFormer "
+       "paper); this block uses chapter 5's rotate-half convention (LLaMA in transformers): in each head, feature i "
+       "pairs with feature i + d_head/2"): dict(pairing="adjacent"),
+    N_("your apply_rope turns every pair the wrong way, by -p * theta_i: pair i turns by +p * theta_i, "
+       "x * cos + rotate_half(x) * sin with rotate_half(x) = (-x_2, x_1); check the minus in your rotate_half and the "
+       "sign in front of sin"): dict(turn=-1.0),
+    N_("your apply_rope's frequencies are base^(-i/d_head) for pair i: they are theta_i = base^(-2i/d_head) for "
+       "i = 0 .. d_head/2 - 1, so the exponents step by 2/d_head (torch.arange(0, d_head, 2) / d_head)"):
+        dict(theta_step=1),
     N_("your kv heads come out in the tiled order kv0, kv1, kv0, kv1, ... (repeat or cat); query head j must read kv "
        "head j // n_rep, so each kv head is repeated n_rep times in a row: kv0, kv0, kv1, kv1, ... (repeat_kv)"):
         dict(tiled=True),

@@ -139,6 +139,11 @@ def _as_text(ids, pair, new):
     return [int(t) for t in text.split()]
 
 
+def _as_padded_text(ids, pair, new):
+    text = (" " + " ".join(map(str, ids)) + " ").replace(f" {pair[0]} {pair[1]} ", f" {new} ")
+    return [int(t) for t in text.split()]
+
+
 def _removes(ids, pair, new):
     return [x for x in _right(ids, pair, -1) if x != -1]
 
@@ -156,6 +161,8 @@ MISTAKES = {
     N_("the pair is ordered: (a, b) matches a followed by b, not b followed by a"): _both_orders,
     N_("joining the ids into a string and replacing text also matches digits inside other ids ('1 2' inside "
        "'11 2' and '1 21'): compare ids, not text"): _as_text,
+    N_("replacing the pair in the joined text, with a space on each side: a match uses up the space after it, so "
+       "an occurrence that starts right after a merge is not found; compare ids, not text"): _as_padded_text,
     N_("put new_id where the pair was: the merged token replaces the two ids"): _removes,
     N_("nothing was merged: is the comparison ever true? A list never equals a tuple ([1, 2] == (1, 2) is False): "
        "compare ids[i] == pair[0] and ids[i + 1] == pair[1]"): lambda ids, pair, new: list(ids),
@@ -172,6 +179,37 @@ def _merge_error_hint(message: str) -> str | None:
         return (_("ids are token ids, not bytes: a merge makes ids of 256 and above (new_id is one), which bytes and "
                   "bytearray cannot hold; work on the list of ints itself"))
     return None
+
+
+def _unmerged(got: list, pair, new) -> list:
+    """The learner's list with the pair put back in place of every new_id."""
+    return [x for y in got for x in (pair if y == new else (y,))]
+
+
+def _merge_starts(got: list, new) -> list[int]:
+    """Where, in ids, each merge of the learner's list starts (when `_unmerged` gives ids back)."""
+    starts, position = [], 0
+    for y in got:
+        if y == new:
+            starts.append(position)
+        position += 2 if y == new else 1
+    return starts
+
+
+def _rule_broken(got: list, ids: list, pair, new) -> str:
+    """A hint for a wrong list that no known mistake explains: the rule of a merge that it breaks on this case, found
+    by reading it as ids with some pairs replaced. Either it is not that (ids lost, added or changed), or the first
+    difference from the right merges is an occurrence of the pair that it leaves unmerged: merging from the left,
+    the first position where two readings of ids differ is always one that the left-to-right reading merges."""
+    if _unmerged(got, pair, new) != list(ids):
+        return _("putting the pair back in place of every new_id in your list does not give ids again: ids were lost, "
+                 "added or changed. A merge only replaces occurrences of the pair by new_id; every other id stays, in "
+                 "order")
+    mine, right = set(_merge_starts(got, new)), set(_merge_starts(_right(ids, pair, new), new))
+    first = min(mine ^ right)  # in `right` only (see the docstring)
+    return _("ids[{i}] and ids[{j}] are the pair and no earlier merge uses ids[{i}], but your list leaves them "
+             "unmerged: every occurrence of the pair that does not overlap an earlier merge becomes new_id",
+             i=first, j=first + 1)
 
 
 def _merged_list(merge_pair, ids, pair, new, on) -> list:
@@ -234,5 +272,4 @@ def check_merge_pair(merge_pair) -> str:
     else:
         detail = _("your list has {len_got} ids, the right one {len_want}", len_got=len(got), len_want=len(want))
     raise Wrong(_("merge_pair is wrong on {on}: {detail}", on=on, detail=detail),
-                hint or _("walk from left to right: where ids[i], ids[i + 1] is the pair, write new_id and move on by "
-                          "2; otherwise copy ids[i] and move on by 1"))
+                hint or _rule_broken(got, ids, pair, new))
