@@ -1,4 +1,4 @@
-"""Honest timing on CPU or GPU: medians of synchronised runs, measured peak memory, FLOP counts, device report.
+"""Honest timing on CPU or GPU: medians of synchronised runs, measured peak memory, the measured matmul throughput.
 
 Everything here runs unchanged on CPU and CUDA. Times come from `torch.utils.benchmark.Timer`, which warms
 up, synchronises the accelerator around each timed block and repeats until `min_run_time` has passed; we
@@ -7,22 +7,27 @@ with `matmul_throughput`: the best FLOP rate of several matrix products (square 
 products) timed the same way, in the same dtype, with the same threads, in the same run. A result then reads as
 "x % of the measured matmul throughput", and `MatmulThroughput.percent` refuses a rate above it, so no
 percentage exceeds 100. (A datasheet peak is another reference: papers quote it; this module never measures it.)
-FLOP counts: `attention_flops` (the attention core, QK^T and PV) and `layer_flops` (a whole Transformer layer:
-the attention core, the Q, K, V and output projections, and the feed-forward network).
+
+Moved out, and re-exported here (`attnbook.timing.<name>` keeps working): the FLOP and byte counts computed from
+shapes (`attention_flops`, `layer_flops`, `kv_cache_bytes`, ...) to `cost`, and what a timing depends on
+(`device_report`, `format_device_report`, `sdpa_backends`) to `device`.
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import os
-import platform
 import sys
-import warnings
 from dataclasses import dataclass
 
 import torch
 
 from ._validate import require_int
+from .cost import check_matmul_shape  # the (batch, m, k, n) check, shared with the cost model
+from .cost import (  # re-exported: the cost model, computed from shapes (matmul_throughput uses matmul_flops)
+    LayerFlops, attention_flops, attention_matmul_shapes, kv_cache_bytes, layer_flops, matmul_flops, score_matrix_bytes,
+)
+from .device import device_report, format_device_report, sdpa_backends  # re-exported: what a timing depends on
 
 __all__ = [
     "Timing",
@@ -203,36 +208,6 @@ Shape = tuple  # (batch, m, k, n): a batch of (m, k) @ (k, n) matrix products
 DEFAULT_MATMUL_SIZES = {"cpu": (256, 512, 1024), "cuda": (2048, 4096, 8192)}
 
 
-def _check_shape(shape, name: str) -> tuple[int, int, int, int]:
-    """`shape` as a (batch, m, k, n) tuple of positive ints, else TypeError/ValueError naming `name`."""
-    if not isinstance(shape, (tuple, list)) or len(shape) != 4:
-        raise ValueError(f"{name} must be a (batch, m, k, n) tuple of 4 positive ints, got {shape!r}")
-    for part, value in zip(("batch", "m", "k", "n"), shape):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must hold ints, got {part}={value!r} in {shape!r}")
-        if value < 1:
-            raise ValueError(f"{name} must hold positive ints, got {part}={value} in {shape!r}")
-    return tuple(shape)
-
-
-def matmul_flops(shape) -> int:
-    """FLOPs of a batch of matrix products, `shape` = (batch, m, k, n): 2 * batch * m * k * n."""
-    b, m, k, n = _check_shape(shape, "shape")
-    return 2 * b * m * k * n
-
-
-def attention_matmul_shapes(batch: int, heads: int, q_len: int, k_len: int, d_head: int) -> list[tuple]:
-    """The two matrix products of attention, as (batch, m, k, n) shapes for `matmul_throughput`:
-    QK^T, (q_len, d_head) @ (d_head, k_len), and PV, (q_len, k_len) @ (k_len, d_head), in each of batch * heads.
-
-    Their FLOPs add up to `attention_flops(batch, heads, q_len, k_len, d_head)`. Attention does these products and
-    more (scaling, softmax), so a matmul throughput that includes them bounds what attention can reach.
-    """
-    for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len), ("d_head", d_head)):
-        require_int(value, name, minimum=1)
-    return [(batch * heads, q_len, d_head, k_len), (batch * heads, q_len, k_len, d_head)]
-
-
 def _format_shape(shape) -> str:
     """(1, 512, 512, 512) -> "(512, 512) @ (512, 512)"; (4, 256, 64, 256) -> "4 × (256, 64) @ (64, 256)"."""
     b, m, k, n = shape
@@ -268,7 +243,7 @@ class MatmulThroughput:
         if not isinstance(self.rates, dict) or not self.rates:
             raise ValueError(f"rates must be a non-empty dict of shape -> FLOP/s, got {self.rates!r}")
         for shape, rate in self.rates.items():
-            _check_shape(shape, "rates")
+            check_matmul_shape(shape, "rates")
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < math.inf:
                 raise ValueError(f"rates must hold positive finite FLOP/s, got {rate!r} for {shape!r}")
         if self.best_shape not in self.rates:
@@ -345,7 +320,7 @@ def matmul_throughput(device="cpu", dtype: torch.dtype = torch.float32, shapes=N
         shapes = [(1, n, n, n) for n in DEFAULT_MATMUL_SIZES.get(device.type, DEFAULT_MATMUL_SIZES["cuda"])]
     if isinstance(shapes, (str, bytes)) or not hasattr(shapes, "__iter__"):
         raise TypeError(f"shapes must be a list of (batch, m, k, n) tuples, got {type(shapes).__name__}")
-    shapes = list(dict.fromkeys(_check_shape(s, "shapes") for s in shapes))  # in order, without repeats
+    shapes = list(dict.fromkeys(check_matmul_shape(s, "shapes") for s in shapes))  # in order, without repeats
     if not shapes:
         raise ValueError("shapes must hold at least one (batch, m, k, n) shape")
     require_int(rounds, "rounds", minimum=1)
@@ -368,180 +343,3 @@ def matmul_throughput(device="cpu", dtype: torch.dtype = torch.float32, shapes=N
         done += 1
     best_shape = max(rates, key=rates.get)
     return MatmulThroughput(rates[best_shape], best_shape, rates, str(device), dtype, torch.get_num_threads(), done)
-
-
-def attention_flops(batch: int, heads: int, q_len: int, k_len: int, d_head: int, causal: bool = False) -> int:
-    """Floating-point operations of attention's two matrix products: 2 flops per multiply-add, QK^T and PV.
-
-    Without a mask that is 4 * batch * heads * q_len * k_len * d_head. With `causal=True` only the (query, key)
-    pairs the mask allows are counted, top-left aligned like SDPA's `is_causal`: query i sees keys
-    0..min(i, k_len - 1). This is the useful work; a kernel that does not skip masked blocks does more.
-    Softmax, scaling and masking (O(L * S), not O(L * S * d)) are not counted, as is customary.
-    """
-    for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len), ("d_head", d_head)):
-        require_int(value, name, minimum=1)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    if not causal:
-        pairs = q_len * k_len
-    elif q_len <= k_len:
-        pairs = q_len * (q_len + 1) // 2  # row i sees i + 1 keys
-    else:
-        pairs = k_len * (k_len + 1) // 2 + (q_len - k_len) * k_len  # rows k_len.. see every key
-    return 4 * batch * heads * pairs * d_head
-
-
-@dataclass(frozen=True)
-class LayerFlops:
-    """FLOPs of one Transformer layer's forward pass, by part (2 FLOPs per multiply-add, matrix products only)."""
-
-    attention_core: int  # QK^T and PV: what `attention_flops` counts
-    projections: int  # the Q, K, V and output projections
-    ffn: int  # the feed-forward network
-
-    @property
-    def total(self) -> int:
-        return self.attention_core + self.projections + self.ffn
-
-    @property
-    def attention_share(self) -> float:
-        """The attention core's fraction of the layer's FLOPs, between 0 and 1."""
-        return self.attention_core / self.total
-
-
-def layer_flops(seq_len: int, d_model: int, n_heads: int, d_ff: int, batch: int = 1, causal: bool = False,
-                gated: bool = False, n_kv_heads: int | None = None) -> LayerFlops:
-    """FLOPs of one Transformer layer over `batch` sequences of `seq_len` tokens, split into its three parts.
-
-    - attention core: `attention_flops(batch, n_heads, seq_len, seq_len, d_model // n_heads, causal)`,
-      4 * N^2 * d_model per sequence without a mask;
-    - projections: Q and the output take 2 * N * d_model^2 each, K and V 2 * N * d_model * d_kv each, where
-      d_kv = n_kv_heads * d_head (d_model unless grouped-query attention has fewer key/value heads);
-    - FFN: 2 * N * d_model * d_ff per matrix, 2 matrices (up, down), or 3 with `gated=True` (SwiGLU's gate,
-      as in Llama).
-    Softmax, biases, activations and norms (O(N * d), not O(N * d^2)) are not counted, as is customary.
-    The projections and the FFN grow like N, the attention core like N^2 (like N^2 / 2 with `causal=True`).
-    """
-    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("n_heads", n_heads), ("d_ff", d_ff),
-                        ("batch", batch)):
-        require_int(value, name, minimum=1)
-    if d_model % n_heads:
-        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-    n_kv_heads = n_heads if n_kv_heads is None else require_int(n_kv_heads, "n_kv_heads", minimum=1)
-    if n_heads % n_kv_heads:
-        raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}")
-    for name, value in (("causal", causal), ("gated", gated)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    d_head = d_model // n_heads
-    tokens = batch * seq_len
-    d_kv = n_kv_heads * d_head
-    projections = 2 * tokens * d_model * (2 * d_model + 2 * d_kv)  # Q and O: d_model -> d_model; K and V: -> d_kv
-    ffn = (3 if gated else 2) * 2 * tokens * d_model * d_ff
-    core = attention_flops(batch, n_heads, seq_len, seq_len, d_head, causal=causal)
-    return LayerFlops(attention_core=core, projections=projections, ffn=ffn)
-
-
-def _element_size(dtype, name: str = "dtype") -> int:
-    """Bytes per element of a torch dtype."""
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{name} must be a torch.dtype, got {dtype!r}")
-    return torch.empty((), dtype=dtype).element_size()
-
-
-def score_matrix_bytes(batch: int, heads: int, q_len: int, k_len: int, dtype: torch.dtype = torch.float32) -> int:
-    """Bytes of the materialised (batch, heads, q_len, k_len) score matrix that naive attention allocates."""
-    for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len)):
-        require_int(value, name, minimum=1)
-    return batch * heads * q_len * k_len * _element_size(dtype)
-
-
-def kv_cache_bytes(
-    n_layers: int, n_kv_heads: int, d_head: int, seq_len: int, batch: int = 1, dtype: torch.dtype = torch.float16
-) -> int:
-    """Bytes of a KV cache: 2 (K and V) * layers * kv_heads * d_head * seq_len * batch * bytes per element."""
-    for name, value in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("d_head", d_head), ("batch", batch)):
-        require_int(value, name, minimum=1)
-    require_int(seq_len, "seq_len", minimum=0)
-    return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * _element_size(dtype)
-
-
-def _default_device() -> torch.device:
-    """CUDA when there is a GPU, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def _cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what `platform` knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def device_report(device=None, dtype: torch.dtype | None = None) -> dict:
-    """What a timing depends on: device and its name, capability, dtype, TF32 setting, torch version, threads."""
-    device = _default_device() if device is None else torch.device(device)
-    dtype = torch.get_default_dtype() if dtype is None else dtype
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        name = torch.cuda.get_device_name(index)
-        capability = "{}.{}".format(*torch.cuda.get_device_capability(index))
-        device = torch.device("cuda", index)
-    else:
-        name, capability = (_cpu_name(), None) if device.type == "cpu" else (device.type, None)
-    return {
-        "device": str(device),
-        "device_name": name,
-        "capability": capability,
-        "dtype": str(dtype).removeprefix("torch."),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-    }
-
-
-def format_device_report(report: dict | None = None) -> str:
-    """One line for the caption of a timing table, from `device_report()` (called when `report` is None)."""
-    r = device_report() if report is None else report
-    if not isinstance(r, dict):
-        raise TypeError(f"report must be a dict from device_report(), got {type(r).__name__}")
-    where = f"{r['device']} ({r['device_name']}" + (f", sm {r['capability']})" if r["capability"] else ")")
-    tf32 = "TF32 on" if r["tf32_matmul"] else "TF32 off"
-    return f"{where}, {r['dtype']}, {tf32}, torch {r['torch']}, {r['threads']} thread{'s' if r['threads'] != 1 else ''}"
-
-
-def sdpa_backends(device=None, dtype: torch.dtype = torch.float32, d_head: int = 64) -> list:
-    """The `torch.nn.attention.SDPBackend`s that can run SDPA here, found by trying each on a tiny input.
-
-    Use each with `torch.nn.attention.sdpa_kernel(backend)`. Which backends run depends on the device and
-    also on dtype and head size (FlashAttention on CUDA needs float16/bfloat16), so probe with the ones you
-    will time. On CPU this torch has MATH and a CPU FLASH_ATTENTION kernel.
-    """
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    device = _default_device() if device is None else torch.device(device)
-    require_int(d_head, "d_head", minimum=1)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
-    q = torch.zeros(1, 2, 16, d_head, device=device, dtype=dtype)  # (B, h, n, d_head)
-    names = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")
-    found = []
-    for backend in (getattr(SDPBackend, n) for n in names if hasattr(SDPBackend, n)):
-        try:
-            with warnings.catch_warnings(), sdpa_kernel(backend):
-                warnings.simplefilter("ignore")  # each refusal also warns why; the list is the answer
-                torch.nn.functional.scaled_dot_product_attention(q, q, q)
-        except RuntimeError:
-            continue
-        found.append(backend)
-    return found

@@ -702,6 +702,7 @@ def attention_cost(batch, heads, n, d_head, bytes_per_el):
 
 _DTYPE_OF_BYTES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
 _timing_second = _second_import("timing")
+_cost_second = _second_import("cost")  # the cost model: attention_flops, score_matrix_bytes
 
 
 @wrong("9.2", hint="package's own")
@@ -741,9 +742,9 @@ def attention_cost(batch, heads, n, d_head, bytes_per_el):
 
 @wrong("9.2", hint="package's own")
 def attention_cost(batch, heads, n, d_head, bytes_per_el):
-    """attention_flops and score_matrix_bytes from a second, separate import of timing.py"""
-    return (_timing_second.attention_flops(batch, heads, n, n, d_head),
-            _timing_second.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el]))
+    """attention_flops and score_matrix_bytes from a second, separate import of cost.py"""
+    return (_cost_second.attention_flops(batch, heads, n, n, d_head),
+            _cost_second.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el]))
 
 
 @right("9.2")
