@@ -729,8 +729,17 @@ def test_8_3_false_failure_rate(monkeypatch, solutions):
     from attnbook.exercises.ch08._shared import FALSE_FAILURE
     from attnbook.exercises.ch08.sampling import CONFIGS
 
+    from attnbook.exercises.ch08.sampling import TIE_SHAPE
+
     windows = _windows_of_a_right_answer(monkeypatch, "8.3", solutions(8)["sample_next"])
-    assert len(windows) == 2 * len(CONFIGS) * 12, len(windows)  # every count of 2 rows x 6 tokens, both passes
+    # every count of 2 rows x 6 tokens, and the share of the second of two equal largest logits, in both passes
+    assert len(windows) == 2 * (len(CONFIGS) * 12 + 1), len(windows)
+    ties = [(n, p) for _count, n, p in windows if (n, p) == (TIE_SHAPE[0], 0.5)]
+    assert len(ties) == 2, windows
+    tie_rate = sum(_outside(n, p) for n, p in ties)  # binomial(200, 1/2) outside [48, 152]: 2.7e-14 per pass
+    assert tie_rate < 1e-13, tie_rate
+    # The rest cannot fail a right answer (test_8_3_tuned_cases_hold_for_every_offset): at the tiny temperature the
+    # tokens other than the pair, and in the case far below 0 those outside the top k, have probability exactly 0.
     total = sum(_outside(n, p) for _count, n, p in windows)
     assert total <= FALSE_FAIL_LIMIT and len(windows) * FALSE_FAILURE <= FALSE_FAIL_LIMIT, total
 
@@ -751,6 +760,14 @@ def test_8_3_power_against_each_wrong_class():
             passes[hint] = passes.get(hint, 1.0) * fit
     for hint, p in passes.items():
         assert 1 - p ** 2 >= POWER_LIMIT, (hint, p)
+    # An answer greedy at a tiny temperature > 0 draws the first of the two equal largest logits in every row (a
+    # count of 0 for the second), one that always takes the second a count of 200: both outside the window, so
+    # rejected with certainty.
+    from attnbook.exercises.ch08._shared import window
+    from attnbook.exercises.ch08.sampling import TIE_SHAPE
+
+    low, high = window(TIE_SHAPE[0], 0.5)
+    assert 0 < low and high < TIE_SHAPE[0], (low, high)
     # a finite fill at the settings whose kept logits are far below it
     for fill, before in ((-10.0, False), (-10.0, True), (-20.0, False), (0.0, False)):
         p = 1.0
@@ -826,3 +843,179 @@ def test_8_2_the_transformers_loss_is_named_not_its_module():
 
     message = check("8.2", causal_lm_loss).message
     assert "without transformers.loss.loss_utils.ForCausalLMLoss" in message and "<module>" not in message, message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Learner trial B: wrong answers that passed 8.3, and hints that named another mistake
+# ---------------------------------------------------------------------------------------------------------
+
+def _mlm_two_draws(order):
+    """mlm_mask with two independent draws for [MASK] (0.8) and a random id (0.1) over the chosen positions; `order`:
+    which is written last, or "disjoint" (the random id only where [MASK] was not drawn, still with 0.1)."""
+
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        chosen = torch.rand(ids.shape, generator=generator) < 0.15
+        to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+        to_random = chosen & (torch.rand(ids.shape, generator=generator) < 0.1)
+        random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+        if order == "disjoint":
+            to_random &= ~to_mask
+        if order == "mask-last":
+            masked = torch.where(to_mask, mask_id, torch.where(to_random, random_ids, ids))
+        else:
+            masked = torch.where(to_random, random_ids, torch.where(to_mask, mask_id, ids))
+        return masked, torch.where(chosen, ids, -100)
+
+    return mlm_mask
+
+
+@pytest.mark.parametrize("order, piece, not_piece", [
+    ("random-last", "your cases overlap", "0.1 / 0.2"),  # about 72/10/18
+    ("mask-last", "0.1 / 0.2 = 0.5", "your cases overlap"),  # about 80/2/18
+    ("disjoint", "0.1 / 0.2 = 0.5", "your cases overlap"),  # about 80/2/18
+])
+def test_8_1_the_overlap_hint_only_for_the_overlap(order, piece, not_piece):
+    result = check("8.1", _mlm_two_draws(order))
+    assert not result.passed and piece in result.message and not_piece not in result.message, result.message
+    assert _no_recipe(result.message), result.message
+
+
+def _mlm_keeping_draws():
+    """A right mlm_mask except that it keeps the uniform numbers of its first call of each shape."""
+    kept = {}
+
+    def mlm_mask(ids, mask_id, vocab_size, generator):
+        if ids.shape not in kept:
+            kept[ids.shape] = torch.rand(ids.shape, generator=generator)
+        u = kept[ids.shape]
+        random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+        masked = torch.where(u < 0.12, mask_id, ids)
+        masked = torch.where((u >= 0.12) & (u < 0.135), random_ids, masked)
+        return masked, torch.where(u < 0.15, ids, -100)
+
+    return mlm_mask
+
+
+def test_8_1_kept_draws_are_not_blamed_on_the_global_generator():
+    answer = _mlm_keeping_draws()
+    result = check("8.1", answer)  # the uniform numbers of its first call: the first and third call differ
+    assert not result.passed and "even the first and the third" in result.message, result.message
+    assert "from one call to the next" in result.message and "global random generator was" not in result.message
+    result = check("8.1", answer)  # all of them kept now: the same positions for every seed
+    assert not result.passed and "chose exactly the same positions" in result.message, result.message
+    assert "from one call to the next" in result.message, result.message
+
+
+def test_8_1_the_global_generator_is_still_named_when_it_explains_the_difference():
+    def mlm_mask(ids, mask_id, vocab_size, generator):  # the random ids from the global generator
+        chosen = torch.rand(ids.shape, generator=generator) < 0.15
+        r = torch.rand(ids.shape, generator=generator)
+        masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+        masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), torch.randint(vocab_size, ids.shape), masked)
+        return masked, torch.where(chosen, ids, -100)
+
+    result = check("8.1", mlm_mask)
+    assert not result.passed and "when the global random generator was in another state" in result.message, \
+        result.message
+
+
+def test_8_2_view_after_a_slice_names_the_slice():
+    def causal_lm_loss(logits, ids):
+        V = logits.shape[-1]
+        return F.cross_entropy(logits[:, :-1].view(-1, V), ids[:, 1:].view(-1))
+
+    result = check("8.2", causal_lm_loss)
+    assert not result.passed and "after a slice" in result.message and ".reshape()" in result.message, \
+        result.message
+
+
+@pytest.mark.parametrize("fill", [-1e4, -100.0])
+def test_8_3_a_finite_fill_fails_far_below_0(fill):
+    result = check("8.3", _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, fill))))
+    assert not result.passed and "far below 0" in result.message and "float('-inf')" in result.message, \
+        result.message
+
+
+def test_8_3_a_large_finite_fill_below_every_logit_passes():
+    result = check("8.3", _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, -1e9))))
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("threshold", [1e-3, 1e-2])
+def test_8_3_greedy_at_a_tiny_temperature_fails(threshold):
+    right = _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, float("-inf"))))
+
+    def sample_next(logits, temperature, top_k, generator):
+        if temperature < threshold:
+            return logits.argmax(dim=-1)
+        return right(logits, temperature, top_k, generator)
+
+    result = check("8.3", sample_next)
+    assert not result.passed and "even at a tiny temperature" in result.message, result.message
+
+
+def test_8_3_a_threshold_over_the_whole_batch_is_named():
+    def over_batch(scaled, k):
+        kth = torch.topk(scaled.flatten(), k).values[-1]
+        return scaled.masked_fill(scaled < kth, float("-inf"))
+
+    result = check("8.3", _sampler(over_batch))
+    assert not result.passed and "each row keeps its own top_k largest logits" in result.message, result.message
+    assert "over the vocabulary (dim=-1)" not in result.message, result.message
+
+
+@pytest.mark.parametrize("cast, piece", [
+    (lambda logits, t: (logits.half().float(), t), "the logits rounded to float16"),
+    (lambda logits, t: (logits.bfloat16().float(), t), "the logits rounded to bfloat16"),
+    (lambda logits, t: ((logits / t).half().float(), 1.0), "logits / temperature rounded to float16"),
+    (lambda logits, t: ((logits / t).bfloat16().float(), 1.0), "logits / temperature rounded to bfloat16"),
+], ids=["float16", "bfloat16", "float16-scaled", "bfloat16-scaled"])
+def test_8_3_precision_lost_is_named(cast, piece):
+    right = _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, float("-inf"))))
+
+    def sample_next(logits, temperature, top_k, generator):
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        return right(*cast(logits, temperature), top_k, generator)
+
+    result = check("8.3", sample_next)
+    assert not result.passed and piece in result.message, result.message
+
+
+def test_8_3_tuned_cases_hold_for_every_offset():
+    # For 200 offsets and their second passes: (tie) in every row two equal largest logits and the others so far
+    # below that, at the tiny temperature, a right softmax gives exactly 1/2, 1/2 and 0 in float32 and float64;
+    # (deep) the logits of a row at least DEEP_GAP apart, in the same order after dividing by the temperature (the
+    # top k is the same for any method), logits / temperature below -20,000, so that a fill of -1e4 or -100 leaves
+    # the top k exactly 0 probability, and -inf (or -1e9) every sample inside the top k.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch08.sampling import (DEEP_GAP, DEEP_SHAPE, DEEP_TEMPERATURE, DEEP_TOP_K, TIE_MARGIN,
+                                                  TIE_SHAPE, TIE_TEMPERATURE, deep_case, tie_case)
+
+    for base in offsets(200):
+        for offset in (base, base + compare.FRESH_STEP):
+            with compare.seed_offset(offset):
+                logits, pairs = tie_case()
+                deep = deep_case()
+            assert logits.shape == TIE_SHAPE and logits.dtype == torch.float32
+            top = logits.gather(-1, pairs)
+            assert bool((pairs[:, 0] < pairs[:, 1]).all()) and torch.equal(top[:, 0], top[:, 1])
+            others = logits.scatter(-1, pairs, float("-inf"))
+            assert bool((others.amax(-1) <= top[:, 0] - 0.99 * TIE_MARGIN).all())
+            for dtype in (torch.float32, torch.float64):
+                probs = torch.softmax(logits.to(dtype) / TIE_TEMPERATURE, dim=-1)
+                assert bool((probs.gather(-1, pairs) == 0.5).all()) and float(probs.scatter(-1, pairs, 0.0).sum()) == 0
+            assert deep.shape == DEEP_SHAPE and deep.dtype == torch.float32
+            ordered = deep.sort(dim=-1, descending=True).values
+            assert float((ordered[:, :-1] - ordered[:, 1:]).min()) >= 0.99 * DEEP_GAP
+            scaled = deep / DEEP_TEMPERATURE  # float32, as an answer gets it
+            assert torch.equal(scaled.argsort(-1), deep.argsort(-1)) and float(scaled.max()) < -2e4
+            s_ordered = scaled.sort(dim=-1, descending=True).values
+            assert bool((s_ordered[:, :-1] > s_ordered[:, 1:]).all())  # no ties after the division either
+            kept = torch.zeros_like(deep, dtype=torch.bool).scatter(-1, deep.topk(DEEP_TOP_K, -1).indices, True)
+            for fill in (-1e4, -100.0):
+                probs = torch.softmax(torch.where(kept, scaled, torch.full_like(scaled, fill)), dim=-1)
+                assert float(probs[kept].sum()) == 0
+            for fill in (float("-inf"), -1e9):
+                probs = torch.softmax(torch.where(kept, scaled, torch.full_like(scaled, fill)), dim=-1)
+                assert float(probs[~kept].sum()) == 0

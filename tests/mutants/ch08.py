@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+import attnbook.corpus as _corpus
 import attnbook.data as _data
 import attnbook.models.gpt as _gpt
 from mutants import fresh_import as _fresh, function_copy as _copy, right, value, wrong  # noqa: F401
@@ -36,12 +37,12 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return _mm(ids, mask_id, vocab_size, generator)[:2]
 
 
-_mm_fresh = _fresh(_data, "data").mlm_mask
+_mm_fresh = _fresh(_corpus, "corpus").mlm_mask  # corpus.py defines mlm_mask (data.py re-exports it)
 
 
 @wrong("8.1", hint="package's own")
 def mlm_mask(ids, mask_id, vocab_size, generator):
-    """mlm_mask from a second, separate import of attnbook/data.py, first two results"""
+    """mlm_mask from a second, separate import of attnbook/corpus.py, first two results"""
     return _mm_fresh(ids, mask_id, vocab_size, generator)[:2]
 
 
@@ -105,9 +106,11 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="random")
+@wrong("8.1", hint="0.1 / 0.2 = 0.5")
 def mlm_mask(ids, mask_id, vocab_size, generator):
-    """draws a fresh uniform number for the random case, so [MASK] and random overlap (about 72/10/18)"""
+    """draws a fresh uniform number for the random case among the positions not [MASK], with probability 0.1 instead of
+    0.5: disjoint groups of about 80/2/18 (docstring corrected from "overlap (about 72/10/18)", which the entries of
+    learner trial B cover, and hint from "random")"""
     chosen = torch.rand(ids.shape, generator=generator) < 0.15
     to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
     to_random = chosen & ~to_mask & (torch.rand(ids.shape, generator=generator) < 0.1)
@@ -1133,3 +1136,126 @@ wrong("8.1", hint="the lower bound is 0", name="random ids drawn from [4, vocab_
     _masking(_rate(0.15), random_low=4))
 right("8.1", name="torch.where with a float uniform per position compared once with 0.15 (<=, not <)")(
     _masking(lambda ids, mask_id, g: torch.rand(ids.shape, generator=g) <= 0.15))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Learner trial B: wrong answers that passed, or got a hint that named another mistake
+# ----------------------------------------------------------------------------------------------------------------
+
+@wrong("8.1", hint="0.1 / 0.2 = 0.5")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """disjoint groups, but a random id with probability 0.1 (not 0.5) among the chosen positions not [MASK]: about
+    80/2/18 (torch.bernoulli, Hugging Face's order of draws)"""
+    chosen = torch.bernoulli(torch.full(ids.shape, 0.15), generator=generator).bool()
+    replace = torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool() & chosen
+    randomize = torch.bernoulli(torch.full(ids.shape, 0.1), generator=generator).bool() & chosen & ~replace
+    masked = ids.clone()
+    masked[replace] = mask_id
+    masked[randomize] = torch.randint(vocab_size, ids.shape, generator=generator)[randomize]
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="0.1 / 0.2 = 0.5")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """two independent draws, [MASK] written over the random ids: about 80/2/18"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    to_random = chosen & (torch.rand(ids.shape, generator=generator) < 0.1)
+    to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+    masked = torch.where(to_random, torch.randint(vocab_size, ids.shape, generator=generator), ids)
+    masked = torch.where(to_mask, mask_id, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint="your cases overlap")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """two independent draws, the random ids written over [MASK]: about 72/10/18"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+    to_random = chosen & (torch.rand(ids.shape, generator=generator) < 0.1)
+    masked = torch.where(to_mask, mask_id, ids)
+    masked = torch.where(to_random, torch.randint(vocab_size, ids.shape, generator=generator), masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+_MLM_DRAWS: dict = {}
+
+
+@wrong("8.1", hint="from one call to the next")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """keeps the uniform numbers of the first call of each shape (drawn from generator), the random ids drawn anew
+    (in a later check in the same kernel all its draws are kept: the same positions for every seed, which
+    test_8_1_kept_draws_are_not_blamed_on_the_global_generator checks)"""
+    key = tuple(ids.shape)
+    if key not in _MLM_DRAWS:
+        _MLM_DRAWS[key] = torch.rand(ids.shape, generator=generator)
+    u = _MLM_DRAWS[key]
+    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
+    masked = torch.where(u < 0.12, torch.full_like(ids, mask_id), ids)
+    masked = torch.where((u >= 0.12) & (u < 0.135), random_ids, masked)
+    return masked, torch.where(u < 0.15, ids, torch.full_like(ids, -100))
+
+
+mlm_mask.cache = _MLM_DRAWS  # emptied by mutants.fresh before each check, as a new kernel would start
+
+
+@wrong("8.2", hint="after a slice")
+def causal_lm_loss(logits, ids):
+    """.view(-1, V) on the sliced logits and .view(-1) on the sliced ids (no transpose or permute anywhere)"""
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].view(-1, V), ids[:, 1:].view(-1))
+
+
+@wrong("8.3", hint="far below 0")
+def sample_next(logits, temperature, top_k, generator):
+    """fills the logits outside the top k with -1e4 ('minus infinity enough') instead of -inf"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    z = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+        z = torch.where(z < kth, torch.full_like(z, -1e4), z)
+    return torch.multinomial(torch.softmax(z, -1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="far below 0")
+def sample_next(logits, temperature, top_k, generator):
+    """fills the logits outside the top k with -100 instead of -inf"""
+    return _sample(logits, temperature, top_k, generator, fill=-100.0)
+
+
+@wrong("8.3", hint="even at a tiny temperature")
+def sample_next(logits, temperature, top_k, generator):
+    """greedy below temperature 1e-3, not only at 0"""
+    if temperature < 1e-3:
+        return logits.argmax(-1)
+    return _sample(logits, temperature, top_k, generator)
+
+
+@wrong("8.3", hint="each row keeps its own top_k")
+def sample_next(logits, temperature, top_k, generator):
+    """the k-th largest logit of the whole batch as the threshold, not of each row"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    z = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(z.flatten(), top_k).values[-1]
+        z = z.masked_fill(z < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(z, -1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="rounded to float16")
+def sample_next(logits, temperature, top_k, generator):
+    """the logits rounded to float16 and back (.half().float()) before sampling"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    return _sample(logits.half().float(), temperature, top_k, generator)
+
+
+@wrong("8.3", hint="rounded to bfloat16")
+def sample_next(logits, temperature, top_k, generator):
+    """logits / temperature rounded to bfloat16 (a 'memory-saving' cast) before the softmax"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    z = (logits / temperature).bfloat16()
+    z = _top_k_cut(z, top_k)
+    return torch.multinomial(torch.softmax(z.float(), -1), 1, generator=generator).squeeze(-1)

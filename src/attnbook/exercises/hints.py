@@ -55,8 +55,8 @@ ERROR_HINTS: list[tuple[str, str]] = [
         "of size 1 where the other has its own (x[:, None] or x.unsqueeze(-1)), or pass keepdim=True to the "
         "reduction (sum, amax, mean) so that its result lines up with its input")),
     (r"view size is not compatible with input tensor's size and stride",
-     N_("after transpose or permute the memory is no longer in order: call .contiguous() before .view(), or use "
-        ".reshape()")),
+     N_("after a slice, transpose or permute the memory is no longer in order: call .contiguous() before .view(), "
+        "or use .reshape()")),
     (r"shape '\[[-\d, ]+\]' is invalid for input of size",
      N_("the sizes in your view/reshape do not multiply to the number of elements; write them from the input's "
         "shape (x.shape) rather than fixed numbers")),

@@ -21,7 +21,16 @@ CLASS_DIM_HINT = (N_("F.cross_entropy wants the classes in dimension 1: flatten 
                      "vocab_size) and the targets to (batch * positions,), or pass logits.transpose(1, 2)"))
 
 
+# The shared hint for this error (hints.py) names transpose and permute only; here the slice of the shift is the
+# usual cause.
+VIEW_HINT = N_("after a slice, transpose or permute the memory is no longer in order (a slice that drops positions "
+               "leaves gaps between the sequences): .view() cannot flatten it; use .reshape(), or call .contiguous() "
+               "before .view()")
+
+
 def _loss_error_hint(message: str) -> str | None:
+    if "view size is not compatible with input tensor's size and stride" in message:
+        return _(VIEW_HINT)
     if "Expected target size" in message or ("Expected input batch_size" in message and "target batch_size" in message):
         return CLASS_DIM_HINT
     if "expected scalar type Long" in message or "expected target dtype" in message:

@@ -40,15 +40,58 @@ CONFIGS = [("base", 1.0, None), ("base", 0.5, None), ("base", 1.0, 3), ("base", 
            ("low", 1.0, 3), ("lower", 2.0, 2), ("high", 0.04, None), ("high", 0.04, 4)]
 _N = 20_000  # samples per row
 
+# Two cases after the frequencies, each of one call on small logits drawn from the run (new ones on every pass):
+# - TIE: in every row the two largest logits are equal, and every other one lies at least TIE_MARGIN below them; at
+#   TIE_TEMPERATURE that is at least 1,000 in logits / temperature, so the other tokens have probability exp(-1000),
+#   0 in float32 and float64 alike, and each of the two is drawn with probability 1/2 exactly. The share of the
+#   second of the pair is tested with the window of _shared (one binomial(TIE_SHAPE[0], 1/2) count, accepted in
+#   [48, 152]), so a right answer fails it with probability below 2e-9 per pass by the bound, 2.7e-14 exactly
+#   (computed, with the frequencies', in tests/test_exercises_ch08.py); an
+#   answer that is greedy at a tiny temperature > 0 draws the first of each pair (torch.argmax) every time, a count
+#   of 0, outside the window: it fails with certainty.
+# - DEEP: logits of about -25 to -45 at DEEP_TEMPERATURE, so that logits / temperature lies below -20,000: a finite
+#   fill of the logits outside the top k above that (-100, -1e4) takes all the probability (the kept tokens get
+#   exp(-10,000) or less, 0 in any float dtype), so every sample lies outside the top k; a right answer, whose
+#   fill is -inf (exp 0 exactly), never draws one there. The logits of a row differ by at least DEEP_GAP (no ties),
+#   so the top k is the same whatever the method. Both cases fail or pass with certainty but for the tie window.
+TIE_SHAPE, TIE_TEMPERATURE, TIE_MARGIN = (200, 8), 1e-4, 0.1
+DEEP_SHAPE, DEEP_TEMPERATURE, DEEP_TOP_K, DEEP_GAP = (64, 8), 1e-3, 2, 5e-4
 
-def _sample_error_hint(message: str, top_k, overflow: bool = False) -> str | None:
-    """`overflow`: logits / temperature of this input lie beyond exp's range."""
+
+def tie_case() -> tuple[Tensor, Tensor]:
+    """(logits (TIE_SHAPE), pairs (rows, 2)): in each row two positions (`pairs`, in increasing order) hold the
+    largest logit, equal, and every other logit lies at least TIE_MARGIN below it."""
+    g = generator(831)
+    B, V = TIE_SHAPE
+    logits = torch.randn(B, V, generator=g)
+    pairs = torch.rand(B, V, generator=g).argsort(dim=-1)[:, :2].sort(dim=-1).values  # two distinct positions
+    top = logits.amax(dim=-1, keepdim=True) + TIE_MARGIN + torch.rand(B, 1, generator=g)
+    return logits.scatter(-1, pairs, top.expand(B, 2)), pairs
+
+
+def deep_case() -> Tensor:
+    """logits (DEEP_SHAPE): each row about -25 to -45 (its own level), its logits DEEP_GAP or more apart."""
+    g = generator(832)
+    B, V = DEEP_SHAPE
+    level = -25.0 - 20.0 * torch.rand(B, 1, generator=g)
+    ranks = torch.rand(B, V, generator=g).argsort(dim=-1).float()  # a permutation of 0 .. V-1 in each row
+    steps = ranks + 0.5 * torch.rand(B, V, generator=g)  # distinct, at least 0.5 apart
+    return level + 1e-3 * steps
+
+
+def _sample_error_hint(message: str, top_k, overflow: bool = False, batch_cut_empties=None) -> str | None:
+    """`overflow`: logits / temperature of this input lie beyond exp's range. `batch_cut_empties()`: whether a top-k
+    threshold taken over the whole batch (the k-th largest of all the logits) leaves some row of this input with no
+    logit, all -inf, which the softmax makes NaN (it is asked only for a setting of temperature > 0 and a top_k, which
+    the check reaches after settings with top_k=None that the softmax over dim=-1 has passed)."""
     if top_k is None and "NoneType" in message:
         return _("top_k=None means no cut: keep every logit, and skip the top-k step when top_k is None")
     invalid = "probability tensor contains either `inf`, `nan` or element < 0" in message or \
         "invalid multinomial" in message
     if invalid and overflow:
         return _(OVERFLOW_HINT)
+    if invalid and top_k is not None and batch_cut_empties is not None and batch_cut_empties():
+        return _(PER_ROW_HINT)
     if invalid:
         return (_("torch.multinomial takes probabilities (non-negative, finite): apply the softmax over the vocabulary "
                   "(dim=-1) to the (scaled) logits first (over another dimension a column of -inf gives NaN); and with "
@@ -59,6 +102,17 @@ def _sample_error_hint(message: str, top_k, overflow: bool = False) -> str | Non
 FINITE_FILL_HINT = (N_("the tokens outside the top k keep some probability in your samples: a finite fill (0, -10, "
                        "...) is not small next to logits that are smaller still; set the logits outside the top k to "
                        "-inf, whose exp is 0"))
+PER_ROW_HINT = (N_("some row was left with no logit (all -inf, and a softmax of nothing but -inf is NaN), as when the "
+                   "k-th largest logit is taken over the whole batch: each row keeps its own top_k largest logits, "
+                   "so find the k-th largest of every row separately, along the vocabulary"))
+DEEP_FILL_HINT = (N_("a finite fill like -1e4 is not small next to logits / temperature far below 0 (about -30,000 here): "
+                     "the tokens you meant to remove get all the probability; set the logits outside the top k to "
+                     "float('-inf'), whose exp is 0 at any scale"))
+TINY_TEMPERATURE_HINT = (N_("greedy is for temperature 0 only: even at a tiny temperature (0.0001 here) the two equal "
+                            "largest logits of a row are drawn about equally often, half the time each; sample at every "
+                            "temperature above 0"))
+TIE_SAMPLE_HINT = (N_("sample from softmax(logits / temperature) at every temperature above 0: at this one only the two "
+                      "equal largest logits of a row have any probability, half each"))
 OVERFLOW_HINT = (N_("exp of logits / temperature overflows here (about 750; exp overflows above 88.7 in float32 and "
                     "709.8 in float64), and inf / inf is NaN: subtract each row's maximum before exp, or use "
                     "torch.softmax, which does"))
@@ -119,7 +173,18 @@ def _sample_mistakes(rows: Tensor, temperature: float, top_k: int | None) -> lis
         keep = (_probs(rows, temperature, top_k) > 0).double()  # (R, V): the top k of each row
         out.append((_("you sampled the top_k tokens uniformly: weight them by softmax(logits / temperature)"),
                     keep / keep.sum(dim=-1, keepdim=True)))
+    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):  # precision lost on the way
+        out += [(_(ROUNDED_LOGITS_HINT, dtype=name), _probs(rows.to(dtype).double(), temperature, top_k)),
+                (_(ROUNDED_SCALED_HINT, dtype=name), _probs((rows / temperature).to(dtype).double(), 1.0, top_k))]
     return out
+
+
+ROUNDED_LOGITS_HINT = (N_("your samples fit the logits rounded to {dtype} before sampling: a rounding error in a logit "
+                          "is multiplied by 1 / temperature, so at a low temperature it changes the distribution; keep "
+                          "the logits in the dtype they come in (float32)"))
+ROUNDED_SCALED_HINT = (N_("your samples fit logits / temperature rounded to {dtype}: at a low temperature these values "
+                          "are large, and {dtype} cannot tell close large values apart; keep them in the dtype the "
+                          "logits come in (float32)"))
 
 
 def _counts(ids: Tensor, rows: int, vocab: int) -> Tensor:
@@ -150,14 +215,14 @@ def _finite_fill(counts: Tensor, expected: Tensor) -> bool:
 
 
 def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int, on: str, seed: int = 0,
-                 overflow: bool = False):
+                 overflow: bool = False, batch_cut_empties=None):
     """The learner's ids (checked for type, shape, range) and whether the generator was drawn from. `gen_seed` is
     moved by the run's offset (new draws on the check's second pass)."""
     gen_seed = case_seed(gen_seed)
     generator = torch.Generator().manual_seed(gen_seed)
     got, used = call(sample_next, logits, temperature, top_k, generator, what="sample_next", on=on,
                      forbid=sample_forbidden, seed=seed,
-                     explain=lambda message: _sample_error_hint(message, top_k, overflow),
+                     explain=lambda message: _sample_error_hint(message, top_k, overflow, batch_cut_empties),
                      observe=drawn_from(3, gen_seed))
     got = expect_tensor(got, what=_("your result"), on=on, finite=False)
     B = logits.size(0)
@@ -201,7 +266,8 @@ def check_sample_next(sample_next) -> str:
         on = _describe_config(which, R, V, temperature, top_k)
         logits = rows.repeat_interleave(_N, dim=0)  # (R * _N, V): row r fills block r
         overflow = bool((rows.double() / temperature).abs().max() > 88.7)
-        got, used = _sample_call(sample_next, logits, temperature, top_k, 7, on, overflow=overflow)
+        got, used = _sample_call(sample_next, logits, temperature, top_k, 7, on, overflow=overflow,
+                                 batch_cut_empties=lambda: _batch_cut_empties(logits, top_k))
         if torch.equal(got, logits.argmax(dim=-1)):
             raise Wrong(_("your result is the argmax of every row on {on}", on=on),
                         _("the argmax of every row is for temperature 0 only: at temperature > 0, draw a random id "
@@ -219,7 +285,7 @@ def check_sample_next(sample_next) -> str:
         for hint, probs in _sample_mistakes(rows.double(), temperature, top_k):
             if not any(torch.allclose(probs, other) for other in seen):
                 seen.append(probs)
-                if _fits(counts, probs):
+                if _fits(counts, probs) and hint not in hints:
                     hints.append(hint)
         if len(hints) != 1 and _finite_fill(counts, expected):  # a fill of its own, or several fills explain it
             hints = [_(FINITE_FILL_HINT)]
@@ -233,6 +299,8 @@ def check_sample_next(sample_next) -> str:
                       "draws, expected about {n_float_expected_r_j:,.0f}",
                       on=on, r=r, j=j, int_counts_r_j=int(counts[r, j]), _N=_N, n_float_expected_r_j=_N * float(expected[r, j])),
                     _("each row must be sampled from softmax(logits / temperature) over its own top_k largest logits"))
+    _check_tie(sample_next)
+    _check_deep(sample_next)
     on, logits, temperature, top_k = greedy[2]
     _expect_argmax(*_sample_call(sample_next, logits, temperature, top_k, 5, on), logits, temperature, top_k, on)
     return (_("greedy at temperature 0, the argmax at top_k=1, and frequencies within statistical bounds for "
@@ -250,6 +318,65 @@ def _describe_config(which: str, R: int, V: int, temperature: float, top_k) -> s
                  r__n=R * _N, V=V, _N=_N, temperature=temperature, top_k=top_k)
     return _("logits of shape ({r__n}, {V}) ({_N:,} copies of each of two rows), temperature={temperature}, "
              "top_k={top_k}", r__n=R * _N, V=V, _N=_N, temperature=temperature, top_k=top_k)
+
+
+def _batch_cut_empties(logits: Tensor, top_k: int) -> bool:
+    """Whether the k-th largest of ALL the logits, as a threshold for every row, leaves some row with none."""
+    kth = torch.topk(logits.flatten(), top_k).values[-1]
+    return bool((logits < kth).all(dim=-1).any())
+
+
+def _expect_generator_used(used: bool, on: str) -> None:
+    if not used:
+        raise Wrong(_("sample_next drew no random number from `generator` on {on} (its state is unchanged "
+                      "after the call)", on=on), SAMPLE_GENERATOR_HINT)
+
+
+def _check_tie(sample_next) -> None:
+    """Two equal largest logits at a tiny temperature: each drawn about half the time (see TIE_SHAPE)."""
+    logits, pairs = tie_case()
+    B, V = logits.shape
+    on = _("logits of shape ({B}, {V}) whose two largest logits are equal in every row, the others at least {margin} "
+           "below them, temperature={temperature}, top_k=None",
+           B=B, V=V, margin=TIE_MARGIN, temperature=TIE_TEMPERATURE)
+    got, used = _sample_call(sample_next, logits, TIE_TEMPERATURE, None, 9, on, overflow=True)
+    first, second = got == pairs[:, 0], got == pairs[:, 1]
+    outside = ~(first | second)
+    if bool(outside.any()):
+        r = int(outside.nonzero()[0, 0])
+        raise Wrong(_("in row {r} on {on} your sample is id {j}, whose logit lies at least {margin} below the two "
+                      "largest: at this temperature its probability is below exp(-1000)",
+                      r=r, on=on, j=int(got[r]), margin=TIE_MARGIN),
+                    _(TIE_SAMPLE_HINT))
+    count = int(second.sum())
+    if not within_window(count, B, 0.5):
+        if torch.equal(got, logits.argmax(dim=-1)):
+            raise Wrong(_("your result is the argmax of every row on {on}: always the first of the two equal largest "
+                          "logits", on=on), TINY_TEMPERATURE_HINT)
+        raise Wrong(_("of the two equal largest logits of each row on {on}, your samples took the first {a} times "
+                      "and the second {b} times in {B} rows; equal logits are drawn equally often",
+                      on=on, a=B - count, b=count, B=B),
+                    _(TIE_SAMPLE_HINT))
+    _expect_generator_used(used, on)
+
+
+def _check_deep(sample_next) -> None:
+    """Logits far below 0 at a low temperature, top_k=DEEP_TOP_K: no sample outside the top k (see DEEP_SHAPE)."""
+    logits = deep_case()
+    B, V = logits.shape
+    on = _("logits of shape ({B}, {V}) of about -25 to -45, temperature={temperature}, top_k={top_k}, so that "
+           "logits / temperature is about -30,000", B=B, V=V, temperature=DEEP_TEMPERATURE, top_k=DEEP_TOP_K)
+    got, used = _sample_call(sample_next, logits, DEEP_TEMPERATURE, DEEP_TOP_K, 10, on)
+    kept = torch.topk(logits, DEEP_TOP_K, dim=-1).indices  # (B, k)
+    outside = ~(got[:, None] == kept).any(dim=-1)  # (B,)
+    count = int(outside.sum())
+    if count:
+        raise Wrong(_("{count} of your {B} samples on {on} are ids outside the top_k largest logits of their row",
+                      count=count, B=B, on=on),
+                    _(DEEP_FILL_HINT) if count == B else
+                    _("a token outside the top_k largest logits of its row can never be drawn: set every other logit "
+                      "to -inf (a finite fill is not small next to logits / temperature that are smaller still)"))
+    _expect_generator_used(used, on)
 
 
 def _expect_argmax(got: Tensor, used: bool, logits: Tensor, temperature: float, top_k, on: str) -> None:
@@ -277,11 +404,24 @@ def _check_generator(sample_next, logits: Tensor, first: Tensor, on: str) -> Non
     """The same generator seed gives the same samples whatever the global generators; another seed others."""
     again, _unused = _sample_call(sample_next, logits, 1.0, None, 7, on, seed=1)
     if not torch.equal(again, first):
-        raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave different "
-                      "samples when the global random generator was in another state", seed=case_seed(7)),
-                    SAMPLE_GENERATOR_HINT)
+        # Does the global generators' state explain it? A third call as the first (the same generator seed, the
+        # global generators seeded alike too) gives the first samples back only if it does.
+        third, _unused = _sample_call(sample_next, logits, 1.0, None, 7, on)
+        if torch.equal(third, first):
+            raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave "
+                          "different samples when the global random generator was in another state, and the same "
+                          "samples when it was in the same state", seed=case_seed(7)),
+                        SAMPLE_GENERATOR_HINT)
+        raise Wrong(_("three calls with the same logits and generators seeded alike (torch.Generator().manual_seed("
+                      "{seed})) gave different samples, even the first and the third, made with the global random "
+                      "generators in the same state too", seed=case_seed(7)),
+                    _("the same arguments and the same generator state must give the same samples: draw anew from "
+                      "`generator` on each call, and keep nothing from one call to the next (no cache of draws or "
+                      "results, no counter)"))
     other, _unused = _sample_call(sample_next, logits, 1.0, None, 8, on)
     if torch.equal(other, first):
         raise Wrong(_("generators seeded with {seed} and with {other} gave exactly the same samples",
                       seed=case_seed(7), other=case_seed(8)),
-                    _("use the generator argument in torch.multinomial, not a generator you create and seed yourself"))
+                    _("another seed must give other samples: draw from the generator argument as it comes (without "
+                      "reseeding it or making a generator of your own), and keep no draws or results from one call "
+                      "to the next"))
