@@ -46,7 +46,11 @@ value("2.1", torch.tensor([[0.1956, 0.8044], [0.1070, 0.8930]]), right=False, hi
 value("2.1", torch.tensor([[0.0, 4.2426], [-3.5355, 2.8284]]), right=False, hint="without a softmax",
       name="scaled scores times V, no softmax")
 value("2.1", [-0.2177, 1.6089, -0.5718, 1.7859], right=False, hint="shape", name="a flat list of 4 numbers")
-value("2.1", [[-0.2, 1.6], [-0.6, 1.8]], right=False, name="rounded to one decimal")
+value("2.1", [[-0.2, 1.6], [-0.6, 1.8]], right=False, hint="rounded too early", name="rounded to one decimal")
+value("2.1", np.array([[-0.2, 1.6], [-0.6, 1.8]]), right=False, hint="rounded too early",
+      name="rounded to one decimal, as a NumPy array")
+value("2.1", [[-0.22, 1.6], [-0.57, 1.8]], right=False, hint="rounded too early",
+      name="rounded to two decimals in the first column and one in the second")
 value("2.1", torch.tensor([[-0.2177, 1.6089]]), right=False, hint="shape", name="only the first query's row")
 value("2.1", -0.2177, right=False, hint="single number", name="a single number: only the top-left entry")
 value("2.1", "[[-0.2177, 1.6089], [-0.5718, 1.7859]]", right=False, name="a string that looks like the list")
@@ -1009,9 +1013,9 @@ def dot_product_variance_float_not_iterable(d_k, n_samples=10_000):
     return statistics.variance(dots)
 
 
-@right("2.4")
+@wrong("2.4", hint="squared differences from their own mean")
 def dot_product_variance_mean_square(d_k, n_samples=10_000):
-    """the mean of the squared dot products (their mean is known to be 0)"""
+    """the mean of the squared dot products (their mean is known to be 0), not their variance"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
     return ((q * k).sum(dim=-1) ** 2).mean().item()
 
@@ -1031,3 +1035,116 @@ def dot_product_variance_biased_float32(d_k, n_samples=10_000):
     """float32, the biased variance (dividing by n_samples)"""
     dots = torch.einsum("nd,nd->n", torch.randn(n_samples, d_k), torch.randn(n_samples, d_k))
     return float(dots.var(unbiased=False))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Learner trial 4 (F1, F3, F9)
+# ---------------------------------------------------------------------------------------------------------------
+
+# 2.2: a softmax written by hand with a small number added to its denominator (which also gives a query with no
+# allowed key weights of 0)
+
+
+@wrong("2.2", hint="slightly less than 1")
+def attention_softmax_epsilon(q, k, v, mask=None):
+    """a hand-written softmax e / (e.sum() + 1e-9), in the dtype of the inputs"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = torch.exp(scores)
+    weights = e / (e.sum(dim=-1, keepdim=True) + 1e-9)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="slightly less than 1")
+def attention_softmax_epsilon_stable(q, k, v, mask=None):
+    """a stable hand-written softmax (the row maximum subtracted) with 1e-6 added to the denominator"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = torch.exp(scores - scores.amax(dim=-1, keepdim=True)).nan_to_num(0.0)
+    weights = e / (e.sum(dim=-1, keepdim=True) + 1e-6)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="slightly less than 1")
+def attention_softmax_large_epsilon(q, k, v, mask=None):
+    """a hand-written softmax with 1e-3 added to the denominator (wrong in float32 too)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = torch.exp(scores)
+    weights = e / (e.sum(dim=-1, keepdim=True) + 1e-3)
+    return weights @ v, weights
+
+
+# 2.4: results for n_samples = 2 that a one-sided test of their distribution let through
+
+
+@wrong("2.4", hint="almost never 0")
+def dot_product_variance_zero_for_small_n(d_k, n_samples=10_000):
+    """returns 0.0 for small n_samples, the right measurement otherwise"""
+    if n_samples < 100:
+        return 0.0
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).sum(dim=-1).var().item()
+
+
+@wrong("2.4", hint="almost never 0")
+def dot_product_variance_half_the_pairs(d_k, n_samples=10_000):
+    """draws n_samples // 2 pairs, then the variance dividing by their number (0 for a single pair)"""
+    q, k = torch.randn(n_samples // 2, d_k), torch.randn(n_samples // 2, d_k)
+    return (q * k).sum(dim=-1).var(unbiased=False).item()
+
+
+@wrong("2.4", hint="squared differences from their own mean")
+def dot_product_variance_mean_square_unbiased(d_k, n_samples=10_000):
+    """the sum of the squared dot products divided by n_samples - 1, without subtracting their mean"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return ((q * k).sum(dim=-1) ** 2).sum().item() / (n_samples - 1)
+
+
+@wrong("2.4", hint="squared differences from their own mean")
+def dot_product_variance_mean_square_float64(d_k, n_samples=10_000):
+    """the mean of the squared dot products in float64, NumPy"""
+    dots = np.einsum("nd,nd->n", np.random.standard_normal((n_samples, d_k)),
+                     np.random.standard_normal((n_samples, d_k)))
+    return float(np.mean(dots ** 2))
+
+
+@wrong("2.4", hint="squared differences from their own mean")
+def dot_product_variance_one_pair_too_many(d_k, n_samples=10_000):
+    """draws n_samples + 1 pairs, and divides the sum of squared differences by n_samples"""
+    q, k = torch.randn(n_samples + 1, d_k), torch.randn(n_samples + 1, d_k)
+    dots = (q * k).sum(dim=-1)
+    return ((dots - dots.mean()) ** 2).sum().item() / n_samples
+
+
+@wrong("2.4", hint="variances of the d_k coordinates")
+def dot_product_variance_per_coordinate(d_k, n_samples=10_000):
+    """the sum of the variances of the d_k coordinates of q * k, not the variance of the dot products"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    return (q * k).var(dim=0).sum().item()
+
+
+@wrong("2.4", hint="variances of the d_k coordinates")
+def dot_product_variance_per_coordinate_biased(d_k, n_samples=10_000):
+    """the sum of the per-coordinate variances, dividing by n_samples (NumPy)"""
+    rng = np.random.default_rng()
+    products = rng.standard_normal((n_samples, d_k)) * rng.standard_normal((n_samples, d_k))
+    return float(products.var(axis=0).sum())
+
+
+@wrong("2.4", hint="no other factor")
+def dot_product_variance_halved_for_small_n(d_k, n_samples=10_000):
+    """the variance dividing by n_samples, halved when n_samples < 100 ('a small-sample correction')"""
+    q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+    result = (q * k).sum(dim=-1).var(unbiased=False).item()
+    return result / 2 if n_samples < 100 else result
+
+
+@right("2.4")
+def dot_product_variance_float32_formula(d_k, n_samples=10_000):
+    """E[x^2] - E[x]^2 in float32 (rounding can make a result for n_samples = 2 a tiny negative number)"""
+    dots = (torch.randn(n_samples, d_k) * torch.randn(n_samples, d_k)).sum(dim=-1)
+    return ((dots ** 2).mean() - dots.mean() ** 2).item()

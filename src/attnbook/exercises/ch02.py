@@ -1,6 +1,7 @@
 """Checkers for chapter 2, scaled dot-product attention."""
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 import re
@@ -12,7 +13,7 @@ from ..attention import scaled_dot_product_attention
 from .compare import (as_value, case_seed, close_to, expect_items, expect_tensor, expect_tuple, expect_value,
                       generator, keyed_hint, randn, record_items, try_mistake, wrong_values)
 from .guard import ATTENTION_SHORTCUTS, call
-from .hints import FLOAT64_TOL, describe, precision_hint, tolerance_for
+from .hints import FLOAT32_ARITHMETIC, FLOAT64_TOL, describe, tolerance_for
 from .registry import exercise, Wrong
 from ..i18n import N_, _
 
@@ -40,6 +41,7 @@ def check_by_hand(answer) -> str:
     scores = _Q @ _K.T  # (2, 2)
     weights = torch.softmax(scores / math.sqrt(2), dim=-1)
     output = weights @ _V
+    _expect_not_rounded(got, output, atol=1e-3)
     expect_value(
         got, output, what=_("your answer"), atol=1e-3,
         mistakes={
@@ -68,6 +70,23 @@ def check_by_hand(answer) -> str:
                    "softmax step"),
     )
     return _("softmax(Q K^T / sqrt(2)) V is right to 1e-3")
+
+
+def _expect_not_rounded(got: Tensor, output: Tensor, atol: float) -> None:
+    """Wrong with expect_value's "rounded too early" hint when every entry of `got` is the right entry rounded to
+    1 or 2 decimals (each entry to either) and at least one is rounded to 1: expect_value itself tells only an answer
+    within 5e-3 of the right one, which rounding to 1 decimal is not. Anything else is left to expect_value."""
+    if tuple(got.shape) != tuple(output.shape) or not got.is_floating_point() or not torch.isfinite(got).all():
+        return
+    got = got.double()
+    if torch.allclose(got, output, atol=atol, rtol=0.0):
+        return
+    one, two = (torch.round(output, decimals=d) for d in (1, 2))
+    by_one, by_two = ((got - r).abs() <= atol for r in (one, two))
+    if bool((by_one | by_two).all()) and not bool(by_two.all()):
+        raise Wrong(_("{what} is not right to {atol:g}", what=_("your answer"), atol=atol),
+                    _("it looks rounded too early: keep at least {max_1_round_math_log10_a} decimals, and round only "
+                      "at the end", max_1_round_math_log10_a=max(1, round(-math.log10(atol)))))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -220,6 +239,7 @@ def check_attention(attention) -> str:
     cases = _attention_cases()
     what = {0: _("the output tensor (the first item you return)"), 1: _("the weights tensor (the second item you return)")}
     runs: list[list] = [[], []]  # per item: (the answer's result, {mistake: its result}) on every input
+    right_weights: list[tuple[Tensor, bool]] = []  # (the right weights, no mask) of every input in runs
     first = None
     for desc, (q, k, v), mask in cases:
         args = (q, k, v) if mask is None else (q, k, v, mask)
@@ -261,6 +281,7 @@ def check_attention(attention) -> str:
                 raise
             break
         found = record_items(runs, got, refs, mistakes)
+        right_weights.append((ref_w, mask is None))
         if found is None and q.dtype == torch.float64:  # float64 results to FLOAT64_TOL
             bad = [i for i in (1, 0) if not close_to(got[i], refs[i], *FLOAT64_TOL)]
             found = (len(runs[0]) - 1, bad[0]) if bad else None
@@ -274,8 +295,69 @@ def check_attention(attention) -> str:
               "query that may attend to no key at 0 everywhere") if i == 1
             else _("output = weights @ v: for each query, the sum of the value rows, each multiplied by its weight"))
     got = runs[i][run][0]
-    raise wrong_values(what[i], desc, got, ref, precision_hint(got, ref, keyed_hint(runs[i], run, _scale_texts())),
+    hint = keyed_hint(runs[i], run, _scale_texts())
+    # Right to float32's tolerance on float64 inputs: whatever mistake `hint` names gives the right result on this
+    # input too, so it does not explain the error. An epsilon in the softmax's denominator may (on every input), or
+    # float32 rounding; another small error gets the first wrong entry and the rule.
+    near = ref.dtype == torch.float64 and close_to(got, ref)
+    if (hint is None or near) and i == 1 and _short_rows([w for w, _unused in runs[1]], right_weights):
+        hint = _(_EPSILON)
+    elif near:
+        hint = _(FLOAT32_ARITHMETIC) if _float32_rounding(got, ref) else None
+    raise wrong_values(what[i], desc, got, ref, hint,
                         rule, *tolerance_for(ref.dtype), nan_rule=rule)
+
+
+_EPSILON = N_("each row of your weights sums to slightly less than 1, all its weights smaller than the softmax's by "
+               "the same factor, as when a small number (an epsilon such as 1e-9) is added to the sum in the "
+               "softmax's denominator: divide by the sum itself, and give a query that may attend to no key its "
+               "weights of 0 in another way")
+
+
+def _short_rows(weights: list, right: list[tuple[Tensor, bool]]) -> bool:
+    """True if on every input the answer's weights are the right weights with each row multiplied by a factor of at
+    most 1 (the row's sum), and on some input without a mask a factor is below 1 by more than the tolerance of the
+    input's dtype: what a small number added to the softmax's denominator gives. (A mask applied after the softmax
+    also multiplies rows by factors below 1, but only rows with a blocked key.)"""
+    short = False
+    for got, (ref, unmasked) in zip(weights, right):
+        if not (isinstance(got, Tensor) and got.is_floating_point() and tuple(got.shape) == tuple(ref.shape)):
+            return False
+        g = got.detach().double().cpu()
+        if not torch.isfinite(g).all():
+            return False
+        atol, rtol = tolerance_for(got.dtype)
+        sums = g.sum(dim=-1, keepdim=True)  # (..., L, 1)
+        if not torch.allclose(g, ref * sums, atol=atol, rtol=rtol):
+            return False
+        kept = (ref.sum(dim=-1, keepdim=True) > 0.5).expand_as(sums)  # rows with an allowed key (sum 1)
+        deficit = (1.0 - sums)[kept]
+        if bool((deficit < -(atol + rtol)).any()):
+            return False
+        short = short or (unmasked and bool((deficit > atol + rtol).any()))
+    return short
+
+
+def _float32_rounding(got: Tensor, ref: Tensor) -> bool:
+    """True if the error of a float64 result `got` looks like float32 rounding: every entry is a float32 number (a
+    float32 result cast back), or the relative errors are of float32's size (1e-9 to 1e-5) with no per-row pattern
+    (not a factor and an offset per row, a + b * right, as a small number added to the softmax's sums gives)."""
+    g, r = got.detach().double().cpu(), ref.detach().double().cpu()
+    if torch.equal(g.float().double(), g):
+        return True
+    nonzero = r != 0
+    if not bool(nonzero.any()):
+        return False
+    relative = float(((g - r).abs()[nonzero] / r.abs()[nonzero]).max())
+    if not 1e-9 <= relative <= 1e-5:
+        return False
+    if r.dim() == 0 or r.size(-1) < 3:  # rows of one or two entries: any factor and offset fit them
+        return True
+    centred_r, centred_g = r - r.mean(dim=-1, keepdim=True), g - g.mean(dim=-1, keepdim=True)
+    spread = (centred_r * centred_r).sum(dim=-1, keepdim=True)
+    slope = torch.where(spread > 0, (centred_r * centred_g).sum(dim=-1, keepdim=True) / spread.clamp_min(1e-300),
+                        torch.ones_like(spread))
+    return not torch.allclose(centred_g, slope * centred_r, atol=FLOAT64_TOL[0], rtol=0.0)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -391,30 +473,68 @@ def check_padding_mask(padding_mask) -> str:
 #   B. fresh draws: SPREAD_CALLS calls of (SPREAD_D, VARIANCE_N) give different numbers, each within SPREAD_RTOL of
 #      SPREAD_D. One q shared by all the pairs gives |q|^2 (chi-square with 1 degree of freedom) times about 1;
 #   C. n_samples used: n_samples=2000 and 8000 under one seed give different numbers;
-#   D. shape: SHAPE_CALLS calls of (1, 2). The variance of 2 dot products of size 1 has an exact distribution:
-#      x1 - x2 is Laplace (the difference of two products of normals), so (x1 - x2)^2 / 2 (dividing by n - 1)
-#      is below 0.1 with probability 1 - exp(-sqrt(0.2)) = 0.361 and at least 1 with probability exp(-sqrt(2)) =
-#      0.243; dividing by n: 0.469 and 0.135; the mean of the squares (the mean being known to be 0, also
-#      accepted): 0.283 and 0.259. A right answer gives at least SHAPE_MIN_LOW results below SHAPE_LOW and at most
-#      SHAPE_MAX_HIGH at or above SHAPE_HIGH; a number symmetric about d_k (d_k plus noise) is at or above d_k half
-#      the time, and Gaussian noise small enough never to go negative is rarely below 0.1; a negative result fails.
+#   D. shape: SHAPE_CALLS calls of (SHAPE_DK, SHAPE_N) = (64, 2), whose results must have the exact distribution of
+#      the variance of 2 dot products, on both sides. With x1, x2 the two dot products, the sum of squared
+#      deviations is (x1 - x2)^2 / 2; given the queries, x1 - x2 is normal with variance R = |q1|^2 + |q2|^2
+#      (chi-square with 2 d_k degrees of freedom), so u = (x1 - x2)^2 / (2 d_k) = (R / (2 d_k)) Z^2, Z standard
+#      normal: a distribution known exactly (one integral over R), the same for every generator. The task allows
+#      two divisors m (n_samples - 1 or n_samples), and result * m / d_k is that u for either. The results are
+#      binned at SHAPE_EDGES (in u, for each m) and three scores add integer weights per bin over the calls, each
+#      8 times the log-likelihood ratio (rounded) of a bin under a wrong distribution against the right one:
+#        "down": the results halved (scale 1/2): too many small results, too few large ones;
+#        "shape": the mean of the squares, (x1^2 + x2^2) / 2, whose distribution has the same mean but far fewer
+#                 results near 0 (x1 and x2 are rarely both small, while x1 - x2 often is);
+#        "up": the results doubled.
+#      A divisor m fits when no score exceeds its SHAPE_LIMITS entry; the answer passes D when one of the two fits.
+#      A result below -SHAPE_NEGATIVE * d_k (a rounding error of E[x^2] - E[x]^2 in float32 aside), NaN or inf fails.
+#      D stops after SHAPE_EARLY calls whose results all lie within 10% of d_k (an answer that ignores n_samples,
+#      slow when it draws many pairs): a right result lies there with probability below 0.07 (either divisor).
 # False-fail rate, from these parameters in tests/test_exercises_ch02.py (test_2_4_false_fail_rate): A and B by
-# truncated Chernoff bounds on the mean of the squared dot products and on their mean (every call, union bound),
-# D by binomial tails under each of the three right estimators; C and the identical-results test cannot fail a
-# right answer. Per pass below 1.9e-7 (A 5.9e-9, B 5.3e-8, D 1.3e-7), both passes of the check together below
-# 3.8e-7 (< 1e-6).
-# Power (test_2_4_power): an answer that draws one q against n_samples keys passes B with probability at most
-# 5.3e-8 per pass (each call lands within 25% of 1 with probability 0.123); d_k plus Gaussian noise of any spread,
-# scaled by n_samples or not, passes D with probability below 1e-18 per pass (uniform noise symmetric about d_k:
-# 1.6e-6 at worst); a fixed seed, a cache or a formula returns the same number on every call and always fails B;
-# an answer that ignores n_samples returns the same number for 2000 and 8000 pairs under one seed and always fails
-# C (or, drawing its own unseeded numbers, stays within 10% of 1 for n_samples=2 and fails D); the catalogue's
-# other wrong answers (the standard deviation, the mean, uniform entries, k = q, a scale, sizes swapped) are 50% or
-# more away from d_k, tens of standard deviations, and fail A on every draw.
+# truncated Chernoff bounds on the mean of the squared dot products and on their mean (every call, union bound);
+# D exactly: each score is a sum of SHAPE_CALLS independent draws of the weight of a bin, whose probabilities under
+# the right distribution are integrals, and its distribution the SHAPE_CALLS-fold convolution; D fails a right answer
+# only if a score exceeds its limit under the answer's own divisor (union bound of the three tails: down 1.9e-7,
+# shape 9.6e-8, up 2.8e-8), or stops early (below 0.07^16 < 1e-18). C and the identical-results test cannot fail a
+# right answer. Per pass below 3.8e-7 (A 5.9e-9, B 5.3e-8, D 3.14e-7), both passes of the check together below
+# 7.5e-7 (< 1e-6). (Rounding of a float32 answer moves a result across a bin edge on rare calls, by a part in 10^6
+# of its value.)
+# Power (test_2_4_power; a wrong answer passes the check only if both passes pass, so the check lets it through with
+# the square of the per-pass probability):
+#   - 0.0 for small n_samples, or n_samples // 2 pairs (one pair: variance 0): never passes (every result in the
+#     lowest bin: "down" is SHAPE_CALLS * 3 under both divisors);
+#   - the mean of the squared dot products, divisor n or n - 1 (float32 or float64): passes a pass with probability
+#     below 5.7e-9 (n) and 1e-9 (n - 1); n_samples + 1 pairs and divisor n_samples: below 3.5e-9;
+#   - the sum of the per-coordinate variances (the same as the right answer for d_k = 1; at d_k = 64 its results
+#     stay near 64 or 32): below 1e-50 (a Chernoff bound, on bin probabilities from a simulation);
+#   - the variance dividing by n_samples, halved for small n_samples (scale 1/8 at n = 2): below 1.5e-5 per pass,
+#     2.2e-10 for the check;
+#   - NOT CAUGHT reliably: dividing by n_samples + 1 (scale 1/6 at n = 2, 2/3 of the divisor-n result) passes a pass
+#     with probability about 0.46 (0.21 for the check): a factor 3/2 in scale cannot be told from the right factors 1
+#     and 2 by SHAPE_CALLS results of 1 degree of freedom each at this false-fail rate. Larger n_samples would not
+#     help (the gap n / (n + 1) shrinks as fast as the results sharpen), more calls would: with 1,000 calls a pass
+#     (and new limits) it would pass with probability about 1e-4, beyond the check's budget of about 400 calls.
+#   - one q against n_samples keys passes B with probability at most 5.3e-8 per pass (each call lands within 25% of
+#     1 with probability 0.123); d_k plus Gaussian noise of any spread, scaled by n_samples or not, and d_k plus
+#     uniform noise of any width, pass D with probability below 1e-15 per pass, the absolute value of d_k plus
+#     Gaussian noise below 2e-7 (Chernoff bounds over a grid of spreads; about 1e-8 at its worst spread, exactly);
+#     a fixed seed, a cache or a formula returns the same number on every call and always fails B; an answer that
+#     ignores n_samples returns the same number for 2000 and 8000 pairs under one seed and always fails C (or,
+#     drawing its own unseeded numbers, stays within 10% of d_k for n_samples=2 and fails D); the catalogue's other
+#     wrong answers (the standard deviation, the mean, uniform entries, k = q, a scale, sizes swapped) are 50% or
+#     more away from d_k, tens of standard deviations, and fail A on every draw.
 VARIANCE_DIMS, VARIANCE_N, VARIANCE_RTOL = (64, 16, 256), 10_000, 0.10
 SPREAD_D, SPREAD_CALLS, SPREAD_RTOL = 1, 8, 0.25
-SHAPE_CALLS, SHAPE_N, SHAPE_LOW, SHAPE_HIGH = 200, 2, 0.1, 1.0
-SHAPE_MIN_LOW, SHAPE_MAX_HIGH = 26, 86
+SHAPE_CALLS, SHAPE_DK, SHAPE_N, SHAPE_NEGATIVE, SHAPE_EARLY = 384, 64, 2, 1e-3, 16
+SHAPE_EDGES = (0.001, 0.003, 0.01, 0.02, 0.04, 0.08, 0.15, 0.25, 0.4, 0.6, 0.85, 1.2, 1.7, 2.4, 3.4, 5.0, 7.5)
+SHAPE_WEIGHTS = {  # one weight per bin: below SHAPE_EDGES[0], between two edges, at or above SHAPE_EDGES[-1]
+    "down": (3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 0, -1, -3, -5, -8, -13, -20, -30),
+    "shape": (-26, -18, -13, -9, -7, -4, -2, 0, 2, 3, 3, 3, 3, 2, 0, -3, -8, -17),
+    "up": (-3, -3, -3, -3, -3, -3, -3, -2, -2, -2, -1, -1, 0, 1, 3, 5, 9, 17),
+}
+SHAPE_LIMITS = {"down": 73, "shape": -12, "up": 6}  # a score above its limit rules the divisor out
+# For the messages only (they decide no verdict): for the right answer at (SHAPE_DK, SHAPE_N), dividing by
+# n_samples - 1 and by n_samples, the share of results below SHAPE_SMALL and the median result
+SHAPE_SMALL, SHAPE_SMALL_SHARE, SHAPE_MEDIAN = 1.0, (0.100, 0.141), (28.83, 14.41)
 _HINT_RTOL = 0.10  # how close an answer must be to a known mistake's value to get that mistake's hint
 _FRESH = N_("draw new random numbers on every call: use torch.randn (or NumPy's or Python's random functions), "
             "which the check seeds anew before each call, without fixing a seed inside your function, and keep no "
@@ -479,27 +599,93 @@ def check_dot_product_variance(dot_product_variance) -> str:
              _VARIANCE_RTOL=VARIANCE_RTOL) + ", ".join(map(str, VARIANCE_DIMS))
 
 
+def _shape_scores(values: list[float], divisor: int) -> dict[str, int]:
+    """D's three scores of `values` (results of (SHAPE_DK, SHAPE_N)) for an answer dividing by `divisor`."""
+    bins = [bisect.bisect_right(SHAPE_EDGES, v * divisor / SHAPE_DK) for v in values]
+    return {name: sum(weights[b] for b in bins) for name, weights in SHAPE_WEIGHTS.items()}
+
+
+def _shape_fits(values: list[float]) -> bool:
+    """True if the results have the distribution of the variance of SHAPE_N dot products of size SHAPE_DK, dividing
+    by n_samples - 1 or by n_samples (see D above)."""
+    return any(all(score <= SHAPE_LIMITS[name] for name, score in _shape_scores(values, divisor).items())
+               for divisor in (SHAPE_N - 1, SHAPE_N))
+
+
 def _check_small_samples(dot_product_variance) -> None:
     """D: the results for n_samples=2 must have the distribution of the variance of 2 dot products (see above)."""
-    values = [_measure(dot_product_variance, 1, SHAPE_N, 100 + i) for i in range(SHAPE_CALLS)]
-    negative = [v for v in values if not v >= -1e-9]  # a rounding error of E[x^2] - E[x]^2 aside; NaN too
-    if negative:
-        raise Wrong(_("with n_samples=2, dot_product_variance(1) returned {value:.4g}", value=negative[0]),
+    d_k, n, calls = SHAPE_DK, SHAPE_N, SHAPE_CALLS
+    values = []
+    for i in range(calls):
+        values.append(_measure(dot_product_variance, d_k, n, 100 + i))
+        if len(values) == SHAPE_EARLY and all(abs(v - d_k) <= 0.1 * d_k for v in values):
+            break  # an answer that ignores n_samples (and may be slow): no need for the other calls
+    bad = [v for v in values if not (math.isfinite(v) and v >= -SHAPE_NEGATIVE * d_k)]
+    if bad:
+        if not math.isfinite(bad[0]):
+            raise Wrong(_("with n_samples={n}, dot_product_variance({d_k}) returned {value}", n=n, d_k=d_k,
+                          value=bad[0]),
+                        _("the variance of 2 finite numbers is a finite number: draw exactly n_samples pairs (not "
+                          "fewer), and divide the sum of squared differences from the mean by n_samples or "
+                          "n_samples - 1"))
+        raise Wrong(_("with n_samples={n}, dot_product_variance({d_k}) returned {value:.4g}", n=n, d_k=d_k,
+                      value=bad[0]),
                     _("a variance is an average of squares, never negative: return the variance of the n_samples "
                       "dot products you drew"))
-    low = sum(v < SHAPE_LOW for v in values)
-    high = sum(v >= SHAPE_HIGH for v in values)
-    if low >= SHAPE_MIN_LOW and high <= SHAPE_MAX_HIGH:
+    if len(values) == calls and _shape_fits(values):
         return
-    if all(abs(v - 1) <= 0.1 for v in values):
-        raise Wrong(_("with n_samples=2, all {calls} results of dot_product_variance(1) lay within 10% of 1",
-                      calls=SHAPE_CALLS),
+    # The verdict is taken; what follows only chooses the message, from what the results show.
+    zeros = sum(v == 0 for v in values)
+    ordered = sorted(values)
+    median = ordered[len(ordered) // 2]
+    small = sum(v < SHAPE_SMALL for v in values)
+    if 2 * zeros > calls:
+        raise Wrong(_("with n_samples={n}, dot_product_variance({d_k}) returned 0.0 on {zeros} of {calls} calls",
+                      n=n, d_k=d_k, zeros=zeros, calls=calls),
+                    _("two dot products are almost never equal, so their variance is almost never 0: draw n_samples "
+                      "pairs (not fewer), compute their n_samples dot products and return the variance of those "
+                      "numbers, the same way whatever n_samples is"))
+    if all(abs(v - d_k) <= 0.1 * d_k for v in values):
+        raise Wrong(_("with n_samples={n}, all {calls} results of dot_product_variance({d_k}) lay within 10% of "
+                      "{d_k}", n=n, calls=len(values), d_k=d_k),
                     _("the variance of only 2 dot products varies a lot from call to call, and is often close to 0: "
                       "draw exactly n_samples pairs, and return the variance you measure on them"))
-    raise Wrong(_("with n_samples=2, {calls} calls of dot_product_variance(1) gave {low} results below 0.1 and {high} "
-                  "at or above 1; the variance of 2 dot products gives at least {min_low} below 0.1 and at most "
-                  "{max_high} at or above 1", calls=SHAPE_CALLS, low=low, high=high, min_low=SHAPE_MIN_LOW,
-                  max_high=SHAPE_MAX_HIGH),
+    if ordered[0] >= 0.1 * median > 0:
+        raise Wrong(_("with n_samples={n}, the {calls} results of dot_product_variance({d_k}) barely vary between "
+                      "calls: all lie between {low:.3g} and {high:.3g}", n=n, calls=calls, d_k=d_k, low=ordered[0],
+                      high=ordered[-1]),
+                    _("the variance of only 2 dot products is often close to 0 and sometimes several times d_k: are "
+                      "you adding up the variances of the d_k coordinates? Compute one dot product per pair (a sum "
+                      "over its d_k coordinates), then the variance of those n_samples numbers"))
+    if small < 0.75 * calls * SHAPE_SMALL_SHARE[0]:
+        raise Wrong(_("with n_samples={n}, only {small} of {calls} results of dot_product_variance({d_k}) were below "
+                      "{limit:g}, while the variance of 2 dot products of size {d_k} is below {limit:g} on about "
+                      "{share_n1:.0%} of calls (dividing by n_samples - 1) to {share_n:.0%} (dividing by n_samples)",
+                      n=n, small=small, calls=calls, d_k=d_k, limit=SHAPE_SMALL, share_n1=SHAPE_SMALL_SHARE[0],
+                      share_n=SHAPE_SMALL_SHARE[1]),
+                    _("two dot products that happen to be close give a variance close to 0: return the variance of "
+                      "exactly n_samples dot products, the average of their squared differences from their own "
+                      "mean"))
+    size = None
+    if median < 0.8 * SHAPE_MEDIAN[1]:
+        size = _("with n_samples={n}, the results of dot_product_variance({d_k}) are too small: their median over "
+                 "{calls} calls is {median:.3g}, while the variance of 2 dot products of size {d_k} has a median of "
+                 "about {median_n:.3g} dividing by n_samples ({median_n1:.3g} dividing by n_samples - 1)",
+                 n=n, d_k=d_k, calls=calls, median=median, median_n=SHAPE_MEDIAN[1], median_n1=SHAPE_MEDIAN[0])
+    elif median > 1.25 * SHAPE_MEDIAN[0]:
+        size = _("with n_samples={n}, the results of dot_product_variance({d_k}) are too large: their median over "
+                 "{calls} calls is {median:.3g}, while the variance of 2 dot products of size {d_k} has a median of "
+                 "about {median_n1:.3g} dividing by n_samples - 1 ({median_n:.3g} dividing by n_samples)",
+                 n=n, d_k=d_k, calls=calls, median=median, median_n=SHAPE_MEDIAN[1], median_n1=SHAPE_MEDIAN[0])
+    if size is not None:
+        raise Wrong(size, _("divide the sum of the squared differences from the mean by n_samples or n_samples - 1, "
+                            "with no other factor, the same way whatever n_samples is"))
+    raise Wrong(_("with n_samples={n}, the {calls} results of dot_product_variance({d_k}) do not have the "
+                  "distribution of the variance of 2 dot products of size {d_k}: {small} were below {limit:g} (about "
+                  "{share_n1:.0%} to {share_n:.0%} of calls are) and their median is {median:.3g} (about "
+                  "{median_n:.3g} to {median_n1:.3g})", n=n, calls=calls, d_k=d_k, small=small, limit=SHAPE_SMALL,
+                  share_n1=SHAPE_SMALL_SHARE[0], share_n=SHAPE_SMALL_SHARE[1], median=median,
+                  median_n=SHAPE_MEDIAN[1], median_n1=SHAPE_MEDIAN[0]),
                 _("draw n_samples new pairs of vectors with independent standard normal entries on every call, and "
                   "return the variance of their n_samples dot products"))
 
