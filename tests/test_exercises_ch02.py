@@ -643,12 +643,12 @@ from seed_offsets import OFFSETS  # noqa: E402  (200 values of compare.SEED_OFFS
 
 
 def test_2_3_drawn_lengths_keep_every_edge_case(monkeypatch):
-    from attnbook.exercises import ch02
+    from attnbook.exercises.ch02 import padding
 
     seen = set()
     for o in OFFSETS:
         monkeypatch.setattr(compare, "SEED_OFFSET", o)
-        cases = ch02._padding_cases(ch02.generator(23))
+        cases = padding._padding_cases(padding.generator(23))
         (full, m1, _d1), (empty, m2, _d2), (one, m3, _d3), (padded, m4, _d4), (none, m5, _d5), (both, m6, _d6, dt) = cases
         assert m1 == 4 and len(full) == 3 and 4 in full and all(0 <= n <= 4 for n in full)
         assert m2 == 3 and len(empty) == 2 and 0 in empty and all(0 <= n <= 3 for n in empty)
@@ -794,13 +794,13 @@ def _three_pairs_cdf(s, d, points=32):
 
 def _bins(cdf):
     """The probability of each of D's bins for a u whose P(u < e) is cdf(e)."""
-    from attnbook.exercises.ch02 import SHAPE_EDGES
+    from attnbook.exercises.ch02.variance import SHAPE_EDGES
 
     return np.diff([0.0] + [cdf(e) for e in SHAPE_EDGES] + [1.0])
 
 
 def _sample_bins(u):
-    from attnbook.exercises.ch02 import SHAPE_EDGES
+    from attnbook.exercises.ch02.variance import SHAPE_EDGES
 
     return np.bincount(np.searchsorted(SHAPE_EDGES, u, side="right"), minlength=len(SHAPE_EDGES) + 1) / len(u)
 
@@ -820,7 +820,7 @@ def _score_pmf(p, weights, calls):
 
 def _above(p, name):
     """P(score `name` > its limit) when every call's bin has the probabilities p."""
-    from attnbook.exercises.ch02 import SHAPE_CALLS, SHAPE_LIMITS, SHAPE_WEIGHTS
+    from attnbook.exercises.ch02.variance import SHAPE_CALLS, SHAPE_LIMITS, SHAPE_WEIGHTS
 
     low, pmf = _score_pmf(p, SHAPE_WEIGHTS[name], SHAPE_CALLS)
     return float(pmf[max(SHAPE_LIMITS[name] - low + 1, 0):].sum())
@@ -830,7 +830,7 @@ def _passes(bins_by_divisor, p_ok=1.0):
     """An upper bound on P(D passes) for an answer whose calls are independent, each allowed (not negative, finite)
     with probability p_ok and then in each bin with the probabilities bins_by_divisor[m] when read with divisor m:
     D passes only if, for some divisor, every score is at most its limit."""
-    from attnbook.exercises.ch02 import SHAPE_CALLS, SHAPE_WEIGHTS
+    from attnbook.exercises.ch02.variance import SHAPE_CALLS, SHAPE_WEIGHTS
 
     if p_ok <= 0:
         return 0.0
@@ -840,7 +840,7 @@ def _passes(bins_by_divisor, p_ok=1.0):
 
 def _passes_at_most(bins_by_divisor, p_ok=1.0):
     """A Chernoff bound on what _passes computes, quicker: P(score <= limit) <= exp(t limit) E[exp(-t w)]^calls."""
-    from attnbook.exercises.ch02 import SHAPE_CALLS, SHAPE_LIMITS, SHAPE_WEIGHTS
+    from attnbook.exercises.ch02.variance import SHAPE_CALLS, SHAPE_LIMITS, SHAPE_WEIGHTS
     from scipy import optimize
 
     if p_ok <= 0:
@@ -858,7 +858,7 @@ def _passes_at_most(bins_by_divisor, p_ok=1.0):
 
 
 def _divisors():
-    from attnbook.exercises.ch02 import SHAPE_N
+    from attnbook.exercises.ch02.variance import SHAPE_N
 
     return (SHAPE_N - 1, SHAPE_N)
 
@@ -866,7 +866,7 @@ def _divisors():
 def test_2_4_the_small_sample_distribution_is_the_stated_one():
     """Simulations agree with the exact probabilities the false-fail rate and the power are computed from: the right
     answer's bins (both divisors, float32 draws), the mean of the squares and n_samples + 1 pairs."""
-    from attnbook.exercises.ch02 import SHAPE_DK, SHAPE_N
+    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_N
 
     d = SHAPE_DK
     rng = np.random.default_rng(0)
@@ -886,7 +886,7 @@ def test_2_4_the_small_sample_distribution_is_the_stated_one():
 
 def test_2_4_the_message_numbers_are_right():
     """The share of right results below SHAPE_SMALL and their median, which the messages quote (rounded)."""
-    from attnbook.exercises.ch02 import SHAPE_DK, SHAPE_MEDIAN, SHAPE_SMALL, SHAPE_SMALL_SHARE
+    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_MEDIAN, SHAPE_SMALL, SHAPE_SMALL_SHARE
     from scipy import optimize
 
     d = SHAPE_DK
@@ -899,7 +899,7 @@ def _d_false_fail():
     """P(D fails a right answer) <= the sum of its three scores' tails under the answer's own divisor (the same for
     either divisor: u has one distribution), and the probability that its first SHAPE_EARLY results all lie within
     10% of d_k (u within 10% of m, for divisor m)."""
-    from attnbook.exercises.ch02 import SHAPE_DK, SHAPE_EARLY, SHAPE_WEIGHTS
+    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_EARLY, SHAPE_WEIGHTS
 
     d = SHAPE_DK
     right = _bins(lambda e: _right_cdf(e, d))
@@ -913,7 +913,7 @@ def _d_false_fail():
 def test_2_4_false_fail_rate():
     """A right answer fails the check with probability below 1e-6, both passes counted (the comment above
     check_dot_product_variance states the numbers)."""
-    from attnbook.exercises.ch02 import SPREAD_CALLS, SPREAD_D, SPREAD_RTOL, VARIANCE_DIMS, VARIANCE_N, VARIANCE_RTOL
+    from attnbook.exercises.ch02.variance import SPREAD_CALLS, SPREAD_D, SPREAD_RTOL, VARIANCE_DIMS, VARIANCE_N, VARIANCE_RTOL
 
     accuracy = sum(_outside(d, VARIANCE_N, VARIANCE_RTOL) for d in VARIANCE_DIMS)
     spread = SPREAD_CALLS * _outside(SPREAD_D, VARIANCE_N, SPREAD_RTOL)
@@ -928,7 +928,7 @@ def test_2_4_false_fail_rate():
 
 def _per_coordinate_u(divisor_of_answer, calls=50_000):
     """Simulated results / d_k of the sum of the per-coordinate variances at (SHAPE_DK, 2)."""
-    from attnbook.exercises.ch02 import SHAPE_DK
+    from attnbook.exercises.ch02.variance import SHAPE_DK
 
     rng = np.random.default_rng(1)
     products = rng.standard_normal((calls, 2, SHAPE_DK)) * rng.standard_normal((calls, 2, SHAPE_DK))
@@ -938,7 +938,7 @@ def _per_coordinate_u(divisor_of_answer, calls=50_000):
 def test_2_4_power():
     """The probability that a wrong answer passes one pass of the check (the comment above
     check_dot_product_variance states the numbers; the check lets it through only if both passes pass)."""
-    from attnbook.exercises.ch02 import SHAPE_DK, SHAPE_NEGATIVE, SPREAD_CALLS, SPREAD_RTOL, VARIANCE_N
+    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_NEGATIVE, SPREAD_CALLS, SPREAD_RTOL, VARIANCE_N
     from scipy import integrate, optimize, stats
 
     d = SHAPE_DK

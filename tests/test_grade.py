@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from attnbook.exercises import REGISTRY
-from attnbook.grading import gradebook, protocol, sandbox
+from attnbook.grading import gradebook, launch, protocol, sandbox
 from attnbook.grading.cli import main
 from attnbook.grading.gradebook import gradebook_columns
 from attnbook.grading.submission import (ExerciseGrade, SubmissionGrade, Unreadable, grade_submission,
@@ -38,7 +38,7 @@ CELL_TIMEOUT = 15  # s: the infinite loop costs this much; generous for the set-
 
 def _sandbox_problem() -> str | None:
     try:
-        sandbox.check_available()
+        launch.check_available()
     except sandbox.Unavailable as e:
         return str(e)
     return None
@@ -565,7 +565,7 @@ def test_without_user_namespaces_the_grader_stops_with_one_line(tmp_path, monkey
     def refuse(box=None):
         raise sandbox.Unavailable("the sandbox (bubblewrap) cannot start here (No permissions to create a new "
                                   "namespace): " + sandbox.ALLOW_HINT)
-    monkeypatch.setattr(sandbox, "check_available", refuse)
+    monkeypatch.setattr(launch, "check_available", refuse)
     assert main([str(tmp_path / "x.ipynb"), "--csv", str(tmp_path / "book.csv")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "sysctl -w kernel.unprivileged_userns_clone=1" in err and "--no-sandbox" in err

@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not args.no_sandbox:
         try:
             box = sandbox.Sandbox()
-            sandbox.check_available(box)
+            launch.check_available(box)
         except sandbox.Unavailable as e:
             print(f"attnbook-grade: {printable(e)}", file=sys.stderr)
             return 2

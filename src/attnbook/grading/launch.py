@@ -1,4 +1,4 @@
-"""Starting the in-sandbox runner, and keeping one started ahead.
+"""Starting the in-sandbox runner, keeping one started ahead, and checking that a sandbox can start at all.
 
 A runner starts in a fresh folder, imports torch and IPython (about 1.5 s of a chapter 2 submission's 4.5 s),
 says "ready", and then waits for one byte on its link before it reads the request and runs any of the learner's
@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
 
 from . import protocol, sandbox
+from ..i18n import _
 
 
 @dataclass
@@ -116,7 +118,7 @@ class Spares:
         with self._lock:
             self._closed = True
             left, self._waiting = list(self._waiting.values()), {}
-        for _, launched in left:
+        for _key_of, launched in left:
             _discard(launched)
 
     def __enter__(self) -> Spares:
@@ -153,3 +155,28 @@ def remove_tree(path: str) -> None:
         except OSError:
             pass
     shutil.rmtree(path, onerror=fix)
+
+
+def check_available(box: sandbox.Sandbox | None = None) -> None:
+    """Run `true` in the sandbox once; raise Unavailable with one line saying why and how to fix it."""
+    box = box or sandbox.Sandbox()
+    with tempfile.TemporaryDirectory(prefix="attnbook-grade-check-") as tmp:
+        folder, etc_dir = os.path.join(tmp, "submission"), os.path.join(tmp, "etc")
+        os.mkdir(folder)
+        os.mkdir(etc_dir)
+        box.prepare(etc_dir)
+        cmd = box.command(folder, etc_dir, ["/bin/sh", "-c", "true"] if os.path.exists("/bin/sh") else ["true"])
+        cmd, fds = sandbox.open_descriptors(cmd)
+        try:
+            done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=30, start_new_session=True, pass_fds=fds)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise sandbox.Unavailable(_("the sandbox (bubblewrap) cannot start: {error}; {hint}", error=e,
+                                hint=_(sandbox.ALLOW_HINT))) from None
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if done.returncode != 0:
+            why = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [_("no message")])[-1][:200]
+            raise sandbox.Unavailable(_("the sandbox (bubblewrap) cannot start here ({why}): {hint}", why=why,
+                                hint=_(sandbox.ALLOW_HINT)))

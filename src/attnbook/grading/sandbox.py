@@ -16,7 +16,7 @@ is the fallback. Inside the sandbox:
   imported from when it lies elsewhere (an editable install's `src/`), each at its own path; `/proc` of the
   new pid namespace, a minimal `/dev`, a private `/tmp` and home (`/home/student`, so no IPython or
   matplotlib start-up file survives a run or is shared between runs), and the submission's folder at
-  /work/submission: a tmpfs too, holding read-only binds of the request and the notebook's copy and a writable
+  /work/submission: a tmpfs too, holding read-only binds of the request and the submission's bytes and a writable
   bind of the progress file of the grader's folder, the only file of the machine it can write; the runner's
   stdin and stdout are pipes to the grader (the link over which the checks call the learner's code);
 - the only writable places are four tmpfs of a set size (the folder, /tmp, the home, /dev/shm): the root
@@ -47,7 +47,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,7 +266,7 @@ def unsandboxed_command(folder: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-m", "attnbook.grading.runner", folder], env
 
 
-def _open_descriptors(argv: list[str]) -> tuple[list[str], list[int]]:
+def open_descriptors(argv: list[str]) -> tuple[list[str], list[int]]:
     """argv with the path after each `--seccomp` replaced by a descriptor opened on it (bwrap reads the
     filter from a descriptor), and those descriptors, which the caller closes once the process has started."""
     argv, fds = list(argv), []
@@ -286,7 +285,7 @@ def _open_descriptors(argv: list[str]) -> tuple[list[str], list[int]]:
 def start(argv: list[str], *, cwd: str, env: dict[str, str] | None, limits: Limits, stderr) -> subprocess.Popen:
     """Start `argv` in a new session (its own process group), with `limits`, under a `Watch` of its memory and
     processes; its stdin and stdout are pipes to the grader (the link of protocol.py)."""
-    argv, fds = _open_descriptors(argv)
+    argv, fds = open_descriptors(argv)
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env if env is not None else {}, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
@@ -480,28 +479,3 @@ class Watch:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # unreaped until kill_tree has stopped this watch
         except (ProcessLookupError, PermissionError, OSError):
             pass
-
-
-def check_available(sandbox: Sandbox | None = None) -> None:
-    """Run `true` in the sandbox once; raise Unavailable with one line saying why and how to fix it."""
-    sandbox = sandbox or Sandbox()
-    with tempfile.TemporaryDirectory(prefix="attnbook-grade-check-") as tmp:
-        folder, etc_dir = os.path.join(tmp, "submission"), os.path.join(tmp, "etc")
-        os.mkdir(folder)
-        os.mkdir(etc_dir)
-        sandbox.prepare(etc_dir)
-        cmd = sandbox.command(folder, etc_dir, ["/bin/sh", "-c", "true"] if os.path.exists("/bin/sh") else ["true"])
-        cmd, fds = _open_descriptors(cmd)
-        try:
-            done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  timeout=30, start_new_session=True, pass_fds=fds)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise Unavailable(_("the sandbox (bubblewrap) cannot start: {error}; {hint}", error=e,
-                                hint=_(ALLOW_HINT))) from None
-        finally:
-            for fd in fds:
-                os.close(fd)
-        if done.returncode != 0:
-            why = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [_("no message")])[-1][:200]
-            raise Unavailable(_("the sandbox (bubblewrap) cannot start here ({why}): {hint}", why=why,
-                                hint=_(ALLOW_HINT)))
