@@ -569,3 +569,18 @@ def test_registering_a_second_answer_of_the_same_name_is_refused():
     with pytest.raises(ValueError, match="1.1 and 1.99 both name their answer 'project_qkv'"):
         exercise("1.99", "a twin", answer_name="project_qkv")(lambda answer: "ok")
     assert "1.99" not in REGISTRY
+
+
+def test_seeded_draws_what_torch_manual_seed_draws_and_restores_the_state():
+    """`seeded` seeds only the CPU generator (torch.manual_seed's accelerator seeding formats the stack on every
+    call while CUDA is not initialised); the draws are the same, and the state outside is left as it was."""
+    from attnbook.exercises.limits import seeded
+
+    torch.manual_seed(123)
+    outside = torch.randn(2)
+    torch.manual_seed(123)
+    with seeded(7):
+        inside = torch.randn(3)
+    after = torch.randn(2)
+    torch.manual_seed(7)
+    assert torch.equal(inside, torch.randn(3)) and torch.equal(after, outside)
