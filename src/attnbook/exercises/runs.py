@@ -1,7 +1,7 @@
 """Running an answer on every case before judging it: `collect` runs each case (`Run`: the learner's tensor, the
 right one, what each known mistake gives), `verdict` names a mistake only when it fits every case run and
 otherwise shows the first wrong entry and the rule, and `expect_gradients` backpropagates through an answer to
-check that a trained layer stays differentiable. Used by chapters 3 and 4."""
+check that a trained layer stays differentiable. Used by chapters 3, 4 and 11."""
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@
 - `params`: parameter counts by formula (chapter 4) and of a module
 - `vit`: a Vision Transformer (chapter 7)
 - `bert`, `gpt`: encoder-only and decoder-only language models (chapters 8–10)
+- `llama`: the modern decoder-only block, RMSNorm, SwiGLU, rotary positions, grouped-query attention (chapter 11)
 
 Names are loaded on first use (`from attnbook.models import GPT`), so importing one model does not import the rest.
 """
