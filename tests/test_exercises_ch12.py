@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+import mutants
 from attnbook.exercises import check
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,26 +233,14 @@ def test_12_3_a_padded_text_replace_is_named():
     assert "move on by" not in result.message, result.message
 
 
-def _merge_by_chunks(ids, pair, new_id):
-    """Merges only occurrences that start at an even index (ids cut into chunks of two)."""
-    out = []
-    for i in range(0, len(ids), 2):
-        chunk = ids[i:i + 2]
-        out.extend([new_id] if tuple(chunk) == tuple(pair) else chunk)
-    return out
+def _catalogued(name: str):
+    """The 12.3 answer of the mutant catalogue whose description starts with `name` (one home for each answer)."""
+    return next(m.answer for m in mutants.load("12") if m.exercise_id == "12.3" and m.name.startswith(name))
 
 
-def _merge_skipping_one(ids, pair, new_id):
-    """Moves on by 3 after a merge: the id after each pair is lost."""
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 3
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
+_merge_by_chunks = _catalogued("cuts the list into aligned chunks of two")
+_merge_skipping_one = _catalogued("moves on by 3 after a merge")
+merge_pair_right = _catalogued("tuple(ids[i:i + 2]) == tuple(pair), with an index")
 
 
 def test_12_3_an_unknown_mistake_gets_the_rule_it_breaks_not_the_loop():
@@ -273,18 +262,6 @@ def test_12_3_an_unknown_mistake_gets_the_rule_it_breaks_not_the_loop():
     assert on in result.message, result.message
     assert f"ids[{first}] and ids[{first + 1}] are the pair" in result.message, result.message
     assert "leaves them unmerged" in result.message and "move on by" not in result.message, result.message
-
-
-def merge_pair_right(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 def test_12_3_a_left_out_occurrence_is_the_first_difference_of_any_reading(monkeypatch):
