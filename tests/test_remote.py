@@ -313,6 +313,60 @@ def test_an_unreadable_reply_gets_no_points(replace):
     assert result.status == FAILED and result.points == 0 and remote.OUT_OF_STEP in result.message
 
 
+def _calls_tamper(replace):
+    def tamper(message, reply):
+        return replace(message, reply) if message["op"] == "calls" else reply
+    return tamper
+
+
+def test_a_statistical_check_sends_its_calls_together():
+    """2.4 makes 397 calls in each of its two passes, in 3 "calls" messages (guard.call_many) and 5 single ones,
+    not one message each."""
+    link = _CountingLink(remote.Server({"dot_product_variance": _right("2.4")}))
+    assert remote.judge_exercise(link, "2.4", 3).status == PASSED
+    assert link.asked.count("calls") == 6 and link.asked.count("call") == 10
+
+
+@pytest.mark.parametrize("replace", [
+    lambda m, r: {"returns": r["returns"]},  # no "failed"
+    lambda m, r: {"returns": {"t": "list", "v": r["returns"]["v"][:-1]}, "failed": None},  # one output short
+    lambda m, r: {"returns": {"t": "list", "v": r["returns"]["v"] * 2}, "failed": None},  # too many
+    lambda m, r: {"returns": r["returns"], "failed": {"raise": "Wrong", "message": "x", "hint": None}},  # all, and a fail
+    lambda m, r: {"returns": {"t": "list", "v": r["returns"]["v"][:3]}, "failed": {"return": 1.0}},  # a "failure" returns
+    lambda m, r: {"returns": {"t": "tuple", "v": r["returns"]["v"]}, "failed": None},  # not a list
+    lambda m, r: {"returns": "nope", "failed": None},
+])
+def test_an_unreadable_calls_reply_gets_no_points(replace):
+    result = _remote("2.4", _right("2.4"), 0, _calls_tamper(replace))
+    assert result.status == FAILED and result.points == 0 and remote.OUT_OF_STEP in result.message
+
+
+def test_a_failure_among_sent_calls_is_raised_where_it_happened():
+    """The kernel stops at the first call that fails and reports it; the checker sees the outputs before it, then
+    that failure, as with one message per call: the verdict equals the direct check's."""
+    def fails_on_the_fifth_call(d_k, n_samples=10_000):
+        import torch
+        fails_on_the_fifth_call.calls = getattr(fails_on_the_fifth_call, "calls", 0) + 1
+        if n_samples == 2 and fails_on_the_fifth_call.calls % 50 == 0:
+            raise ZeroDivisionError("fifth")
+        q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
+        return (q * k).sum(-1).var().item()
+    graded = _remote("2.4", fails_on_the_fifth_call, 0)
+    fails_on_the_fifth_call.calls = 0
+    direct = _direct("2.4", fails_on_the_fifth_call, 0)
+    assert graded.status == direct.status == FAILED and "ZeroDivisionError" in graded.message
+    assert _same(graded, direct)
+
+
+def test_a_calls_message_with_bad_seeds_is_refused_by_the_kernel():
+    server = remote.Server({"dot_product_variance": _right("2.4")})
+    options = {"what": "f", "on": "", "time_limit_s": 1.0, "reload": False, "forbid": [], "prepare": None}
+    base = {"op": "calls", "exercise": "2.4", "args": [64], "kwargs": {"t": "dict", "v": []}, "options": options}
+    for seeds in ("1", [True], [1.5], list(range(remote.MAX_CALLS + 1))):
+        reply = server.handle({**base, "seeds": seeds})
+        assert reply["returns"] == {"t": "list", "v": []} and reply["failed"]["raise"] == "Error"
+
+
 def test_a_forged_reply_is_judged_by_the_grader():
     """Whatever the kernel sends back is judged as the answer's output: a forged 'passed' message is a Wrong,
     and another input's output is wrong for this one."""

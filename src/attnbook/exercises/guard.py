@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .execute import execute
-from .forbid import ATTENTION_SHORTCUTS  # noqa: F401 - TEMPORARY, until ch01/ch02 import it from forbid
-from .reach import resolve_or_none  # noqa: F401 - TEMPORARY, until ch07 imports it from reach
 from ..i18n import N_, _
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -44,12 +42,6 @@ class checking:
         global _REFERENCES
         _REFERENCES = self.previous
         return False
-
-
-# Where `call` runs: None here (the notebook: the learner's code runs in this process), else a remote.Remote (in
-# the grader: the learner's code runs in the sandboxed kernel, on inputs sent as plain data; see remote.py).
-_RUNNER = None
-UNIT = "__attnbook_unit__"  # marks a `beside_answer` helper, which the kernel may run by name
 
 
 @contextlib.contextmanager
@@ -99,6 +91,26 @@ def call(fn, *args, what: str = N_("your function"), on: str = "", time_limit_s:
         return _RUNNER.call(fn, args, kwargs, options, observe)
     out = execute(fn, args, kwargs, references=_REFERENCES, **options)
     return out if observe is None else (out, observe.read(out, args, kwargs))
+
+
+def call_many(fn, *args, seeds: Sequence[int], what: str = N_("your function"), on: str = "",
+              time_limit_s: float = DEFAULT_TIME_LIMIT_S, forbid: Iterable[str | tuple[str, str]] | Callable = (),
+              explain: Callable[[str], str | None] | None = None, **kwargs) -> Iterator:
+    """`call(fn, *args, seed=s, ...)` for each s in `seeds`, in order: an iterator of the outputs, which raises
+    what a call raised when it reaches that call (the calls after it are not made).
+
+    For a statistical check, which calls the answer many times on the same inputs with new random draws: in the
+    grader the calls go to the kernel in one message (remote.py), each still run alone, under its own seed, time
+    limit and forbid policy, so it costs one round trip instead of one per call. In a notebook each call runs
+    when the iterator reaches it. A checker that may stop early (an answer that is slow for every call) asks for
+    the calls in batches."""
+    seeds = [int(s) for s in seeds]
+    options = {"what": _(what), "on": _(on), "time_limit_s": time_limit_s, "forbid": forbid, "explain": explain,
+               "prepare": None, "reload": False}
+    if _RUNNER is not None:
+        return _RUNNER.call_many(fn, args, kwargs, options, seeds)
+    references = _REFERENCES
+    return (execute(fn, args, kwargs, references=references, seed=seed, **options) for seed in seeds)
 
 
 def beside_answer(helper):

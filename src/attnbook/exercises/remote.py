@@ -18,6 +18,9 @@ Messages (JSON objects, one per line over the link):
   {"op": "unit", "exercise": id, "helper": "module:qualname", "args", "kwargs"}
       -> {"return": encoded} | {"raise": "Wrong", "message", "hint"} | {"raise": "NotAttempted", "message"}
          | {"raise": "Raised", "error": "Type: message"} | {"raise": "Error", "type", "message"}
+  {"op": "calls", "exercise": id, "args", "kwargs", "options", "seeds": [int]} (guard.call_many: one call per
+      seed, in order, up to the first that fails)
+      -> {"returns": encoded list of the outputs, "failed": null | one of the outcomes above, for the next call}
 Anything else from the kernel ends that exercise with 0 points (`LinkBroken` for a link that fails).
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ from .registry import REGISTRY, NotAttempted, Wrong
 from ..i18n import N_, _
 
 MAX_REPLY_BYTES = 11_000_000  # array bytes in one reply (the largest honest one, 8.1's ids, is about 4.8 MB)
+MAX_CALLS = 1_000  # calls in one "calls" message (guard.call_many)
 MAX_MESSAGE = 20_000  # characters of a message or hint from the kernel
 OUT_OF_STEP = N_("the sandboxed run's reply does not fit the check")
 _LOCK = threading.RLock()  # the runner, the seed offset and the check session are process-wide
@@ -106,6 +110,30 @@ class Remote:
         if observe is not None and not (isinstance(value, tuple) and len(value) == 2):
             raise BadReply(_("{OUT_OF_STEP} (an observed call did not return a pair)", OUT_OF_STEP=_(OUT_OF_STEP)))
         return value
+
+    def call_many(self, fn, args, kwargs, options, seeds):
+        if fn is not self.stand_in:
+            return (execute(fn, args, kwargs, seed=seed, **options) for seed in seeds)
+        if not seeds:
+            return iter(())
+        sent = {k: options[k] for k in ("what", "on", "time_limit_s", "reload")}
+        sent.update(forbid=inputs.encode(options["forbid"]), prepare=inputs.encode(options["prepare"]))
+        reply = self.link.ask({"op": "calls", "exercise": self.exercise_id, "args": inputs.encode(list(args)),
+                               "kwargs": inputs.encode(dict(kwargs)), "options": sent, "seeds": list(seeds)})
+        if not isinstance(reply, dict) or "returns" not in reply or "failed" not in reply:
+            raise BadReply(_("{OUT_OF_STEP} (a reply without outcomes)", OUT_OF_STEP=_(OUT_OF_STEP)))
+        values = _outcome({"return": reply["returns"]}, options)
+        failed = reply["failed"]
+        if not (isinstance(values, list) and (len(values) == len(seeds) if failed is None else len(values) < len(seeds))):
+            raise BadReply(_("{OUT_OF_STEP} (a reply with the wrong number of outcomes)", OUT_OF_STEP=_(OUT_OF_STEP)))
+        return self._replay(values, failed, options)
+
+    @staticmethod
+    def _replay(values, failed, options):
+        yield from values
+        if failed is not None:
+            _outcome(failed, options)  # raises what the kernel reported for the call after the last output
+            raise BadReply(_("{OUT_OF_STEP} (a failed call that returned)", OUT_OF_STEP=_(OUT_OF_STEP)))
 
     def unit(self, helper, answer, args, kwargs):
         name = inputs.function_name(helper)
@@ -196,13 +224,15 @@ class Server:
         """The reply to one message (never raises for anything the learner's code does)."""
         op = message.get("op") if isinstance(message, dict) else None
         ex = REGISTRY.get(message.get("exercise")) if isinstance(message, dict) else None
-        if ex is None or op not in ("describe", "call", "unit"):
+        if ex is None or op not in ("describe", "call", "calls", "unit"):
             return {"raise": "Error", "type": "ValueError", "message": _("a message the kernel does not understand")}
         with guard.running_on(None):  # the learner's code runs here, as in a notebook
             if op == "describe":
                 return self._describe(ex)
             answer = self.namespace.get(ex.answer_name)
             with guard.checking(ex.references):
+                if op == "calls":
+                    return self._run_many(message, answer, ex.references)
                 return self._run(op, message, answer, ex.references)
 
     def _describe(self, ex) -> dict:
@@ -212,6 +242,24 @@ class Server:
             return {"answer": describe_answer(self.namespace[ex.answer_name], ex.answer_kind)}
         except CodecError as e:
             return {"unreadable": str(e)[:1000]}
+
+    def _run_many(self, message: dict, answer, references) -> dict:
+        """One call per seed, up to the first that fails: {"returns": the outputs, "failed": its outcome or None}."""
+        seeds = message.get("seeds")
+        if not (isinstance(seeds, list) and len(seeds) <= MAX_CALLS
+                and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+            return {"returns": codec.encode([]), "failed": {"raise": "Error", "type": "ValueError",
+                                                            "message": _("a message the kernel does not understand")}}
+        outputs = []
+        for seed in seeds:
+            reply = self._run("call", {**message, "options": {**message.get("options", {}), "seed": seed}}, answer,
+                              references)
+            if "return" not in reply:
+                break
+            outputs.append(reply["return"])
+        else:
+            reply = None
+        return {"returns": {"t": "list", "v": outputs}, "failed": reply}
 
     def _run(self, op: str, message: dict, answer, references) -> dict:
         what = _("your function")
