@@ -43,16 +43,18 @@ serve: book
 ## obeyed, book/zh/ as the catalogs make it), unit and checker tests, exercise-version sync, strict nbval on every
 ## chapter natively, then on every Chinese chapter with ATEN_CPU_CAPABILITY=default (the same code and, but for the
 ## check cells' Chinese verdicts, the same outputs: tests/test_i18n.py checks), so an output that depends on the
-## CPU's vector width fails on every machine; the mutant catalogue's score in both languages (fails below 100%),
-## then from-scratch builds of both sites in which any warning is an error, then the website's tests on them
+## CPU's vector width fails on every machine; the mutant catalogue's score in both languages, graded (fails
+## below 100%), then from-scratch builds of both sites in which any warning is an error, then the website's tests on them
 ## (nothing loaded from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
 test: install $(NPM_STAMP)
 	$(BIN)/python -m tools.i18n check
-	$(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --durations=25
-	@# Two cores: the Chinese chapters' nbval (one thread) runs beside the rest, and its log is shown after it
-	mkdir -p _build
+	@# Two cores, three streams: the Chinese chapters' nbval (one thread) runs from the start, beside the tests
+	@# (two workers) and then the builds; its log is shown at the end. The tests record every catalogue verdict
+	@# (tests/test_remote.py), from which the report prints the score.
+	rm -rf _build/catalogue && mkdir -p _build
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider > _build/nbval-zh.log 2>&1 & nbval=$$!; \
-	$(BIN)/python tools/mutant_report.py && \
+	ATTNBOOK_CATALOGUE_RECORD=_build/catalogue $(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --durations=25 && \
+	$(BIN)/python tools/mutant_report.py --recorded _build/catalogue && \
 	$(BIN)/jupyter-book build --all -W -n --keep-going . && \
 	$(call ZH_SITE,--all -W -n) && \
 	ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider; rest=$$?; \

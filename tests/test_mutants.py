@@ -1,10 +1,15 @@
 """The mutant catalogue's shape (tests/mutants/): every exercise has at least 6 wrong and 3 right answers, and
 every entry names a known exercise.
 
-Each entry's verdict is tested once, in tests/test_remote.py (checked in the notebook's way and graded over the
-link, under run seeds 0, 1 and 2 in turn: same verdict, and the one the catalogue promises), and scored by
-tools/mutant_report.py (with the notebook's inputs, in English and in Chinese), which `make test` runs too."""
+Each entry's verdict is tested once, in tests/test_remote.py (graded over the link under run seeds 0, 1 and 2 in
+turn: the verdict the catalogue promises; the same verdict in Chinese; at seed 0 the notebook's message too), which
+records it for tools/mutant_report.py --recorded, the score `make test` prints. The report finds each entry by
+(exercise, name, right or wrong), so those are unique."""
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +28,25 @@ def test_every_exercise_has_enough_mutants(exercise_id):
 
 def test_catalogue_names_only_known_exercises():
     assert {m.exercise_id for m in CATALOGUE} <= set(REGISTRY)
+
+
+def test_entries_are_unique_by_exercise_name_and_kind():
+    keys = [(m.exercise_id, m.name, m.right) for m in CATALOGUE]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)[:5]
+
+
+def test_the_report_from_records_needs_every_entry_once(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from mutant_report import recorded
+
+    entries = CATALOGUE[:3]
+    lines = [{"exercise_id": m.exercise_id, "name": m.name, "right": m.right, "ok": True, "zh_problem": None,
+              "message": "m"} for m in entries]
+    (tmp_path / "gw0.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = recorded(tmp_path, entries)
+    assert sum(len(v) for v in rows.values()) == 3
+    assert recorded(tmp_path, CATALOGUE[:4]) is None  # one entry not recorded
+    assert "not recorded" in capsys.readouterr().out
+    assert recorded(tmp_path, entries[:2]) is None  # one record of no entry
+    (tmp_path / "gw1.jsonl").write_text(json.dumps(lines[0]) + "\n")
+    assert recorded(tmp_path, entries) is None  # recorded twice

@@ -1,12 +1,16 @@
-"""Checks run by the grader on code that runs elsewhere (attnbook.exercises.remote, inputs, codec): the grader's
-verdict, with the answer behind a link to a kernel, equals the direct check's for every entry of the mutant
-catalogue, and meets the catalogue's expectation, under run seeds 0, 1 and 2 in turn (the one test of every
-entry's verdict; tools/mutant_report.py scores them with the notebook's inputs); inputs cross to the kernel as the same objects;
-results cross back as plain data; a reply that does not fit the check gets 0 points."""
+"""Checks run by the grader on code that runs elsewhere (attnbook.exercises.remote, inputs, codec), and the one
+test of every mutant catalogue entry's verdict: graded, with the answer behind a link to a kernel, it meets the
+catalogue's expectation under run seeds 0, 1 and 2 in turn, the same check in a notebook in Chinese gives the same
+verdict in Chinese, and at run seed 0 the notebook's English message equals the grader's (`make test` prints the
+score from what this test records: tools/mutant_report.py --recorded). Inputs cross to the kernel as the same
+objects; results cross back as plain data; a reply that does not fit the check gets 0 points."""
 from __future__ import annotations
 
 import json
 import math
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,9 +18,13 @@ import torch
 from torch import nn
 
 import mutants
+from attnbook import get_language, set_language
 from attnbook.exercises import REGISTRY, check, codec, inputs, remote, reset_session
 from attnbook.exercises.codec import CodecError
 from attnbook.exercises.results import FAILED, NOT_ATTEMPTED, PASSED
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from mutant_report import chinese_problem  # noqa: E402 - the report's own rule for a Chinese verdict
 
 CATALOGUE = mutants.load()
 
@@ -31,13 +39,17 @@ def _warn_always():
     torch.set_warn_always(before)
 
 
-def _direct(exercise_id: str, answer, run_seed: int):
+def _direct(exercise_id: str, answer, run_seed: int, language: str = "en"):
     mutants.fresh(answer)
+    before = get_language()
+    set_language(language)
     reset_session()
-    with remote.seeding(run_seed):
-        result = check(exercise_id, answer)
-    reset_session()
-    return result
+    try:
+        with remote.seeding(run_seed):
+            return check(exercise_id, answer)
+    finally:
+        reset_session()
+        set_language(before)
 
 
 class _CountingLink(remote.LocalLink):
@@ -63,26 +75,50 @@ def _same(a, b) -> bool:
         (b.exercise_id, b.status, b.points, b.max_points, b.message)
 
 
+def _record(mutant, graded, ok: bool, problem: str | None) -> None:
+    """One line per entry for tools/mutant_report.py --recorded (when ATTNBOOK_CATALOGUE_RECORD names a folder:
+    `make test` prints the catalogue's score from these lines instead of running it a fourth time)."""
+    folder = os.environ.get("ATTNBOOK_CATALOGUE_RECORD")
+    if not folder:
+        return
+    os.makedirs(folder, exist_ok=True)
+    line = {"exercise_id": mutant.exercise_id, "name": mutant.name, "right": mutant.right, "ok": ok,
+            "zh_problem": problem, "message": graded.message[:300]}
+    with open(os.path.join(folder, f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl"), "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 @pytest.mark.parametrize("index", range(len(CATALOGUE)),
                          ids=[f"{m.exercise_id}-{'right' if m.right else 'wrong'}-{m.name}" for m in CATALOGUE])
-def test_remote_verdict_equals_the_direct_check(index):
-    """Same status, points and message from judge_exercise(...) as from check(...), under run seed 0, 1 or 2 in
-    turn; an answer whose own output varies from run to run (it times with the CPU clock) or whose first run
-    differs from later ones (a first import) needs only the same status and points."""
+def test_every_entry_gets_its_verdict_graded_and_in_chinese(index):
+    """The one test of every catalogue entry's verdict, under run seed 0, 1 or 2 in turn:
+    - graded (judge_exercise, the answer behind a link): right answers pass, wrong ones fail with the promised hint;
+    - checked in a notebook in Chinese (set_language("zh")): the same status and points, and a Chinese message
+      (mutant_report.chinese_problem: no run of English prose left in it);
+    - on every third entry (run seed 0: the notebook's own inputs), also checked in a notebook in English: the
+      same status, points and message as graded (an answer whose own output varies from run to run, it times
+      with the CPU clock, or whose first run differs from later ones, a first import, needs only the same
+      status and points). Under run seeds 1 and 2 the graded verdict and hint are checked against the catalogue,
+      and the Chinese verdict against the graded one, as above."""
     mutant = CATALOGUE[index]
     run_seed = index % 3
     graded = _remote(mutant.exercise_id, mutant.answer, run_seed)
-    direct = _direct(mutant.exercise_id, mutant.answer, run_seed)
-    if not _same(direct, graded):
-        again = _direct(mutant.exercise_id, mutant.answer, run_seed)
-        assert _same(again, graded) or (not _same(again, direct) and (direct.status, direct.points) == (
-            graded.status, graded.points)), f"direct: {direct}\ngraded: {graded}"
-    # and the grader's verdict is the catalogue's under this run seed: right answers pass, wrong ones fail as promised
     if mutant.right:
-        assert graded.passed, f"a right answer failed when graded with run seed {run_seed}: {graded}"
+        ok = graded.passed
     else:
-        assert graded.status == "failed" and (mutant.hint is None or mutant.hint.lower() in graded.message.lower()), \
-            f"a wrong answer was not rejected as promised when graded with run seed {run_seed}: {graded}"
+        ok = graded.status == "failed" and (mutant.hint is None or mutant.hint.lower() in graded.message.lower())
+    chinese = _direct(mutant.exercise_id, mutant.answer, run_seed, "zh")
+    problem = chinese_problem(mutant, graded, chinese)
+    _record(mutant, graded, ok, problem)
+    assert ok, f"a {'right' if mutant.right else 'wrong'} answer graded with run seed {run_seed} did not " \
+        f"{'pass' if mutant.right else 'fail as promised'}: {graded}"
+    assert problem is None, f"in Chinese: {problem}"
+    if run_seed == 0:
+        direct = _direct(mutant.exercise_id, mutant.answer, run_seed)
+        if not _same(direct, graded):
+            again = _direct(mutant.exercise_id, mutant.answer, run_seed)
+            assert _same(again, graded) or (not _same(again, direct) and (direct.status, direct.points) == (
+                graded.status, graded.points)), f"direct: {direct}\ngraded: {graded}"
 
 
 # ---------------------------------------------------------------------------------------------------------

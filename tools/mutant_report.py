@@ -4,6 +4,10 @@ has fewer than 6 wrong or 3 right answers.
 
     python tools/mutant_report.py [-v] [--chapter N]
         -v: also list every entry that did not do what it should; --chapter N: only chapter N's exercises
+    python tools/mutant_report.py --recorded DIR
+        the score of the verdicts that tests/test_remote.py recorded in DIR (ATTNBOOK_CATALOGUE_RECORD=DIR, as
+        `make test` sets it): graded under run seeds 0, 1 and 2, and in Chinese, instead of running the
+        catalogue again; every entry of the catalogue must be there, once
 
 Every entry is checked twice, with feedback in English and in Chinese (set_language("zh")): the verdict must be
 the same, and a Chinese message must be Chinese: no run of English prose left in it (code, shapes, the learner's
@@ -42,6 +46,33 @@ def chinese_problem(mutant, english, chinese) -> str | None:
     return f"English left in the message: {left!r} in {chinese.message[:300]}" if left else None
 
 
+def recorded(folder: Path, catalogue) -> dict[str, list] | None:
+    """The rows of the report from tests/test_remote.py's records in `folder` (None, said, when an entry of the
+    catalogue is missing or recorded twice)."""
+    import json
+
+    seen: dict[tuple[str, str, bool], dict] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            key = (r["exercise_id"], r["name"], r["right"])
+            if key in seen:
+                print(f"recorded twice: {key}")
+                return None
+            seen[key] = r
+    rows: dict[str, list] = defaultdict(list)
+    for m in catalogue:
+        r = seen.pop((m.exercise_id, m.name, m.right), None)
+        if r is None:
+            print(f"not recorded (was tests/test_remote.py run whole?): {m.exercise_id} {m.name}")
+            return None
+        rows[m.exercise_id].append((m, r["ok"], r["message"], r["zh_problem"]))
+    if seen:
+        print(f"recorded but not in the catalogue: {sorted(seen)[:5]}")
+        return None
+    return rows
+
+
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import torch
@@ -53,12 +84,17 @@ def main(argv: list[str]) -> int:
     verbose = "-v" in argv
     chapter = argv[argv.index("--chapter") + 1] if "--chapter" in argv else None
     rows: dict[str, list] = defaultdict(list)
-    for m in mutants.load(chapter):
-        if chapter is not None and m.exercise_id.split(".")[0] != chapter:
-            continue
-        ok, result = mutants.run(m)
-        problem = chinese_problem(m, result, mutants.run_in(m, "zh"))
-        rows[m.exercise_id].append((m, ok, result, problem))
+    if "--recorded" in argv:
+        rows = recorded(Path(argv[argv.index("--recorded") + 1]), mutants.load())
+        if rows is None:
+            return 1
+    else:
+        for m in mutants.load(chapter):
+            if chapter is not None and m.exercise_id.split(".")[0] != chapter:
+                continue
+            ok, result = mutants.run(m)
+            problem = chinese_problem(m, result, mutants.run_in(m, "zh"))
+            rows[m.exercise_id].append((m, ok, result, problem))
     ids = sorted({i for i in set(REGISTRY) | set(rows) if chapter is None or i.split(".")[0] == chapter},
                  key=lambda i: tuple(int(p) for p in i.split(".")))
     totals = [0, 0, 0, 0, 0]
