@@ -7,6 +7,13 @@ NPM_STAMP := node_modules/.installed
 CHAPTERS  := $(wildcard book/[0-9][0-9]_*.ipynb)
 NOTEBOOKS := $(CHAPTERS) $(wildcard book/appendix_*.ipynb)
 ZH_NOTEBOOKS := $(wildcard book/zh/[0-9][0-9]_*.ipynb) $(wildcard book/zh/appendix_*.ipynb)
+# `make test` hands pytest-xdist whole files (a notebook's cells stay in one kernel, in order) in this order, the
+# slowest first (measured with --durations=0), so that no long file starts while the other worker runs dry
+SLOW_FIRST := tests/test_remote.py tests/test_student.py book/12_training_real_text.ipynb \
+	tests/test_exercises_ch09.py tests/test_grade_attacks.py tests/test_exercises_ch10.py tests/test_colab.py \
+	tests/test_grade.py tests/test_exercises_ch04.py tests/test_exercises_ch08.py book/08_bert_vs_gpt.ipynb \
+	book/10_timing_decoding.ipynb book/06_decoder_masking.ipynb tests/test_exercises_ch05.py
+TEST_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST) tests/test_website.py,$(NOTEBOOKS) $(wildcard tests/test_*.py))
 # The Chinese site: built from book/zh/ (generated from the English notebooks and book/locale/zh/, never edited by
 # hand) into _build/zh/, then placed at _build/html/zh/ next to the English site.
 ZH_SITE = $(BIN)/jupyter-book build $(1) --keep-going book/zh --path-output _build/zh && \
@@ -44,22 +51,24 @@ serve: book
 ## chapter natively, then on every Chinese chapter with ATEN_CPU_CAPABILITY=default (the same code and, but for the
 ## check cells' Chinese verdicts, the same outputs: tests/test_i18n.py checks), so an output that depends on the
 ## CPU's vector width fails on every machine; the mutant catalogue's score in both languages, graded (fails
-## below 100%), then from-scratch builds of both sites in which any warning is an error, then the website's tests on them
-## (nothing loaded from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
+## below 100%); from-scratch builds of both sites in which any warning is an error, then the website's tests on
+## them (nothing loaded from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
 test: install $(NPM_STAMP)
 	$(BIN)/python -m tools.i18n check
-	@# Two cores, three streams: the Chinese chapters' nbval (one thread) runs from the start, beside the tests
-	@# (two workers) and then the builds; its log is shown at the end. The tests record every catalogue verdict
-	@# (tests/test_remote.py), from which the report prints the score.
+	@# Two cores, two streams, busy to the end. Beside: the Chinese chapters' nbval (one thread), the two website
+	@# builds (from the committed outputs), then the website's tests on them; logs shown at the end. In front: the
+	@# tests on two workers, whole files, slowest first (SLOW_FIRST), which record every catalogue verdict
+	@# (tests/test_remote.py) for the score the report prints.
 	rm -rf _build/catalogue && mkdir -p _build
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider > _build/nbval-zh.log 2>&1 & nbval=$$!; \
-	ATTNBOOK_CATALOGUE_RECORD=_build/catalogue $(BIN)/python -m pytest tests $(NOTEBOOKS) --ignore=tests/test_website.py --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --durations=25 && \
-	$(BIN)/python tools/mutant_report.py --recorded _build/catalogue && \
-	$(BIN)/jupyter-book build --all -W -n --keep-going . && \
-	$(call ZH_SITE,--all -W -n) && \
-	ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider; rest=$$?; \
-	wait $$nbval; zh=$$?; echo "--- strict nbval of book/zh/ with ATEN_CPU_CAPABILITY=default:"; cat _build/nbval-zh.log; \
-	test $$rest -eq 0 && test $$zh -eq 0
+	{ ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_NOTEBOOKS) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider > _build/nbval-zh.log 2>&1; echo $$? > _build/nbval-zh.status; \
+	  { $(BIN)/jupyter-book build --all -W -n --keep-going . && $(call ZH_SITE,--all -W -n) && \
+	    ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider; } > _build/sites.log 2>&1; \
+	  echo $$? > _build/sites.status; } & beside=$$!; \
+	ATTNBOOK_CATALOGUE_RECORD=_build/catalogue $(BIN)/python -m pytest $(TEST_FILES) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 && \
+	$(BIN)/python tools/mutant_report.py --recorded _build/catalogue; front=$$?; \
+	wait $$beside; echo "--- strict nbval of book/zh/ with ATEN_CPU_CAPABILITY=default:"; cat _build/nbval-zh.log; \
+	echo "--- the two websites, built with warnings as errors, and their tests:"; cat _build/sites.log; \
+	test $$front -eq 0 && test "$$(cat _build/nbval-zh.status)" -eq 0 && test "$$(cat _build/sites.status)" -eq 0
 
 ## make notebooks: after editing a chapter, re-execute it and regenerate the exercise versions; then the Chinese
 ## edition: catalogs updated (a changed sentence becomes fuzzy, a new one untranslated: translate them, see
