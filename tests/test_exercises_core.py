@@ -8,7 +8,7 @@ import torch
 from attnbook.exercises import REGISTRY, CheckResult, check, reset_session, summary
 from attnbook.exercises.compare import expect_close, expect_tensor, expect_tuple
 from attnbook.exercises.guard import call
-from attnbook.exercises.registry import ANSWER_NAMES, Wrong
+from attnbook.exercises.registry import Wrong
 
 
 def raises_value_error(*args, **kwargs):
@@ -560,7 +560,15 @@ def test_answer_names_are_unique_within_each_chapter():
         by_chapter.setdefault(ex.chapter, []).append(ex.answer_name)
     for chapter, names in by_chapter.items():
         assert len(names) == len(set(names)), f"chapter {chapter}: answer names repeat: {sorted(names)}"
-    assert all(REGISTRY[i].answer_name == name for i, name in ANSWER_NAMES.items())
+
+
+@pytest.mark.parametrize("answer_name", [None, "", "not a name", 3])
+def test_an_exercise_must_name_its_answer(answer_name):
+    from attnbook.exercises.registry import exercise
+
+    with pytest.raises(ValueError, match="answer_name must name the answer"):
+        exercise("1.98", "nameless", answer_name=answer_name)
+    assert "1.98" not in REGISTRY
 
 
 def test_registering_a_second_answer_of_the_same_name_is_refused():

@@ -12,8 +12,10 @@ Each `tests/mutants/chNN.py` registers answers to chapter NN's exercises:
 
 `hint` is a piece of the failure message (case-insensitive) that the wrong answer must produce: the name of the
 mistake for a hinted mistake, or the rule it breaks ("without attnbook", "dtype", ...). Leave it out only when
-no specific message is promised. `tests/test_mutants.py` runs every entry and `tools/mutant_report.py` prints
-`K/N wrong answers rejected, R/R right answers accepted` per exercise and in total (CI fails below 100%).
+no specific message is promised. `tests/test_remote.py` runs every entry (graded, and in Chinese) and records
+its verdict; `tools/mutant_report.py --recorded` prints `K/N wrong answers rejected, R/R right answers accepted`
+per exercise and in total from those records (CI fails below 100%), and `tools/mutant_report.py` alone runs the
+catalogue afresh.
 """
 from __future__ import annotations
 

@@ -91,7 +91,8 @@ QKV_FORBIDDEN = [(name, N_("write the three products X @ W_q, X @ W_k and X @ W_
                  for name in ("torch.nn.functional._in_projection", "torch.nn.functional._in_projection_packed")]
 
 
-@exercise("1.1", "Project X to queries, keys and values", section="Queries, keys and values from the same tokens")
+@exercise("1.1", "Project X to queries, keys and values", answer_name="project_qkv",
+          section="Queries, keys and values from the same tokens")
 def check_project_qkv(project_qkv) -> str:
     """project_qkv(X, W_q, W_k, W_v) must return the tuple (X @ W_q, X @ W_k, X @ W_v), in X's dtype, for 2-D and
     3-D X."""
@@ -267,7 +268,7 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
     return weights, output, w, out
 
 
-@exercise("1.2", "A soft lookup for one query", section="A soft dictionary lookup",
+@exercise("1.2", "A soft lookup for one query", answer_name="soft_lookup", section="A soft dictionary lookup",
           references=("attnbook.attention.scaled_dot_product_attention", "attnbook.attention.tiled_attention"))
 def check_soft_lookup(soft_lookup) -> str:
     """soft_lookup(q, K, V) must return the tuple (softmax(K @ q) @ V, softmax(K @ q)), unscaled, in q's dtype."""
@@ -415,7 +416,8 @@ def _softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return FLOAT64_TOL if dtype == torch.float64 else (1e-6, 1e-5)
 
 
-@exercise("1.3", "A numerically stable softmax", section="Softmax, and why you subtract the maximum",
+@exercise("1.3", "A numerically stable softmax", answer_name="stable_softmax",
+          section="Softmax, and why you subtract the maximum",
           references=("attnbook.attention.softmax",))
 def check_stable_softmax(stable_softmax) -> str:
     """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""

@@ -35,7 +35,7 @@ class Exercise:
     checker: Callable[[object], str]
     answer_kind: str = "function"
     section: str | None = None
-    answer_name: str | None = None  # the name the learner's answer is bound to in the notebook (for grading)
+    answer_name: str | None = None  # the name the learner's answer has in the notebook: the grader finds it by it
     references: tuple[str, ...] = ()
 
     @property
@@ -44,47 +44,36 @@ class Exercise:
 
 
 REGISTRY: dict[str, Exercise] = {}
-# The name each exercise's answer has in the chapter (check("2.3", padding_mask) -> "padding_mask"), for graders
-# that check a submission's final definitions; a test keeps it equal to the chapters' check cells.
-ANSWER_NAMES: dict[str, str] = {
-    "1.1": "project_qkv", "1.2": "soft_lookup", "1.3": "stable_softmax",
-    "2.1": "answer_2_1", "2.2": "attention", "2.3": "padding_mask", "2.4": "dot_product_variance",
-    "3.1": "split_heads", "3.2": "multi_head_forward", "3.3": "mha_param_count", "3.4": "merge_heads",
-    "4.1": "layer_norm", "4.2": "feed_forward", "4.3": "pre_norm_block", "4.4": "encoder_param_count",
-    "5.1": "sinusoidal_table", "5.2": "max_equivariance_error", "5.3": "apply_rope", "5.4": "pe_shift_matrix",
-    "6.1": "causal_mask", "6.2": "decoder_self_mask", "6.3": "greedy_decode", "6.4": "to_allow_mask",
-    "7.1": "patchify", "7.2": "patch_embedding_as_conv", "7.3": "prepend_cls",
-    "8.1": "mlm_mask", "8.2": "causal_lm_loss", "8.3": "sample_next",
-    "9.1": "online_softmax", "9.2": "attention_cost", "9.3": "time_it",
-    "10.1": "kv_cache_bytes", "10.2": "repeat_kv", "10.3": "attend_with_cache",
-    "11.1": "rms_norm", "11.2": "swiglu", "11.3": "modern_block",
-    "12.1": "lr_at", "12.2": "perplexity", "12.3": "merge_pair",
-}
 
 
 def exercise(exercise_id: str, title: str, points: float = 1.0, answer_kind: str = "function",
              section: str | None = None, answer_name: str | None = None, references: tuple[str, ...] = ()):
     """Decorator that registers `checker` for `exercise_id` (e.g. "2.3"); answer_kind is "function" or "value";
     `section` is the heading of the chapter section that a failed check points the learner back to;
+    `answer_name` is the name the chapter gives the answer (`check("2.3", padding_mask)`: "padding_mask"), by which
+    the grader finds it in a submission, unique within the chapter;
     `references` are the dotted paths of the package's own implementations of the answer (see `guard.call`)."""
     if answer_kind not in ("function", "value"):
         raise ValueError(_("answer_kind must be 'function' or 'value', got {answer_kind!r}",
                            answer_kind=answer_kind))
     if isinstance(references, str):
         references = (references,)
+    if not (isinstance(answer_name, str) and answer_name.isidentifier()):
+        raise ValueError(_("answer_name must name the answer as the chapter defines it (check(\"2.3\", padding_mask): "
+                           "\"padding_mask\"), got {answer_name!r}", answer_name=answer_name))
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in REGISTRY:
             raise ValueError(_("exercise {exercise_id} is registered twice", exercise_id=exercise_id))
-        name = answer_name or ANSWER_NAMES.get(exercise_id)
+        name = answer_name
         chapter = exercise_id.split(".")[0]
-        twin = next((other for other in REGISTRY.values()
-                     if other.chapter == chapter and name is not None and other.answer_name == name), None)
+        twin = next((other for other in REGISTRY.values() if other.chapter == chapter and other.answer_name == name),
+                    None)
         if twin is not None:  # the grader finds each answer by name: a second one would shadow the first
             raise ValueError(_("exercises {first} and {second} both name their answer {name!r}: the grader "
                                "could not tell them apart", first=twin.exercise_id, second=exercise_id, name=name))
         REGISTRY[exercise_id] = Exercise(exercise_id, title, float(points), checker, answer_kind, section,
-                                         answer_name or ANSWER_NAMES.get(exercise_id), tuple(references))
+                                         answer_name, tuple(references))
         return checker
 
     return register

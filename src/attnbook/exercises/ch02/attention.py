@@ -159,7 +159,8 @@ ATTENTION_FORBIDDEN = [
 ]
 
 
-@exercise("2.2", "Scaled dot-product attention with a mask", section="The formula, one step at a time",
+@exercise("2.2", "Scaled dot-product attention with a mask", answer_name="attention",
+          section="The formula, one step at a time",
           references=("attnbook.attention.scaled_dot_product_attention", "attnbook.attention.tiled_attention"))
 def check_attention(attention) -> str:
     """attention(q, k, v, mask=None) -> (output, weights) in q's dtype must match scaled_dot_product_attention."""

@@ -22,7 +22,8 @@ _K = torch.tensor([[1.0, -1.0], [0.5, 2.0]], dtype=torch.float64)
 _V = torch.tensor([[3.0, 0.0], [-1.0, 2.0]], dtype=torch.float64)
 
 
-@exercise("2.1", "Attention by hand", answer_kind="value", section="The formula, one step at a time")
+@exercise("2.1", "Attention by hand", answer_name="answer_2_1",
+          answer_kind="value", section="The formula, one step at a time")
 def check_by_hand(answer) -> str:
     """answer: the 2x2 matrix softmax(Q K^T / sqrt(2)) V, as a tensor, an array or a nested list; to 1e-3.
 

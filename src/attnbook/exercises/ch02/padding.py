@@ -62,7 +62,8 @@ def _padding_cases(g: torch.Generator) -> list[tuple]:
     ]
 
 
-@exercise("2.3", "A padding mask from sequence lengths", section="Masking: keep attention off the padding",
+@exercise("2.3", "A padding mask from sequence lengths", answer_name="padding_mask",
+          section="Masking: keep attention off the padding",
           references=("attnbook.masks.padding_mask",))
 def check_padding_mask(padding_mask) -> str:
     """padding_mask(lengths, max_len) -> bool (batch, max_len), True at the first lengths[b] positions."""

@@ -113,7 +113,8 @@ def _measure_many(dot_product_variance, d_k: int, n: int, ks) -> list[float]:
                                                       what="dot_product_variance", seeds=[_seed(k) for k in ks])]
 
 
-@exercise("2.4", "The variance of a dot product", section="Dot products grow with d_k")
+@exercise("2.4", "The variance of a dot product", answer_name="dot_product_variance",
+          section="Dot products grow with d_k")
 def check_dot_product_variance(dot_product_variance) -> str:
     """dot_product_variance(d_k, n_samples=10_000) must return a Python float within 10% of d_k for several d_k,
     from new random draws on every call, distributed as the variance of n_samples dot products is."""

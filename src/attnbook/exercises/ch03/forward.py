@@ -157,7 +157,8 @@ FORWARD_RULE = (N_("head i attends with columns i * d_head to (i + 1) * d_head -
                    "softmax(q k^T / sqrt(d_head)) v; the heads are concatenated in order and multiplied by W_o"))
 
 
-@exercise("3.2", "Multi-head attention from four matrices", section="The shapes, step by step",
+@exercise("3.2", "Multi-head attention from four matrices", answer_name="multi_head_forward",
+          section="The shapes, step by step",
           references=("attnbook.multihead.MultiHeadAttention",))
 def check_multi_head_forward(multi_head_forward) -> str:
     """multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads) -> Concat(head_1..head_h) W_o, matrices applied as x @ W."""

@@ -16,7 +16,7 @@ from ._shared import MERGE_RULE, concat_ref, expect_dtype, merge_error_hint
 # ---------------------------------------------------------------------------------------------------------
 
 
-@exercise("3.4", "Merge the heads back", section="Merging the heads, then W_O",
+@exercise("3.4", "Merge the heads back", answer_name="merge_heads", section="Merging the heads, then W_O",
           references=("attnbook.multihead.merge_heads",))
 def check_merge_heads(merge_heads) -> str:
     """merge_heads(x): (B, h, n, d_head) -> (B, n, h*d_head), the heads' features one after the other."""

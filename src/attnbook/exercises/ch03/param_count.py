@@ -117,7 +117,8 @@ def mha_count_cases() -> list[tuple[int, int, bool | None]]:
             (12288, 96, True), (6, 3, True), (6, 3, False), (*drawn(), True), (*drawn(), False)]
 
 
-@exercise("3.3", "Count the parameters of a multi-head attention layer", section="Counting parameters",
+@exercise("3.3", "Count the parameters of a multi-head attention layer", answer_name="mha_param_count",
+          section="Counting parameters",
           references=("attnbook.models.params.mha_param_count",))
 def check_mha_param_count(mha_param_count) -> str:
     """mha_param_count(d_model, n_heads, bias=True) -> 4 d^2 + 4 d (4 d^2 without bias), an int."""

@@ -47,7 +47,7 @@ def _split_mistakes(x: Tensor, h: int) -> dict:
     }
 
 
-@exercise("3.1", "Split a tensor into heads", section="Splitting a tensor into heads",
+@exercise("3.1", "Split a tensor into heads", answer_name="split_heads", section="Splitting a tensor into heads",
           references=("attnbook.multihead.split_heads",))
 def check_split_heads(split_heads) -> str:
     """split_heads(x, n_heads): (B, n, d) -> (B, h, n, d/h), head i holding features i*d_head .. (i+1)*d_head-1."""

@@ -174,7 +174,8 @@ def _block_cases():
     return cases
 
 
-@exercise("4.3", "A pre-norm block from its sublayers", section="Pre-norm: GPT-2 and most modern models",
+@exercise("4.3", "A pre-norm block from its sublayers", answer_name="pre_norm_block",
+          section="Pre-norm: GPT-2 and most modern models",
           references=("attnbook.layers.EncoderBlock",))
 def check_pre_norm_block(pre_norm_block) -> str:
     """pre_norm_block(x, attn, ffn, norm1, norm2) must equal the pre-norm EncoderBlock made of these pieces."""

@@ -55,7 +55,8 @@ def _ffn_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("4.2", "The position-wise feed-forward network", section="The position-wise feed-forward network",
+@exercise("4.2", "The position-wise feed-forward network", answer_name="feed_forward",
+          section="The position-wise feed-forward network",
           references=("attnbook.layers.FeedForward",))
 def check_feed_forward(feed_forward) -> str:
     """feed_forward(x, W1, b1, W2, b2) must equal relu(x @ W1 + b1) @ W2 + b2 on several shapes."""

@@ -128,7 +128,7 @@ def _layer_norm_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("4.1", "LayerNorm from scratch", section="Normalise each token over its features",
+@exercise("4.1", "LayerNorm from scratch", answer_name="layer_norm", section="Normalise each token over its features",
           references=("attnbook.layers.LayerNorm",))
 def check_layer_norm(layer_norm) -> str:
     """layer_norm(x, gamma, beta, eps=1e-5) must equal nn.LayerNorm over the last dimension."""

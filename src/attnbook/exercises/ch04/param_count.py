@@ -146,7 +146,7 @@ def encoder_configs() -> list[tuple[int, int, int, int, int]]:
     ]
 
 
-@exercise("4.4", "The encoder's parameter count", section="The whole encoder",
+@exercise("4.4", "The encoder's parameter count", answer_name="encoder_param_count", section="The whole encoder",
           references=("attnbook.models.params.encoder_param_count",))
 def check_encoder_param_count(encoder_param_count) -> str:
     """encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers) must equal a real stack's count."""

@@ -314,7 +314,8 @@ def _explains(values: list[float | None], wrongs: list[float | None]) -> bool:
     return all((v is None) == (w is None) and (v is None or _close(v, w)) for v, w in zip(values, wrongs))
 
 
-@exercise("5.2", "How far from permutation-equivariant", section="Attention does not know the order")
+@exercise("5.2", "How far from permutation-equivariant", answer_name="max_equivariance_error",
+          section="Attention does not know the order")
 def check_max_equivariance_error(max_equivariance_error) -> str:
     """max_equivariance_error(f, x, perm) -> max |f(x[:, perm]) - f(x)[:, perm]| as a float.
 

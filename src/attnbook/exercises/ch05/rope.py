@@ -162,7 +162,7 @@ def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, floa
     ]
 
 
-@exercise("5.3", "Rotary position embedding", section="Rotary position embedding (RoPE)",
+@exercise("5.3", "Rotary position embedding", answer_name="apply_rope", section="Rotary position embedding (RoPE)",
           references=("attnbook.positional.apply_rope",))
 def check_apply_rope(apply_rope) -> str:
     """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""

@@ -119,7 +119,8 @@ def shift_cases() -> list[tuple[int, float]]:
     return FIXED_CASES + [(k_back, omegas[0]), (k_ahead, omegas[1])]
 
 
-@exercise("5.4", "The shift matrix of one frequency", section="Moving by k positions is a rotation",
+@exercise("5.4", "The shift matrix of one frequency", answer_name="pe_shift_matrix",
+          section="Moving by k positions is a rotation",
           references=("attnbook.positional.shift_matrix", "attnbook.positional.shift_operator"))
 def check_pe_shift_matrix(pe_shift_matrix) -> str:
     """pe_shift_matrix(k, omega) -> (2, 2) R with R @ [sin(wp), cos(wp)] = [sin(w(p+k)), cos(w(p+k))] for all p.

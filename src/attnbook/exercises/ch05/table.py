@@ -108,7 +108,7 @@ def _table_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("5.1", "The sinusoidal table", section="The formula",
+@exercise("5.1", "The sinusoidal table", answer_name="sinusoidal_table", section="The formula",
           references=("attnbook.positional.sinusoidal_table", "attnbook.positional.SinusoidalPositionalEncoding"))
 def check_sinusoidal_table(sinusoidal_table) -> str:
     """sinusoidal_table(max_len, d_model) -> float32 (max_len, d_model), sin in even columns, cos in odd ones.

@@ -69,7 +69,7 @@ def _capped_hint(got, n: int, smaller: list[int]) -> dict[tuple, str]:
                       "than that size); build the mask for the n you are given", k=k)}
 
 
-@exercise("6.1", "A causal mask", section="The causal mask",
+@exercise("6.1", "A causal mask", answer_name="causal_mask", section="The causal mask",
           references=("attnbook.masks.causal_mask",))
 def check_causal_mask(causal_mask) -> str:
     """causal_mask(n) -> bool (n, n), True on and below the diagonal."""

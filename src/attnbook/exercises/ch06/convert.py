@@ -114,7 +114,8 @@ def _convert_detail(mask: Tensor):
     return detail
 
 
-@exercise("6.4", "nn.MultiheadAttention's masks in our convention", section="Three mask conventions",
+@exercise("6.4", "nn.MultiheadAttention's masks in our convention", answer_name="to_allow_mask",
+          section="Three mask conventions",
           references=("attnbook.masks.convert_mask",))
 def check_to_allow_mask(to_allow_mask) -> str:
     """to_allow_mask(mask) -> bool mask of the same shape, True = may attend."""

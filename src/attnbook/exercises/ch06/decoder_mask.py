@@ -100,7 +100,8 @@ def self_mask_and_mistakes(values: list[int], n: int) -> tuple[Tensor, dict[str,
     return ref, mistakes
 
 
-@exercise("6.2", "Padding and causal masks combined", section="Padding and causal together",
+@exercise("6.2", "Padding and causal masks combined", answer_name="decoder_self_mask",
+          section="Padding and causal together",
           references=("attnbook.models.transformer.Transformer.make_tgt_mask",))
 def check_decoder_self_mask(decoder_self_mask) -> str:
     """decoder_self_mask(lengths, n) -> bool (batch, 1, n, n): query i may attend to key j when j <= i and

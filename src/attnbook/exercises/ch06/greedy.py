@@ -388,7 +388,7 @@ def _decode_detail(model, src: Tensor, max_len: int, bos: int, eos: int, got: Te
     return _("row {b} differs from the argmax loop at position {t}", b=b, t=t)
 
 
-@exercise("6.3", "Greedy decoding", section="Greedy decoding",
+@exercise("6.3", "Greedy decoding", answer_name="greedy_decode", section="Greedy decoding",
           references=("attnbook.models.transformer.greedy_decode",))
 def check_greedy_decode(greedy_decode) -> str:
     """greedy_decode(model, src, max_len, bos_id, eos_id) -> (B, <= max_len) LongTensor, as the reference loop."""

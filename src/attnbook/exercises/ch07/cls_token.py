@@ -158,7 +158,8 @@ def cls_cases() -> list[tuple[int, int, int, torch.dtype, bool]]:
     return cases + [cases[1]]
 
 
-@exercise("7.3", "Prepend the class token, add the positions", section="The class token and the positions",
+@exercise("7.3", "Prepend the class token, add the positions", answer_name="prepend_cls",
+          section="The class token and the positions",
           references=("attnbook.models.vit.ViT.embed",))
 def check_prepend_cls(prepend_cls) -> str:
     """prepend_cls(x, cls, pos) -> torch.cat([cls expanded over the batch, x], dim=1) + pos."""

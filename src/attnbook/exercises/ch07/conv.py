@@ -172,7 +172,8 @@ def _expect_own_parameters(shared, on: str) -> None:
                       "nn.Parameter(t.clone())"))
 
 
-@exercise("7.2", "The patch embedding as a convolution", section="Patchify plus a matrix is a convolution",
+@exercise("7.2", "The patch embedding as a convolution", answer_name="patch_embedding_as_conv",
+          section="Patchify plus a matrix is a convolution",
           references=("attnbook.patches.PatchEmbedding.to_conv", "attnbook.patches.PatchEmbedding.from_conv",
                       "attnbook.patches.PatchEmbedding"))
 def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:

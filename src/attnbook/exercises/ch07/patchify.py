@@ -93,7 +93,7 @@ def _channel_hint(got, images: Tensor, P: int) -> str | None:
     return None
 
 
-@exercise("7.1", "Cut images into patches", section="An image as a sequence of patches",
+@exercise("7.1", "Cut images into patches", answer_name="patchify", section="An image as a sequence of patches",
           references=("attnbook.patches.patchify",))
 def check_patchify(patchify) -> str:
     """patchify(images, patch_size) -> (B, N, P*P*C) must equal attnbook.patches.patchify."""

@@ -100,7 +100,8 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
     return {hint: value for hint, value in out.items() if not torch.allclose(value, right)}
 
 
-@exercise("8.2", "The causal language-modelling loss", section="Next-token prediction (GPT)")
+@exercise("8.2", "The causal language-modelling loss", answer_name="causal_lm_loss",
+          section="Next-token prediction (GPT)")
 def check_causal_lm_loss(causal_lm_loss) -> str:
     """causal_lm_loss(logits, ids) = mean cross-entropy of logits[:, t] against ids[:, t + 1]."""
 

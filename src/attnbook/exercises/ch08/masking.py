@@ -354,7 +354,7 @@ def _mlm_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("8.1", "BERT's masking, 80/10/10", section="Masked language modelling (BERT)",
+@exercise("8.1", "BERT's masking, 80/10/10", answer_name="mlm_mask", section="Masked language modelling (BERT)",
           references=("attnbook.data.mlm_mask",))
 def check_mlm_mask(mlm_mask) -> str:
     """mlm_mask(ids, mask_id, vocab_size, generator) -> (masked_ids, labels) with BERT's 15% and 80/10/10."""

@@ -247,7 +247,7 @@ SAMPLE_GENERATOR_HINT = (N_("draw with generator=generator (torch.multinomial(..
                             "global generator or making a generator of your own does not count"))
 
 
-@exercise("8.3", "Temperature and top-k sampling", section="Temperature and top-k",
+@exercise("8.3", "Temperature and top-k sampling", answer_name="sample_next", section="Temperature and top-k",
           references=("attnbook.models.gpt.sample_next",))
 def check_sample_next(sample_next) -> str:
     """sample_next(logits, temperature, top_k, generator) -> (B,) ids: greedy at 0, else softmax(l/T) on the top k."""

@@ -329,7 +329,8 @@ def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int
     return None
 
 
-@exercise("9.2", "FLOPs and bytes of attention", section="What attention costs: FLOPs and bytes",
+@exercise("9.2", "FLOPs and bytes of attention", answer_name="attention_cost",
+          section="What attention costs: FLOPs and bytes",
           references=("attnbook.timing.attention_flops", "attnbook.timing.score_matrix_bytes"))
 def check_attention_cost(attention_cost) -> str:
     """attention_cost(batch, heads, n, d_head, bytes_per_el) -> (flops, score_bytes), two ints."""

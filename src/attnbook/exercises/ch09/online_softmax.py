@@ -361,7 +361,7 @@ def _online_error_hint(message: str) -> str | None:
 
 
 
-@exercise("9.1", "Online softmax over blocks", section="How online softmax works",
+@exercise("9.1", "Online softmax over blocks", answer_name="online_softmax", section="How online softmax works",
           references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
 def check_online_softmax(online_softmax) -> str:
     """online_softmax(blocks) -> the softmax of torch.cat(blocks), one 1-D tensor."""

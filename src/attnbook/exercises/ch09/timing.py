@@ -384,7 +384,7 @@ def _check_synchronisation(time_it) -> None:
                 why + _("Synchronise right before you stop the clock, after fn() returns"))
 
 
-@exercise("9.3", "A timing function", section="How to time honestly",
+@exercise("9.3", "A timing function", answer_name="time_it", section="How to time honestly",
           references=("attnbook.timing.benchmark",))
 def check_time_it(time_it) -> str:
     """time_it(fn, n_warmup=3, n_runs=10) -> median seconds of n_runs calls after n_warmup untimed calls, with

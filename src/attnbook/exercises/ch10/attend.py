@@ -234,7 +234,7 @@ def _attend_hint(runs: list, first: int) -> tuple[str, Tensor] | None:
     return None
 
 
-@exercise("10.3", "Append to a cache and attend over it", section="The KV cache",
+@exercise("10.3", "Append to a cache and attend over it", answer_name="attend_with_cache", section="The KV cache",
           references=("attnbook.multihead.MultiHeadAttention",))
 def check_attend_with_cache(attend_with_cache) -> str:
     """attend_with_cache(q, k_cache, v_cache, k_new, v_new) -> (output, k_cache, v_cache)."""

@@ -192,7 +192,7 @@ def cache_cases() -> list[tuple[int, int, int, int, int | None, int | None, str]
     ]
 
 
-@exercise("10.1", "The size of a KV cache", section="How big is the cache?",
+@exercise("10.1", "The size of a KV cache", answer_name="kv_cache_bytes", section="How big is the cache?",
           references=("attnbook.timing.kv_cache_bytes",))
 def check_kv_cache_bytes(kv_cache_bytes) -> str:
     """kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2) -> exact int."""

@@ -107,7 +107,7 @@ def _repeat_explainer(x: Tensor):
     return explain
 
 
-@exercise("10.2", "repeat_kv for grouped-query attention", section="MHA, GQA and MQA",
+@exercise("10.2", "repeat_kv for grouped-query attention", answer_name="repeat_kv", section="MHA, GQA and MQA",
           references=("attnbook.multihead.repeat_kv",))
 def check_repeat_kv(repeat_kv) -> str:
     """repeat_kv(x, n_rep): (B, n_kv, S, d) -> (B, n_kv * n_rep, S, d), each kv head n_rep times in a row."""

@@ -329,7 +329,7 @@ def _block_cases():
     return cases
 
 
-@exercise("11.3", "The modern block from your own parts", section="The whole block",
+@exercise("11.3", "The modern block from your own parts", answer_name="modern_block", section="The whole block",
           references=("attnbook.models.llama.LlamaBlock",))
 def check_modern_block(modern_block) -> str:
     """modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0) must equal LlamaBlock with these weights."""

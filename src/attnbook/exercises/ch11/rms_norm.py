@@ -132,7 +132,7 @@ def _rms_cases() -> list[tuple[str, Tensor, float | None]]:
     ]
 
 
-@exercise("11.1", "RMSNorm from scratch", section="RMSNorm: LayerNorm without the mean",
+@exercise("11.1", "RMSNorm from scratch", answer_name="rms_norm", section="RMSNorm: LayerNorm without the mean",
           references=("attnbook.models.llama.RMSNorm",))
 def check_rms_norm(rms_norm) -> str:
     """rms_norm(x, weight, eps=1e-6) must equal x / sqrt(mean(x**2, -1) + eps) * weight."""

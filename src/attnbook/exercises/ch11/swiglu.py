@@ -74,7 +74,8 @@ def _swiglu_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("11.2", "The SwiGLU feed-forward network", section="SwiGLU: a gated feed-forward network",
+@exercise("11.2", "The SwiGLU feed-forward network", answer_name="swiglu",
+          section="SwiGLU: a gated feed-forward network",
           references=("attnbook.models.llama.SwiGLU",))
 def check_swiglu(swiglu) -> str:
     """swiglu(x, W_gate, W_up, W_down) must equal (silu(x @ W_gate) * (x @ W_up)) @ W_down."""

@@ -243,7 +243,8 @@ def _merged_list(merge_pair, ids, pair, new, on) -> list:
     return got
 
 
-@exercise("12.3", "One merge of byte-pair encoding", section="Byte-pair encoding from scratch",
+@exercise("12.3", "One merge of byte-pair encoding", answer_name="merge_pair",
+          section="Byte-pair encoding from scratch",
           references=("attnbook.text.merge_pair",))
 def check_merge_pair(merge_pair) -> str:
     """merge_pair(ids, pair, new_id) -> a new list, every occurrence of pair (left to right) replaced by new_id."""

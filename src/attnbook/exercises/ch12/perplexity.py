@@ -107,7 +107,7 @@ def _perplexity_error_hint(message: str) -> str | None:
     return None
 
 
-@exercise("12.2", "Perplexity", section="Perplexity", references=("attnbook.lm.perplexity",))
+@exercise("12.2", "Perplexity", answer_name="perplexity", section="Perplexity", references=("attnbook.lm.perplexity",))
 def check_perplexity(perplexity) -> str:
     """perplexity(mean_loss) -> exp(mean loss) as a Python float."""
     cases = _cases()

@@ -195,7 +195,7 @@ def _phase(step, W, T) -> str:
     return _("a step past total_steps")
 
 
-@exercise("12.1", "Warm-up and cosine decay", section="The learning-rate schedule",
+@exercise("12.1", "Warm-up and cosine decay", answer_name="lr_at", section="The learning-rate schedule",
           references=("attnbook.training.warmup_cosine_lr",))
 def check_lr_at(lr_at) -> str:
     """lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0) -> float."""
