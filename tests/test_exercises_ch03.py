@@ -1,6 +1,10 @@
-"""Chapter 3 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+"""Chapter 3 checkers, beyond the mutant catalogue (tests/mutants/ch03.py, the home of every "this answer gets this
+verdict" fact): the book's reference solutions pass and agree with PyTorch, stubs are not attempted, and what a
+verdict alone cannot say: several properties of one message (the input and the section it names, the package's
+function refused by name, no solution code shown, a mistake named only when it explains every case), shortcuts that
+work outside the check but are refused in it, the inputs the checks use or draw from the run's seed, and the
+chapter's text."""
 import ast
-import functools
 import math
 import warnings
 
@@ -35,16 +39,6 @@ def test_3_1_reference_matches_explicit_indexing(solutions):
         for i in range(3):
             for t in range(5):
                 assert torch.equal(out[b, i, t], x[b, t, 4 * i:4 * i + 4])
-
-
-@pytest.mark.parametrize("answer", [
-    lambda x, n_heads: torch.stack(x.chunk(n_heads, dim=-1), dim=1),
-    lambda x, n_heads: x.view(*x.shape[:2], n_heads, -1).permute(0, 2, 1, 3),
-    lambda x, n_heads: x.unflatten(-1, (n_heads, x.size(-1) // n_heads)).transpose(1, 2).contiguous(),
-], ids=["chunk-stack", "permute", "unflatten"])
-def test_3_1_other_right_answers_pass(answer):
-    result = check("3.1", answer)
-    assert result.passed, result.message
 
 
 def test_3_1_not_attempted():
@@ -139,22 +133,6 @@ def test_3_1_library_split_heads_is_refused():
     assert not result.passed and "calls attnbook.multihead.split_heads" in result.message and "the package's own solution" in result.message, result.message
 
 
-def test_3_1_hard_coded_sizes_fail():
-    def split_heads(x, n_heads):
-        return x.view(x.size(0), x.size(1), 3, 4).transpose(1, 2)  # works for (.., .., 12) with 3 heads only
-
-    result = check("3.1", split_heads)
-    assert not result.passed and "a batch of 1: x of shape (1, 4, 6)" in result.message, result.message
-
-
-@pytest.mark.parametrize("answer", [multihead.split_heads, functools.partial(multihead.split_heads)],
-                         ids=["itself", "partial"])
-def test_3_1_package_split_heads_passed_as_the_answer_is_refused(answer):
-    """What a learner gets who runs the chapter's cells but not the answer cell, or wraps the package's function."""
-    result = check("3.1", answer)
-    assert not result.passed and "is attnbook.multihead.split_heads, the package's own solution" in result.message, result.message
-
-
 def test_3_1_swapped_arguments_are_named():
     def split_heads(n_heads, x):
         B, n, d = x.shape
@@ -211,30 +189,6 @@ def test_3_2_reference_matches_nn_multihead_attention(solutions):
         torch.testing.assert_close(multi_head_forward(x, W_q, W_k, W_v, W_o, h), expected, atol=1e-12, rtol=1e-10)
 
 
-def loop_over_heads(x, W_q, W_k, W_v, W_o, n_heads):
-    d_head = x.size(-1) // n_heads
-    Q, K, V = x @ W_q, x @ W_k, x @ W_v
-    outs = []
-    for i in range(n_heads):
-        q, k, v = (t[..., i * d_head:(i + 1) * d_head] for t in (Q, K, V))
-        outs.append(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_head), dim=-1) @ v)
-    return torch.cat(outs, dim=-1) @ W_o
-
-
-def with_package_split_and_merge(x, W_q, W_k, W_v, W_o, n_heads):
-    from attnbook.multihead import merge_heads, split_heads
-
-    q, k, v = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
-    return merge_heads(weights @ v) @ W_o
-
-
-@pytest.mark.parametrize("answer", [loop_over_heads, with_package_split_and_merge], ids=lambda f: f.__name__)
-def test_3_2_other_right_answers_pass(answer):
-    result = check("3.2", answer)
-    assert result.passed, result.message
-
-
 def test_3_2_not_attempted():
     def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
         raise NotImplementedError("replace this line with your code")
@@ -242,97 +196,24 @@ def test_3_2_not_attempted():
     assert check("3.2", multi_head_forward).status == "not attempted"
 
 
-def make_forward(*, divisor="sqrt_d_head", w_o=True, split="transpose", merge="transpose", dim=-1,
-                 transpose_weights=False, heads=True, returns="output"):
-    """A multi-head forward with one deliberate mistake (the defaults give a right one)."""
+def make_forward(*, w_o=True):
+    """A multi-head forward, right, or without the output projection W_o (w_o=False)."""
 
     def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
         B, n, d = x.shape
-        h = n_heads if heads else 1
-        dh = d // h
-        Ws = [W.T if transpose_weights else W for W in (W_q, W_k, W_v, W_o)]
-        if split == "transpose":
-            q, k, v = (t.view(B, n, h, dh).transpose(1, 2) for t in (x @ Ws[0], x @ Ws[1], x @ Ws[2]))
-        else:  # view straight to (B, h, n, dh)
-            q, k, v = (t.view(B, h, n, dh) for t in (x @ Ws[0], x @ Ws[1], x @ Ws[2]))
-        scale = {"sqrt_d_head": math.sqrt(dh), "sqrt_d_model": math.sqrt(d), "none": 1.0}[divisor]
-        weights = torch.softmax(q @ k.transpose(-2, -1) / scale, dim=dim)
-        out = weights @ v
-        if merge == "transpose":
-            out = out.transpose(1, 2).contiguous().view(B, n, d)
-        else:
-            out = out.reshape(B, n, d)
-        if w_o:
-            out = out @ Ws[3]
-        return (out, weights) if returns == "tuple" else out
+        dh = d // n_heads
+        q, k, v = ((x @ W).view(B, n, n_heads, dh).transpose(1, 2) for W in (W_q, W_k, W_v))
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1)
+        out = (weights @ v).transpose(1, 2).contiguous().view(B, n, d)
+        return out @ W_o if w_o else out
 
     return multi_head_forward
-
-
-def test_3_2_a_correct_variant_passes():
-    assert check("3.2", make_forward()).passed
-
-
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"divisor": "sqrt_d_model"}, "sqrt(d_model)"),
-    ({"divisor": "none"}, "left out the scale"),
-    ({"w_o": False}, "left out the output projection"),
-    ({"split": "view"}, "straight to (B, n_heads, n, d_head)"),
-    ({"split": "view", "merge": "view"}, "straight to (B, n_heads, n, d_head)"),
-    ({"merge": "view"}, "your merge reshaped"),
-    ({"dim": -2}, "dim=-2"),
-    ({"dim": 2}, "dim=-2"),
-    ({"heads": False}, "forgot to split into heads"),
-    ({"heads": False, "divisor": "none"}, "wrong values"),
-    ({"transpose_weights": True}, "you used W.T"),
-    ({"returns": "tuple"}, "return only the output"),
-], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_3_2_wrong_answers_get_hints(kwargs, hint):
-    result = check("3.2", make_forward(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-
-
-def test_3_2_unmerged_heads_or_weights_get_a_shape_hint():
-    def heads_only(x, W_q, W_k, W_v, W_o, n_heads):
-        B, n, d = x.shape
-        q, k, v = ((x @ W).reshape(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k, W_v))
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1) @ v
-
-    def weights_only(x, W_q, W_k, W_v, W_o, n_heads):
-        B, n, d = x.shape
-        q, k = ((x @ W).reshape(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k))
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
-
-    assert "merge them into (B, n, d_model)" in check("3.2", heads_only).message
-    assert "you returned the attention weights" in check("3.2", weights_only).message
-
-
-def test_3_2_single_head_with_the_head_scale_is_called_unsplit():
-    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
-        d_head = x.size(-1) // n_heads
-        Q, K, V = x @ W_q, x @ W_k, x @ W_v
-        return torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(d_head), dim=-1) @ V @ W_o
-
-    result = check("3.2", multi_head_forward)
-    assert not result.passed and "forgot to split into heads" in result.message, result.message
 
 
 def test_3_2_messages_name_the_input():
     result = check("3.2", make_forward(w_o=False))
     assert "x of shape (2, 5, 12), weights of shape (12, 12), n_heads=3" in result.message, result.message
     assert '(Re-read "The shapes, step by step".)' in result.message
-
-
-def test_3_2_merge_without_contiguous_gets_the_contiguous_hint():
-    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
-        B, n, d = x.shape
-        q, k, v = ((x @ W).view(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k, W_v))
-        out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1) @ v
-        return out.transpose(1, 2).view(B, n, d) @ W_o  # view of a transposed tensor
-
-    result = check("3.2", multi_head_forward)
-    assert not result.passed and ".contiguous()" in result.message, result.message
 
 
 def _via_torch_sdpa(x, W_q, W_k, W_v, W_o, n_heads):
@@ -524,17 +405,6 @@ def test_3_3_reference_equals_the_parameters_of_nn_multihead_attention(solutions
     assert mha_param_count(d_model, n_heads, bias=bias) == sum(p.numel() for p in layer.parameters())
 
 
-@pytest.mark.parametrize("answer", [
-    lambda d_model, n_heads, bias=True: np.int64(4 * d_model * (d_model + bias)),
-    lambda d_model, n_heads, bias=True: np.int32(4) * d_model * (d_model + int(bias)),
-    lambda d_model, n_heads, bias=True: n_heads * 4 * (d_model // n_heads) * (d_model + bias),
-    lambda d_model, n_heads, bias=True: int(4.0 * d_model**2 + (4.0 * d_model if bias else 0.0)),
-], ids=["numpy-int64", "numpy-int32", "per-head", "int-of-float"])
-def test_3_3_other_right_answers_pass(answer):
-    result = check("3.3", answer)
-    assert result.passed, result.message
-
-
 @pytest.mark.parametrize("answer, hint", [
     (lambda d_model, n_heads, bias=True: 4.0 * d_model**2 + (4.0 * d_model if bias else 0.0), "1050624.0 is a float"),
     (lambda d_model, n_heads, bias=True: 4 * math.pow(d_model, 2) + 4 * d_model * bias, "1050624.0 is a float"),
@@ -569,57 +439,11 @@ def test_3_3_not_attempted():
     assert check("3.3", mha_param_count).status == "not attempted"
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (lambda d_model, n_heads, bias=True: 3 * d_model**2 + 3 * d_model * bias, "left out the output projection"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2, "left out the biases"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * d_model, "bias=False"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + d_model * bias, "one bias vector"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * n_heads * d_model * bias, "bias of d_model per head"),
-    (lambda d_model, n_heads, bias=True: n_heads * (4 * d_model**2 + 4 * d_model * bias), "multiplied by n_heads"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model * (d_model // n_heads) + 4 * (d_model // n_heads) * bias,
-     "one head only"),
-    (lambda d_model, n_heads, bias=True: n_heads * 4 * (d_model // n_heads) ** 2 + 4 * d_model * bias,
-     "d_head x d_head"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 3 * d_model * bias, "W_O has a bias too"),
-    (lambda d_model, n_heads, bias=False: 4 * d_model**2 + 4 * d_model * bias, "(bias left at its default, True)"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4.5, "not a whole number"),
-    (lambda n_heads, d_model, bias=True: 4 * d_model**2 + 4 * d_model * bias, "d_model and n_heads swapped"),
-    (lambda d_model, n_heads, bias=True: str(4 * d_model**2 + 4 * d_model), "expected an int"),
-    (lambda d_model, n_heads, bias=True: [4 * d_model**2, 4 * d_model], "expected an int"),
-    (lambda d_model, n_heads, bias=True: None, "return"),
-], ids=["no-W_O", "no-bias", "bias-always", "one-bias", "bias-per-head", "times-heads", "one-head", "d_head-squared",
-        "three-biases", "default-false", "fraction", "swapped", "string", "list", "none"])
-def test_3_3_wrong_answers_get_hints(fn, hint):
-    result = check("3.3", fn)
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
 def test_3_3_messages_do_not_give_the_answer_away():
     result = check("3.3", lambda d_model, n_heads, bias=True: 4 * d_model**2 + 7)
     assert not result.passed and "d_model=512, n_heads=8" in result.message
     assert "1,050,624" not in result.message and "1050624" not in result.message
     assert "count each of the four projections" in result.message
-
-
-def _count_with_nn_module(d_model, n_heads, bias=True):
-    return sum(p.numel() for p in nn.MultiheadAttention(d_model, n_heads, bias=bias).parameters())
-
-
-def _count_with_linears(d_model, n_heads, bias=True):
-    return sum(p.numel() for _ in range(4) for p in nn.Linear(d_model, d_model, bias=bias).parameters())
-
-
-def _count_with_package_layer(d_model, n_heads, bias=True):
-    from attnbook.multihead import MultiHeadAttention
-
-    return sum(p.numel() for p in MultiHeadAttention(d_model, n_heads, bias=bias).parameters())
-
-
-def _count_with_package_formula(d_model, n_heads, bias=True):
-    from attnbook.models.params import mha_param_count
-
-    return mha_param_count(d_model, n_heads, bias=bias)
 
 
 def _count_with_package_linear_helper(d_model, n_heads, bias=True):
@@ -670,28 +494,6 @@ def test_3_3_other_counting_routes_are_refused(answer, name):
     assert not result.passed and f"called {name} on d_model=512" in result.message, result.message
 
 
-@pytest.mark.parametrize("answer", [
-    params.mha_param_count, functools.partial(params.mha_param_count, n_kv_heads=None),
-], ids=["itself", "partial"])
-def test_3_3_package_formula_passed_as_the_answer_is_refused(answer):
-    result = check("3.3", answer)
-    assert not result.passed and "is attnbook.models.params.mha_param_count, the package's own solution" in result.message, result.message
-
-
-@pytest.mark.parametrize("answer, name", [
-    (_count_with_nn_module, "torch.nn.MultiheadAttention"),
-    (_count_with_linears, "torch.nn.Linear"),
-    (_count_with_package_layer, "attnbook.multihead.MultiHeadAttention"),
-    (_count_with_package_formula, "attnbook.models.params.mha_param_count"),
-], ids=["nn-mha", "linears", "attnbook-layer", "attnbook-formula"])
-def test_3_3_counting_a_built_layer_is_refused(answer, name):
-    if name.startswith("attnbook.models"):
-        pytest.importorskip("attnbook.models.params")
-    result = check("3.3", answer)
-    refusal = f"calls {name}" if name == "attnbook.models.params.mha_param_count" else f"without {name}"
-    assert not result.passed and refusal in result.message, result.message
-
-
 # ---------------------------------------------------------------------------------------------------------
 # 3.4 merge_heads
 # ---------------------------------------------------------------------------------------------------------
@@ -709,39 +511,11 @@ def test_3_4_reference_inverts_the_reference_split(solutions):
         assert torch.equal(merge_heads(split_heads(x, h)), x)
 
 
-@pytest.mark.parametrize("answer", [
-    lambda x: torch.cat(x.unbind(dim=1), dim=-1),
-    lambda x: x.transpose(1, 2).contiguous().view(x.size(0), x.size(2), -1),
-    lambda x: x.permute(0, 2, 1, 3).flatten(2),
-], ids=["cat", "contiguous-view", "flatten"])
-def test_3_4_other_right_answers_pass(answer):
-    result = check("3.4", answer)
-    assert result.passed, result.message
-
-
 def test_3_4_not_attempted():
     def merge_heads(x):
         raise NotImplementedError("replace this line with your code")
 
     assert check("3.4", merge_heads).status == "not attempted"
-
-
-@pytest.mark.parametrize("fn, hint", [
-    (lambda x: x.reshape(x.size(0), x.size(2), -1), "straight to (B, n, d_model)"),
-    (lambda x: x.contiguous().view(x.size(0), x.size(2), -1), "positions are mixed across heads"),
-    (lambda x: x.transpose(1, 2).view(x.size(0), x.size(2), -1), ".contiguous()"),
-    (lambda x: x.permute(0, 2, 3, 1).reshape(x.size(0), x.size(2), -1), "interleaved"),
-    (lambda x: x.transpose(1, 2), "flatten the last two axes"),
-    (lambda x: x.sum(dim=1), "don't add or average"),
-    (lambda x: x.mean(dim=1), "don't add or average"),
-    (lambda x: x.transpose(2, 3).reshape(x.size(0), x.size(2), -1), "wrong axes"),
-    (lambda x: x.transpose(1, 2).reshape(x.size(0), x.size(2), -1).float(), "dtype torch.float32"),
-], ids=["reshape-only", "view-only", "view-after-transpose", "interleaved", "not-flattened", "sum", "mean",
-        "wrong-axes", "float32"])
-def test_3_4_wrong_answers_get_hints(fn, hint):
-    result = check("3.4", fn)
-    assert not result.passed
-    assert hint in result.message, result.message
 
 
 def test_3_4_messages_name_the_input_and_section():
@@ -758,13 +532,6 @@ def test_3_4_library_merge_heads_is_refused():
 
     result = check("3.4", merge_heads)
     assert not result.passed and "calls attnbook.multihead.merge_heads" in result.message and "the package's own solution" in result.message, result.message
-
-
-@pytest.mark.parametrize("answer", [multihead.merge_heads, functools.partial(multihead.merge_heads)],
-                         ids=["itself", "partial"])
-def test_3_4_package_merge_heads_passed_as_the_answer_is_refused(answer):
-    result = check("3.4", answer)
-    assert not result.passed and "is attnbook.multihead.merge_heads, the package's own solution" in result.message, result.message
 
 
 def test_3_4_check_feeds_a_non_contiguous_input():
@@ -806,7 +573,7 @@ def test_3_4_merge_that_assumes_contiguous_memory_fails_on_the_split_input(fn, h
 
 # ---------------------------------------------------------------------------------------------------------
 # After the learner trial of chapters 3-4: no solution code in hints, hints only when a mistake explains every
-# case, large scores, gradients, precision
+# case, large scores, gradients
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -815,15 +582,6 @@ def test_3_1_hints_show_no_solution_code(fn):
     message = check("3.1", fn).message
     for code in ("x.view(", ".transpose(1, 2)", "view(B, n, n_heads, d_head)", "View as"):
         assert code not in message, message
-
-
-def test_3_1_a_feature_offset_is_named():
-    def split_heads(x, n_heads):
-        B, n, d = x.shape
-        return torch.roll(x, -1, dims=-1).reshape(B, n, n_heads, d // n_heads).transpose(1, 2)
-
-    result = check("3.1", split_heads)
-    assert not result.passed and "one feature late" in result.message, result.message
 
 
 def test_3_1_a_mistake_is_named_only_if_it_explains_every_case():
@@ -837,41 +595,12 @@ def test_3_1_a_mistake_is_named_only_if_it_explains_every_case():
     assert "Hint: head i holds features" in result.message, result.message  # the rule, not a named mistake
 
 
-def _forward(x, W_q, W_k, W_v, W_o, n_heads, *, softmax=None, scale_up=False, cast=None, detach=False):
-    if cast is not None:
-        x, W_q, W_k, W_v, W_o = (t.to(cast) for t in (x, W_q, W_k, W_v, W_o))
-    if detach:
-        x = x.detach()
+def _forward(x, W_q, W_k, W_v, W_o, n_heads):
     B, n, d = x.shape
     dh = d // n_heads
     q, k, v = ((x @ W).reshape(B, n, n_heads, dh).transpose(1, 2) for W in (W_q, W_k, W_v))
-    s = q @ k.transpose(-2, -1) * (dh ** 0.5 if scale_up else dh ** -0.5)
-    w = softmax(s) if softmax else torch.softmax(s, dim=-1)
+    w = torch.softmax(q @ k.transpose(-2, -1) * dh ** -0.5, dim=-1)
     return (w @ v).transpose(1, 2).reshape(B, n, d) @ W_o
-
-
-@pytest.mark.parametrize("kwargs, piece", [
-    (dict(softmax=lambda s: s.exp() / s.exp().sum(-1, keepdim=True)), "overflows"),
-    (dict(detach=True), "gradient of multi_head_forward's result with respect to x is missing"),
-    (dict(scale_up=True), "multiplied the scores by sqrt(d_head)"),
-], ids=["unstable-softmax", "detached", "times-sqrt"])
-def test_3_2_new_mistakes_are_caught(kwargs, piece):
-    result = check("3.2", lambda *a: _forward(*a, **kwargs))
-    assert not result.passed and piece in result.message, result.message
-
-
-def test_3_2_float32_inside_is_caught_and_the_digits_are_told():
-    result = check("3.2", lambda x, *rest: _forward(x, *rest, cast=torch.float32).to(x.dtype))
-    assert not result.passed and "significant digits" in result.message, result.message
-
-
-def test_3_2_no_grad_is_caught():
-    def multi_head_forward(*args):
-        with torch.no_grad():
-            return _forward(*args)
-
-    result = check("3.2", multi_head_forward)
-    assert not result.passed and "carries no gradient back to x" in result.message, result.message
 
 
 def test_3_2_the_check_has_scores_where_exp_overflows():
@@ -898,15 +627,6 @@ def test_3_2_task_text_says_the_check_backpropagates():
     assert "backpropagates" in task and "`.detach()`" in task and "scores above 1000" in task
 
 
-@pytest.mark.parametrize("fn, piece", [
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * d_model * bias + 2 * d_model, "no LayerNorm"),
-    (lambda d_model, n_heads, bias=True: 4 * d_model**2 + 4 * n_heads * bias, "one bias number per head"),
-], ids=["layer-norm", "bias-per-head"])
-def test_3_3_new_hints(fn, piece):
-    result = check("3.3", fn)
-    assert not result.passed and piece in result.message, result.message
-
-
 def test_3_3_a_count_hint_needs_every_layer():
     def mha_param_count(d_model, n_heads, bias=True):  # leaves out the biases for BERT's size only
         return 4 * d_model**2 + (4 * d_model if bias and d_model != 768 else 0)
@@ -919,15 +639,6 @@ def test_3_3_a_count_hint_needs_every_layer():
 def test_3_3_type_hint_shows_no_code():
     result = check("3.3", lambda d_model, n_heads, bias=True: [4 * d_model**2])
     assert not result.passed and "return 4 *" not in result.message, result.message
-
-
-@pytest.mark.parametrize("fn, piece", [
-    (lambda x: torch.cat(x.unbind(dim=1)[::-1], dim=-1), "reverse order"),
-    (lambda x: x.mean(dim=1).repeat(1, 1, x.shape[1]), "don't add or average"),
-], ids=["reversed", "mean-repeated"])
-def test_3_4_new_hints(fn, piece):
-    result = check("3.4", fn)
-    assert not result.passed and piece in result.message, result.message
 
 
 def test_3_4_hint_shows_no_solution_code():

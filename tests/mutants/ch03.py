@@ -1,6 +1,7 @@
 """Chapter 3 (multi-head attention): learner answers to exercises 3.1-3.4."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import types
@@ -100,6 +101,12 @@ def split_heads(x, n_heads):
     return out
 
 
+@wrong("3.1", hint="a batch of 1: x of shape (1, 4, 6)")
+def split_heads(x, n_heads):
+    """hard-codes the first input's sizes: 3 heads of 4 features (fails on the batch of 1, x of shape (1, 4, 6))"""
+    return x.view(x.size(0), x.size(1), 3, 4).transpose(1, 2)
+
+
 @wrong("3.1", hint=None)
 def split_heads(x, n_heads):
     """returns a list of h tensors (B, n, d_head) instead of one 4-D tensor"""
@@ -120,7 +127,10 @@ def split_heads(x, n_heads):
     return x.reshape(B, n, n_heads, d // n_heads).transpose(1, 2).squeeze()
 
 
-wrong("3.1", hint="package's own", name="attnbook.multihead.split_heads itself")(_mh.split_heads)
+wrong("3.1", hint="is attnbook.multihead.split_heads, the package's own solution",
+      name="attnbook.multihead.split_heads itself")(_mh.split_heads)
+wrong("3.1", hint="is attnbook.multihead.split_heads, the package's own solution",
+      name="functools.partial of attnbook.multihead.split_heads")(functools.partial(_mh.split_heads))
 wrong("3.1", hint="package's own", name="a lambda around attnbook.multihead.split_heads")(
     lambda x, n_heads: _mh.split_heads(x, n_heads))
 
@@ -189,14 +199,14 @@ def _merge(t):
     return t.transpose(1, 2).reshape(B, n, h * dh)
 
 
-@wrong("3.2", hint="scale")
+@wrong("3.2", hint="you left out the scale")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """forgets the 1/sqrt(d_head) scale"""
     q, k, v = _split(x @ W_q, n_heads), _split(x @ W_k, n_heads), _split(x @ W_v, n_heads)
     return _merge(torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v) @ W_o
 
 
-@wrong("3.2", hint="d_head")
+@wrong("3.2", hint="you divided the scores by sqrt(d_model); the scale is 1/sqrt(d_head)")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """scales by sqrt(d_model) instead of sqrt(d_head)"""
     d = x.shape[-1]
@@ -204,7 +214,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v) @ W_o
 
 
-@wrong("3.2", hint="dim=-1")
+@wrong("3.2", hint="normalises over the queries (dim=-2); normalise over the keys (dim=-1)")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """softmax over the query axis (dim=-2)"""
     dh = x.shape[-1] // n_heads
@@ -212,7 +222,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-2) @ v) @ W_o
 
 
-@wrong("3.2", hint="transpos")
+@wrong("3.2", hint="your split (and merge) reshaped (B, n, d_model) straight to (B, n_heads, n, d_head)")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """splits with view(B, h, n, d_head), no transpose (and merges with the matching reshape)"""
     B, n, d = x.shape
@@ -223,7 +233,18 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return heads.reshape(B, n, d) @ W_o
 
 
-@wrong("3.2", hint="merge")
+@wrong("3.2", hint="your split reshaped (B, n, d_model) straight to (B, n_heads, n, d_head)")
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """splits with view(B, h, n, d_head), no transpose, but merges right (transpose, then reshape)"""
+    B, n, d = x.shape
+    dh = d // n_heads
+    sp = lambda t: t.view(B, n_heads, n, dh)
+    q, k, v = sp(x @ W_q), sp(x @ W_k), sp(x @ W_v)
+    heads = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v
+    return _merge(heads) @ W_o
+
+
+@wrong("3.2", hint="your merge reshaped")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """right split, but merges with reshape(B, n, d) straight from (B, h, n, d_head)"""
     B, n, d = x.shape
@@ -233,7 +254,16 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return heads.reshape(B, n, d) @ W_o
 
 
-@wrong("3.2", hint="W.T")
+@wrong("3.2", hint="call .contiguous() before .view()")
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """merges with .transpose(1, 2).view(B, n, d), a view of a transposed tensor (no .contiguous())"""
+    B, n, d = x.shape
+    q, k, v = ((x @ W).view(B, n, n_heads, -1).transpose(1, 2) for W in (W_q, W_k, W_v))
+    out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1) @ v
+    return out.transpose(1, 2).view(B, n, d) @ W_o
+
+
+@wrong("3.2", hint="you used W.T (nn.Linear's convention)")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """applies the weights nn.Linear-style, x @ W.T"""
     dh = x.shape[-1] // n_heads
@@ -241,7 +271,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v) @ W_o.T
 
 
-@wrong("3.2", hint="W_o")
+@wrong("3.2", hint="you left out the output projection: multiply the merged heads by W_o")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """forgets the output projection W_o"""
     dh = x.shape[-1] // n_heads
@@ -257,12 +287,28 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v) @ W_o
 
 
-@wrong("3.2", hint="head")
+@wrong("3.2", hint="you forgot to split into heads")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """ignores n_heads: one big head over all d_model features"""
     d = x.shape[-1]
     q, k, v = x @ W_q, x @ W_k, x @ W_v
     return (torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1) @ v) @ W_o
+
+
+@wrong("3.2", hint="you forgot to split into heads (this is one head over all d_model features, scaled by "
+                   "1/sqrt(d_head))")
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """one big head over all d_model features, but scaled by 1/sqrt(d_head)"""
+    d_head = x.size(-1) // n_heads
+    Q, K, V = x @ W_q, x @ W_k, x @ W_v
+    return torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(d_head), dim=-1) @ V @ W_o
+
+
+@wrong("3.2", hint="wrong values")
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """two mistakes at once: one big head over all d_model features, and no scale"""
+    q, k, v = x @ W_q, x @ W_k, x @ W_v
+    return (torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v) @ W_o
 
 
 @wrong("3.2", hint="dtype")
@@ -274,7 +320,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v) @ W_o
 
 
-@wrong("3.2", hint="tuple")
+@wrong("3.2", hint="return only the output, of shape (B, n, d_model), not the attention weights too")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """returns (output, weights) like nn.MultiheadAttention"""
     dh = x.shape[-1] // n_heads
@@ -345,7 +391,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k / math.sqrt(dh), dim=-1) @ v) @ W_o
 
 
-@wrong("3.2", hint="gradient")
+@wrong("3.2", hint="gradient of multi_head_forward's result with respect to x is missing")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """detaches x (no gradient flows back to the input)"""
     x = x.detach()
@@ -431,6 +477,26 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
 
 @right("3.2")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """splits with view(B, n, h, d_head).transpose(1, 2), merges with .transpose(1, 2).contiguous().view"""
+    B, n, d = x.shape
+    dh = d // n_heads
+    q, k, v = ((x @ W).view(B, n, n_heads, dh).transpose(1, 2) for W in (W_q, W_k, W_v))
+    out = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v
+    return out.transpose(1, 2).contiguous().view(B, n, d) @ W_o
+
+
+@right("3.2")
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """imports the package's split_heads and merge_heads by name (allowed) and writes the attention itself"""
+    from attnbook.multihead import merge_heads, split_heads
+
+    q, k, v = (split_heads(x @ W, n_heads) for W in (W_q, W_k, W_v))
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    return merge_heads(weights @ v) @ W_o
+
+
+@right("3.2")
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """one head at a time in a Python loop, then torch.cat"""
     d = x.shape[-1]
     dh = d // n_heads
@@ -501,25 +567,25 @@ def mha_param_count(d_model, n_heads, bias=True):
     return torch.tensor(4 * d_model * d_model + (4 * d_model if bias else 0))
 
 
-@wrong("3.3", hint="bias")
+@wrong("3.3", hint="bias=False: the projections have no biases")
 def mha_param_count(d_model, n_heads, bias=True):
     """ignores bias: always adds the biases"""
     return 4 * d_model * d_model + 4 * d_model
 
 
-@wrong("3.3", hint="bias")
+@wrong("3.3", hint="you left out the biases")
 def mha_param_count(d_model, n_heads, bias=True):
     """never counts the biases"""
     return 4 * d_model * d_model
 
 
-@wrong("3.3", hint="head")
+@wrong("3.3", hint="you multiplied by n_heads")
 def mha_param_count(d_model, n_heads, bias=True):
     """multiplies by the number of heads (thinks every head has its own d x d matrices)"""
     return n_heads * (4 * d_model * d_model + (4 * d_model if bias else 0))
 
 
-@wrong("3.3", hint="output projection W_O")
+@wrong("3.3", hint="you left out the output projection W_O")
 def mha_param_count(d_model, n_heads, bias=True):
     """only three projections: forgets W_O"""
     return 3 * d_model * d_model + (3 * d_model if bias else 0)
@@ -546,7 +612,7 @@ def mha_param_count(d_model, n_heads, bias=True):
     return 4 * d_model * d_model + 4 * d_model
 
 
-@wrong("3.3", hint="three bias vectors")
+@wrong("3.3", hint="you counted three bias vectors; W_O has a bias too")
 def mha_param_count(d_model, n_heads, bias=True):
     """no bias on the output projection W_O (three bias vectors)"""
     return 4 * d_model * d_model + (3 * d_model if bias else 0)
@@ -558,10 +624,34 @@ def mha_param_count(d_model, n_heads, bias=True):
     return 4 * d_model * d_model + (4 * d_model if bias else 0) + 2 * d_model
 
 
-@wrong("3.3", hint="int")
+@wrong("3.3", hint="expected an int")
 def mha_param_count(d_model, n_heads, bias=True):
     """returns a formatted string"""
     return f"{4 * d_model * d_model + (4 * d_model if bias else 0):,}"
+
+
+@wrong("3.3", hint="expected an int")
+def mha_param_count(d_model, n_heads, bias=True):
+    """returns a list of the two parts, [weights, biases]"""
+    return [4 * d_model * d_model, 4 * d_model]
+
+
+@wrong("3.3", hint="did you forget the `return` statement?")
+def mha_param_count(d_model, n_heads, bias=True):
+    """computes the count but returns nothing"""
+    4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+@wrong("3.3", hint="not a whole number")
+def mha_param_count(d_model, n_heads, bias=True):
+    """adds 4.5 to the weights: a float that is not a whole number"""
+    return 4 * d_model**2 + 4.5
+
+
+@wrong("3.3", hint="(bias left at its default, True)")
+def mha_param_count(d_model, n_heads, bias=False):
+    """gives bias the default False (the task's default is True)"""
+    return 4 * d_model * d_model + 4 * d_model * bias
 
 
 @wrong("3.3", hint="one bias vector")
@@ -570,20 +660,20 @@ def mha_param_count(d_model, n_heads, bias=True):
     return 4 * d_model * d_model + d_model * bias
 
 
-@wrong("3.3", hint="without")
+@wrong("3.3", hint="without torch.nn.MultiheadAttention")
 def mha_param_count(d_model, n_heads, bias=True):
     """builds nn.MultiheadAttention and counts its parameters"""
     layer = torch.nn.MultiheadAttention(d_model, n_heads, bias=bias)
     return sum(p.numel() for p in layer.parameters())
 
 
-@wrong("3.3", hint="without")
+@wrong("3.3", hint="without torch.nn.Linear")
 def mha_param_count(d_model, n_heads, bias=True):
     """builds four nn.Linear and counts them"""
     return sum(p.numel() for _ in range(4) for p in torch.nn.Linear(d_model, d_model, bias=bias).parameters())
 
 
-@wrong("3.3", hint="without")
+@wrong("3.3", hint="without attnbook.multihead.MultiHeadAttention")
 def mha_param_count(d_model, n_heads, bias=True):
     """counts attnbook's MultiHeadAttention on the meta device"""
     with torch.device("meta"):
@@ -597,7 +687,19 @@ def mha_param_count(d_model, n_heads, bias=True):
     return _params.mha_param_count(d_model, n_heads, bias=bias)
 
 
-wrong("3.3", hint="package's own", name="attnbook.models.params.mha_param_count itself")(_params.mha_param_count)
+@wrong("3.3", hint="calls attnbook.models.params.mha_param_count")
+def mha_param_count(d_model, n_heads, bias=True):
+    """imports mha_param_count from attnbook.models.params inside the function and calls it"""
+    from attnbook.models.params import mha_param_count
+
+    return mha_param_count(d_model, n_heads, bias=bias)
+
+
+wrong("3.3", hint="is attnbook.models.params.mha_param_count, the package's own solution",
+      name="attnbook.models.params.mha_param_count itself")(_params.mha_param_count)
+wrong("3.3", hint="is attnbook.models.params.mha_param_count, the package's own solution",
+      name="functools.partial of attnbook.models.params.mha_param_count")(
+    functools.partial(_params.mha_param_count, n_kv_heads=None))
 wrong("3.3", hint="package's own", name="a lambda around attnbook.models.mha_param_count")(
     lambda d_model, n_heads, bias=True: _params.mha_param_count(d_model, n_heads, bias=bias))
 wrong("3.3", hint="package's own", name="a FunctionType copy of attnbook.models.params.mha_param_count")(
@@ -641,18 +743,42 @@ def mha_param_count(d_model, n_heads, bias=True, n_kv_heads=None):
     return np.int64(4) * d_model * (d_model + bool(bias))
 
 
+@right("3.3")
+def mha_param_count(d_model, n_heads, bias=True):
+    """a NumPy int32"""
+    return np.int32(4) * d_model * (d_model + int(bias))
+
+
+@right("3.3")
+def mha_param_count(d_model, n_heads, bias=True):
+    """one line per head: n_heads * 4 * d_head * (d_model + bias)"""
+    return n_heads * 4 * (d_model // n_heads) * (d_model + bias)
+
+
+@right("3.3")
+def mha_param_count(d_model, n_heads, bias=True):
+    """computes in floats, then int() of the whole-number result"""
+    return int(4.0 * d_model**2 + (4.0 * d_model if bias else 0.0))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 3.4 merge_heads(x): (B, h, n, d_head) -> (B, n, h * d_head)
 # ---------------------------------------------------------------------------------------------------------------
 
-@wrong("3.4", hint="transpos")
+@wrong("3.4", hint="you reshaped (B, n_heads, n, d_head) straight to (B, n, d_model)")
 def merge_heads(x):
     """reshape straight from (B, h, n, d_head) to (B, n, d), no transpose"""
     B, h, n, dh = x.shape
     return x.reshape(B, n, h * dh)
 
 
-@wrong("3.4", hint="contiguous")
+@wrong("3.4", hint="positions are mixed across heads")
+def merge_heads(x):
+    """.contiguous().view(B, n, -1) straight from (B, h, n, d_head), no transpose"""
+    return x.contiguous().view(x.size(0), x.size(2), -1)
+
+
+@wrong("3.4", hint="call .contiguous() before .view()")
 def merge_heads(x):
     """transpose then view (fails on a non-contiguous input)"""
     B, h, n, dh = x.shape
@@ -687,12 +813,18 @@ def merge_heads(x):
 
 @wrong("3.4", hint="don't add or average")
 def merge_heads(x):
+    """averages the heads instead of concatenating (shape (B, n, d_head))"""
+    return x.mean(dim=1)
+
+
+@wrong("3.4", hint="don't add or average")
+def merge_heads(x):
     """averages the heads and repeats the average h times"""
     B, h, n, dh = x.shape
     return x.mean(dim=1).repeat(1, 1, h)
 
 
-@wrong("3.4", hint="dtype")
+@wrong("3.4", hint="has dtype torch.float32")
 def merge_heads(x):
     """preallocates the result with torch.zeros (float32)"""
     B, h, n, dh = x.shape
@@ -723,7 +855,10 @@ def merge_heads(x):
     return x.transpose(1, 2).reshape(B, n, 8 * dh)
 
 
-wrong("3.4", hint="package's own", name="attnbook.multihead.merge_heads itself")(_mh.merge_heads)
+wrong("3.4", hint="is attnbook.multihead.merge_heads, the package's own solution",
+      name="attnbook.multihead.merge_heads itself")(_mh.merge_heads)
+wrong("3.4", hint="is attnbook.multihead.merge_heads, the package's own solution",
+      name="functools.partial of attnbook.multihead.merge_heads")(functools.partial(_mh.merge_heads))
 wrong("3.4", hint="package's own", name="a lambda around attnbook.multihead.merge_heads")(
     lambda x: _mh.merge_heads(x))
 
@@ -819,7 +954,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return _merge(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v) @ W_o.T
 
 
-@wrong("3.2", hint="you returned the heads")
+@wrong("3.2", hint="you returned the heads, (B, n_heads, n, d_head): merge them into (B, n, d_model)")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """returns the heads, unmerged"""
     dh = x.shape[-1] // n_heads
@@ -846,7 +981,7 @@ def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     return heads.permute(0, 2, 3, 1).reshape(B, n, d) @ W_o
 
 
-@wrong("3.2", hint="gradient")
+@wrong("3.2", hint="carries no gradient back to x")
 def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
     """computes under torch.no_grad()"""
     with torch.no_grad():
