@@ -1,5 +1,8 @@
-"""Chapter 5 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint; what the
-tasks forbid is refused. Every wrong answer here is written out by hand, independently of the checker code."""
+"""Chapter 5 checkers, beyond single verdicts: which answer passes and which fails with which hint is the mutant
+catalogue's (tests/mutants/ch05.py, run by tests/test_remote.py). Here: the book's reference solutions pass, stubs are
+not attempted, a message has several properties at once (what it names and what it must not show: solution code, the
+expected entries, a mistake that explains one case only, the section to re-read), and the inputs drawn from the run's
+seed keep every mistake apart. Every answer here is written out by hand, independently of the checker code."""
 import math
 import re
 
@@ -29,32 +32,6 @@ def test_5_1_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_5_1_a_loop_version_in_numpy_passes():
-    def sinusoidal_table(max_len, d_model):
-        pe = np.zeros((max_len, d_model))
-        for pos in range(max_len):
-            for i in range(d_model // 2):
-                pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
-                pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
-        return torch.from_numpy(pe).float()
-
-    result = check("5.1", sinusoidal_table)
-    assert result.passed, result.message
-
-
-def test_5_1_the_annotated_transformer_recipe_passes():
-    def sinusoidal_table(max_len, d_model):  # exp(-log(10000) 2i/d) instead of a power, as many tutorials write it
-        position = torch.arange(0, max_len).unsqueeze(1)
-        div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
-        pe = torch.zeros(max_len, d_model)
-        pe[:, 0::2] = torch.sin(position * div_term)
-        pe[:, 1::2] = torch.cos(position * div_term)
-        return pe
-
-    result = check("5.1", sinusoidal_table)
-    assert result.passed, result.message
-
-
 def test_5_1_not_attempted():
     def sinusoidal_table(max_len, d_model):
         raise NotImplementedError("replace this line with your code")
@@ -62,8 +39,7 @@ def test_5_1_not_attempted():
     assert check("5.1", sinusoidal_table).status == "not attempted"
 
 
-def make_table(*, layout="interleaved", swap=False, exponent="2i/d", start=0, divide=True, degrees=False,
-               dtype=torch.float32, transpose=False):
+def make_table(*, layout="interleaved", exponent="2i/d", start=0):
     """A sinusoidal_table with one deliberate mistake, written with explicit loops (the defaults are correct)."""
 
     def sinusoidal_table(max_len, d_model):
@@ -72,81 +48,13 @@ def make_table(*, layout="interleaved", swap=False, exponent="2i/d", start=0, di
             for j in range(d_model):
                 i = j // 2
                 power = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "j/d": j / d_model}[exponent]
-                angle = pos / 10000 ** power if divide else pos * 10000 ** power
-                if degrees:
-                    angle = math.radians(angle)
-                use_sin = (j % 2 == 0) != swap
-                value = math.sin(angle) if use_sin else math.cos(angle)
+                angle = pos / 10000 ** power
+                value = math.sin(angle) if j % 2 == 0 else math.cos(angle)
                 column = j if layout == "interleaved" else (i if j % 2 == 0 else d_model // 2 + i)
                 pe[pos - start, column] = value
-        pe = pe.to(dtype)
-        return pe.T if transpose else pe
+        return pe.float()
 
     return sinusoidal_table
-
-
-def test_5_1_a_correct_loop_variant_passes():
-    assert check("5.1", make_table()).passed
-
-
-@pytest.mark.parametrize(
-    "kwargs, hint",
-    [
-        ({"layout": "halves"}, "interleaved layout"),
-        ({"swap": True}, "sin and cos are swapped"),
-        ({"exponent": "i/d"}, "you used i/d_model"),
-        ({"exponent": "j/d"}, "column index j"),
-        ({"divide": False}, "divide by it"),
-        ({"start": 1}, "positions start at 0"),
-        ({"degrees": True}, "in radians"),
-        ({"dtype": torch.float64}, "expected torch.float32"),
-        ({"transpose": True}, "transposed"),
-    ],
-    ids=lambda x: str(x) if isinstance(x, dict) else "",
-)
-def test_5_1_wrong_answers_get_hints(kwargs, hint):
-    result = check("5.1", make_table(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-    assert '(Re-read "The formula".)' in result.message
-
-
-def test_5_1_sines_everywhere_and_a_half_table_get_hints():
-    def all_sines(max_len, d_model):
-        pos = torch.arange(max_len).float()[:, None]
-        freqs = 10000 ** (-(torch.arange(d_model) // 2 * 2).float() / d_model)
-        return torch.sin(pos * freqs)
-
-    def only_sines(max_len, d_model):
-        pos = torch.arange(max_len).float()[:, None]
-        return torch.sin(pos / 10000 ** (torch.arange(0, d_model, 2).float() / d_model))
-
-    assert "odd columns (2i+1) hold cos" in check("5.1", all_sines).message
-    result = check("5.1", only_sines)
-    assert not result.passed and "return all d_model columns" in result.message, result.message
-
-
-def test_5_1_library_is_refused():
-    def wrapped(max_len, d_model):
-        from attnbook.positional import sinusoidal_table as library
-
-        return library(max_len, d_model)
-
-    def through_the_module(max_len, d_model):
-        module = positional.SinusoidalPositionalEncoding(d_model, max_len=max_len)
-        return module(torch.zeros(max_len, d_model))
-
-    for answer in (wrapped, through_the_module, positional.sinusoidal_table):  # 5.1's references
-        result = check("5.1", answer)
-        assert not result.passed and "the package's own solution" in result.message, result.message
-
-
-def test_5_1_error_in_learner_code_gets_a_hint():
-    def sinusoidal_table(max_len, d_model):  # math.sin on a tensor of positions
-        return torch.tensor([[math.sin(torch.arange(max_len))] * d_model])
-
-    result = check("5.1", sinusoidal_table)
-    assert not result.passed and "Hint:" in result.message, result.message
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
@@ -160,18 +68,6 @@ def test_5_1_any_dtype_but_float32_gets_the_dtype_message(dtype):
     assert not result.passed
     assert f"has dtype {dtype}" in result.message and "expected torch.float32" in result.message, result.message
     assert "wrong values" not in result.message, result.message
-
-
-def test_5_1_default_argument_capture_is_refused():
-    def captured_table(max_len, d_model, _table=positional.sinusoidal_table):
-        return _table(max_len, d_model)
-
-    def captured_module(max_len, d_model, *, _module=positional.SinusoidalPositionalEncoding):
-        return _module(d_model, max_len=max_len).pe.float()
-
-    for answer in (captured_table, captured_module):
-        result = check("5.1", answer)
-        assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_5_1_built_from_the_shift_operator_names_the_public_function():
@@ -218,14 +114,6 @@ def table_from(angles_fn, dtype=torch.float32):
     return sinusoidal_table
 
 
-def test_5_1_float16_positions_fail_on_a_table_longer_than_2048_rows():
-    # float16 holds whole numbers exactly only up to 2048: row 2049 would get the angles of position 2048
-    answer = table_from(lambda n, d: torch.arange(n, dtype=torch.float16)[:, None].float()
-                        / 10000 ** (torch.arange(0, d, 2).float() / d))
-    result = check("5.1", answer)
-    assert not result.passed and "2048" in result.message, result.message
-
-
 def test_5_1_float16_angles_are_named_and_the_numbers_shown_differ():
     answer = table_from(lambda n, d: (torch.arange(n, dtype=torch.float16)[:, None]
                                       / 10000 ** (torch.arange(0, d, 2, dtype=torch.float16) / d)).float())
@@ -233,19 +121,6 @@ def test_5_1_float16_angles_are_named_and_the_numbers_shown_differ():
     assert not result.passed and "float16" in result.message, result.message
     m = re.search(r"expected (\S+), got (\S+)", result.message)
     assert m and m.group(1) != m.group(2), result.message
-
-
-def test_5_1_tensor2tensor_spacing_and_base_1000_are_named():
-    def t2t(n, d):
-        half = d // 2
-        return torch.arange(n).float()[:, None] * torch.exp(-math.log(10000) / max(half - 1, 1)
-                                                            * torch.arange(half).float())
-
-    def base_1000(n, d):
-        return torch.arange(n).float()[:, None] / 1000 ** (torch.arange(0, d, 2).float() / d)
-
-    assert "tensor2tensor" in check("5.1", table_from(t2t)).message
-    assert "base 10000" in check("5.1", table_from(base_1000)).message
 
 
 def test_5_1_a_mistake_that_explains_one_size_only_is_not_named():
@@ -260,18 +135,10 @@ def test_5_1_a_mistake_that_explains_one_size_only_is_not_named():
     assert "halves" not in result.message and "at index" in result.message, result.message
 
 
-def test_5_1_an_allowed_layout_helper_of_the_package_passes():
-    def sinusoidal_table(max_len, d_model):
-        a = torch.arange(max_len).double()[:, None] / 10000 ** (torch.arange(0, d_model, 2).double() / d_model)
-        return positional.halves_to_interleaved(torch.cat((a.sin(), a.cos()), dim=-1)).float()
-
-    result = check("5.1", sinusoidal_table)
-    assert result.passed, result.message
-
-
 def test_5_1_hints_print_no_solution_code():
     for kwargs in ({"layout": "halves"}, {"exponent": "j/d"}, {"start": 1}):
         message = check("5.1", make_table(**kwargs)).message
+        assert '(Re-read "The formula".)' in message, (kwargs, message)
         for code in ("pe[:, 0::2]", "torch.arange(0, d_model, 2)", "torch.arange(max_len)"):
             assert code not in message, (kwargs, message)
 
@@ -284,34 +151,6 @@ def test_5_1_hints_print_no_solution_code():
 def test_5_2_reference_passes(solutions):
     result = check("5.2", solutions(5)["max_equivariance_error"])
     assert result.passed, result.message
-
-
-def test_5_2_a_zero_dim_tensor_and_a_numpy_float_are_accepted():
-    def as_tensor(f, x, perm):
-        return torch.amax(torch.abs(f(x.index_select(1, perm)) - f(x).index_select(1, perm)))
-
-    def as_numpy(f, x, perm):
-        diff = f(x[:, perm]).numpy() - f(x).numpy()[:, perm.numpy()]
-        return np.abs(diff).max()
-
-    def as_numpy_float32(f, x, perm):  # the task text allows np.float64 and np.float32
-        return np.float32((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
-
-    for answer in (as_tensor, as_numpy, as_numpy_float32):
-        result = check("5.2", answer)
-        assert result.passed, result.message
-
-
-def test_5_2_half_precision_numbers_are_refused():
-    def numpy_half(f, x, perm):
-        return np.float16((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
-
-    def tensor_half(f, x, perm):
-        return (f(x[:, perm]) - f(x)[:, perm]).abs().max().half()
-
-    for answer in (numpy_half, tensor_half):
-        result = check("5.2", answer)
-        assert not result.passed and "half precision" in result.message, result.message
 
 
 def test_5_2_not_attempted():
@@ -354,27 +193,6 @@ def whole_tensor(f, x, perm):
 def always_zero(f, x, perm):
     f(x)
     return 0.0
-
-
-@pytest.mark.parametrize(
-    "answer, hint",
-    [
-        (batch_axis, "you permuted the batch axis (dim 0)"),
-        (feature_axis, "you permuted the feature axis"),
-        (inverse_on_output, "inverse permutation"),
-        (output_not_permuted, "compare with the permuted output"),
-        (mean_not_max, "the mean of the absolute differences"),
-        (signed_max, "you returned the largest signed difference"),
-        (whole_tensor, "reduce the differences to one number"),
-        (always_zero, "this f is not equivariant"),
-    ],
-    ids=lambda a: getattr(a, "__name__", ""),
-)
-def test_5_2_wrong_answers_get_hints(answer, hint):
-    result = check("5.2", answer)
-    assert not result.passed, answer.__name__
-    assert hint in result.message, result.message
-    assert '(Re-read "Attention does not know the order".)' in result.message
 
 
 def permuted_input_not_output(f, x, perm):  # the learner trial's answer that crashed the checker
@@ -438,24 +256,6 @@ def test_5_2_the_exact_case_says_what_was_expected():
     assert "returned 24 for f(x) = x + P" in result.message and "expected 12" in result.message, result.message
 
 
-def test_5_2_changing_x_in_place_is_reported():
-    def max_equivariance_error(f, x, perm):
-        a = f(x[:, perm])
-        x.mul_(1.0).add_(1.0)
-        return (a - f(x - 1.0)[:, perm]).abs().max().item()
-
-    result = check("5.2", max_equivariance_error)
-    assert not result.passed and "in place" in result.message, result.message
-
-
-def test_5_2_max_with_dim_returns_a_pair():
-    def max_equivariance_error(f, x, perm):
-        return (f(x[:, perm]) - f(x)[:, perm]).abs().flatten().max(dim=0)
-
-    result = check("5.2", max_equivariance_error)
-    assert not result.passed and "(values, indices) pair" in result.message, result.message
-
-
 def test_5_2_one_position_gets_its_own_hint_not_the_sign_one():
     # on the first f, the last position alone happens to give what the signed maximum gives (4): only a mistake
     # that explains every case may be named
@@ -481,18 +281,11 @@ def test_5_2_a_mistake_that_fits_one_case_only_is_not_named():
     assert "Hint:" not in result.message, result.message
 
 
-def test_5_2_rounding_is_named():
-    def rounded(f, x, perm):
-        return round((f(x[:, perm]) - f(x)[:, perm]).abs().max().item(), 3)
-
-    result = check("5.2", rounded)
-    assert not result.passed and "rounded the result to 3 decimals" in result.message, result.message
-
-
 @pytest.mark.parametrize("answer", [batch_axis, feature_axis, inverse_on_output, output_not_permuted, mean_not_max,
                                     signed_max, whole_tensor, always_zero], ids=lambda a: a.__name__)
 def test_5_2_hints_print_no_solution_code(answer):
     message = check("5.2", answer).message
+    assert '(Re-read "Attention does not know the order".)' in message, message
     for code in (".abs()", ".max()", ".item()", "f(x)[:, perm]", "(a - b)"):
         assert code not in message, (code, message)
 
@@ -507,19 +300,6 @@ def test_5_3_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_5_3_a_complex_number_version_passes():
-    def apply_rope(x, positions):  # pair (x_i, x_{i+d/2}) as the complex number x_i + i x_{i+d/2}
-        d = x.size(-1)
-        z = torch.complex(x[..., : d // 2].double(), x[..., d // 2:].double())
-        theta = torch.tensor([10000.0 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
-        angle = positions.double()[:, None] * theta
-        z = z * torch.polar(torch.ones_like(angle), angle)
-        return torch.cat((z.real, z.imag), dim=-1).to(x.dtype)
-
-    result = check("5.3", apply_rope)
-    assert result.passed, result.message
-
-
 def test_5_3_not_attempted():
     def apply_rope(x, positions):
         raise NotImplementedError
@@ -527,59 +307,32 @@ def test_5_3_not_attempted():
     assert check("5.3", apply_rope).status == "not attempted"
 
 
-def make_rope(*, pairing="half", sign=1, power="2i/d", offset=0, ignore_positions=False, freqs="cat",
-              keep_dtype=True):
+def make_rope(*, sign=1, power="2i/d", freqs="cat"):
     """An apply_rope with one deliberate mistake, written by rotating pairs in a loop (the defaults are correct)."""
 
     def apply_rope(x, positions):
-        d, seq = x.size(-1), x.size(-2)
-        pos = torch.arange(seq) if ignore_positions else positions + offset
+        d = x.size(-1)
         out = x.double().clone()
         for i in range(d // 2):
             theta = 10000.0 ** (-(2 * i if power == "2i/d" else i) / d)
-            angle = sign * pos.double() * theta  # (seq,)
+            angle = sign * positions.double() * theta  # (seq,)
             if freqs == "repeat":  # cos/sin laid out as [f0, f0, f1, f1, ...] but combined with rotate-half
                 a_col, b_col = i, i + d // 2
-                ca, sa = torch.cos(pos.double() * 10000.0 ** (-2 * (a_col // 2) / d)), \
-                    torch.sin(pos.double() * 10000.0 ** (-2 * (a_col // 2) / d))
-                cb, sb = torch.cos(pos.double() * 10000.0 ** (-2 * (b_col // 2) / d)), \
-                    torch.sin(pos.double() * 10000.0 ** (-2 * (b_col // 2) / d))
+                ca, sa = torch.cos(positions.double() * 10000.0 ** (-2 * (a_col // 2) / d)), \
+                    torch.sin(positions.double() * 10000.0 ** (-2 * (a_col // 2) / d))
+                cb, sb = torch.cos(positions.double() * 10000.0 ** (-2 * (b_col // 2) / d)), \
+                    torch.sin(positions.double() * 10000.0 ** (-2 * (b_col // 2) / d))
                 xa, xb = x[..., a_col].double(), x[..., b_col].double()
                 out[..., a_col] = xa * ca - xb * sa
                 out[..., b_col] = xb * cb + xa * sb
                 continue
-            a, b = (i, i + d // 2) if pairing == "half" else (2 * i, 2 * i + 1)
+            a, b = i, i + d // 2
             xa, xb = x[..., a].double(), x[..., b].double()
             out[..., a] = xa * torch.cos(angle) - xb * torch.sin(angle)
             out[..., b] = xa * torch.sin(angle) + xb * torch.cos(angle)
-        return out.to(x.dtype) if keep_dtype else out.float()
+        return out.to(x.dtype)
 
     return apply_rope
-
-
-def test_5_3_a_correct_loop_variant_passes():
-    result = check("5.3", make_rope())
-    assert result.passed, result.message
-
-
-@pytest.mark.parametrize(
-    "kwargs, hint",
-    [
-        ({"pairing": "adjacent"}, "GPT-J"),
-        ({"sign": -1}, "you rotated by -angle"),
-        ({"power": "i/d"}, "you used 10000^(-i/d)"),
-        ({"offset": 1}, "use the positions as given"),
-        ({"ignore_positions": True}, "you ignored the positions argument"),
-        ({"freqs": "repeat"}, "repeat_interleave"),
-        ({"keep_dtype": False}, "expected torch.float64 like x"),
-    ],
-    ids=lambda x: str(x) if isinstance(x, dict) else "",
-)
-def test_5_3_wrong_answers_get_hints(kwargs, hint):
-    result = check("5.3", make_rope(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-    assert '(Re-read "Rotary position embedding (RoPE)".)' in result.message
 
 
 def rope_at(x, positions):
@@ -618,52 +371,6 @@ def test_5_3_freqs_not_concatenated_gets_the_cat_hint():
     assert "torch.cat" not in result.message, result.message  # a rule, not the line of code
 
 
-def test_5_3_rotate_half_without_the_minus_gets_a_hint():
-    def apply_rope(x, positions):
-        d = x.size(-1)
-        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        x1, x2 = x.chunk(2, dim=-1)
-        return (x * emb.cos() + torch.cat((x2, x1), dim=-1) * emb.sin()).to(x.dtype)
-
-    result = check("5.3", apply_rope)
-    assert not result.passed and "you left the minus out" in result.message, result.message
-
-
-def test_5_3_library_is_refused():
-    def wrapped(x, positions):
-        from attnbook.positional import apply_rope as library
-
-        return library(x, positions)
-
-    def own_cos_library_rotate_half(x, positions):
-        d = x.size(-1)
-        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return (x * emb.cos() + positional.rotate_half(x) * emb.sin()).to(x.dtype)
-
-    for answer in (wrapped, positional.apply_rope):  # 5.3's reference
-        result = check("5.3", answer)
-        assert not result.passed and "the package's own solution" in result.message, result.message
-    result = check("5.3", own_cos_library_rotate_half)  # a helper the task forbids, not the reference
-    assert not result.passed, result.message
-    assert "the task asks you to write this without attnbook.positional.rotate_half" in result.message, result.message
-
-
-def test_5_3_hugging_face_is_refused():
-    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
-
-    def apply_rope(x, positions):
-        d = x.size(-1)
-        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return (x * emb.cos() + llama.rotate_half(x) * emb.sin()).to(x.dtype)
-
-    result = check("5.3", apply_rope)
-    assert not result.passed and "without transformers.models.llama.modeling_llama.rotate_half" in result.message, \
-        result.message
-
-
 @pytest.mark.parametrize("model", ["mixtral", "falcon", "gemma3", "esm"])
 def test_5_3_every_hugging_face_copy_is_refused(model):
     module = pytest.importorskip(f"transformers.models.{model}.modeling_{model}")
@@ -688,47 +395,6 @@ def test_5_3_every_hugging_face_copy_is_refused(model):
         assert "rotate_half(x) = cat(-x2, x1)" in result.message, result.message
 
 
-def test_5_3_the_trial_answer_importing_mixtral_inside_the_function_is_refused():
-    pytest.importorskip("transformers")
-
-    def apply_rope(x, positions):  # verbatim from the learner trial, where it passed
-        from transformers.models.mixtral.modeling_mixtral import rotate_half
-
-        d = x.shape[-1]
-        inv = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-        fr = positions.double()[:, None] * inv
-        emb = torch.cat((fr, fr), -1)
-        return x * emb.cos().to(x.dtype) + rotate_half(x) * emb.sin().to(x.dtype)
-
-    result = check("5.3", apply_rope)
-    assert not result.passed, result.message
-    assert "called transformers.models.mixtral.modeling_mixtral.rotate_half" in result.message, result.message
-
-
-def test_5_3_default_argument_capture_is_refused():
-    def captured_apply_rope(x, positions, _rope=positional.apply_rope):
-        return _rope(x, positions)
-
-    def captured_rotate_half(x, positions, *, _rotate=positional.rotate_half):
-        d = x.size(-1)
-        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return (x * emb.cos() + _rotate(x) * emb.sin()).to(x.dtype)
-
-    result = check("5.3", captured_apply_rope)
-    assert not result.passed and "the package's own solution" in result.message, result.message
-    result = check("5.3", captured_rotate_half)
-    assert not result.passed and "without attnbook.positional.rotate_half" in result.message, result.message
-
-
-def test_5_3_float16_positions_fail_above_2048():
-    def apply_rope(x, positions):  # float16 * float32 gives float32 angles, but from positions already rounded
-        return rope_at(x, positions.half().double())
-
-    result = check("5.3", apply_rope)
-    assert not result.passed and "2048" in result.message, result.message
-
-
 def test_5_3_float16_angles_are_named_and_the_numbers_shown_differ():
     def apply_rope(x, positions):
         d = x.size(-1)
@@ -743,28 +409,10 @@ def test_5_3_float16_angles_are_named_and_the_numbers_shown_differ():
     assert m and m.group(1) != m.group(2), result.message
 
 
-def test_5_3_float32_angles_pass():
-    def apply_rope(x, positions):  # Hugging Face's way: float32 inverse frequencies and float32 positions
-        d = x.size(-1)
-        inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2).float() / d)
-        freqs = positions.float()[:, None] * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        x1, x2 = x.chunk(2, dim=-1)
-        return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
-
-    result = check("5.3", apply_rope)
-    assert result.passed, result.message
-
-
-def test_5_3_subtracting_the_first_position_is_named():
-    result = check("5.3", lambda x, positions: rope_at(x, positions - positions[0]))
-    assert not result.passed and "you shifted the positions so that they start at 0" in result.message, \
-        result.message
-
-
 def test_5_3_hints_print_no_solution_code():
     for kwargs in ({"power": "i/d"}, {"freqs": "repeat"}, {"sign": -1}):
         message = check("5.3", make_rope(**kwargs)).message
+        assert '(Re-read "Rotary position embedding (RoPE)".)' in message, (kwargs, message)
         for code in ("torch.cat((freqs, freqs)", "10000 ** (-torch.arange", "torch.arange(0, d, 2)"):
             assert code not in message, (kwargs, message)
 
@@ -777,20 +425,6 @@ def test_5_3_hints_print_no_solution_code():
 def test_5_4_reference_passes(solutions):
     result = check("5.4", solutions(5)["pe_shift_matrix"])
     assert result.passed, result.message
-
-
-def test_5_4_float64_and_a_matrix_exponential_are_accepted():
-    def in_float64(k, omega):
-        c, s = math.cos(omega * k), math.sin(omega * k)
-        return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
-
-    def by_matrix_exponential(k, omega):  # exp(omega k J) with J the generator of the rotation
-        J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
-        return torch.linalg.matrix_exp(omega * k * J)
-
-    for answer in (in_float64, by_matrix_exponential):
-        result = check("5.4", answer)
-        assert result.passed, result.message
 
 
 def test_5_4_lists_arrays_and_tuples_are_refused_the_task_asks_for_a_tensor():
@@ -817,10 +451,6 @@ def transposed(k, omega):
     return torch.tensor([[math.cos(omega * k), -math.sin(omega * k)], [math.sin(omega * k), math.cos(omega * k)]])
 
 
-def k_not_omega_k(k, omega):
-    return torch.tensor([[math.cos(k), math.sin(k)], [-math.sin(k), math.cos(k)]])
-
-
 def rows_swapped(k, omega):
     c, s = math.cos(omega * k), math.sin(omega * k)
     return torch.tensor([[-s, c], [c, s]])
@@ -840,30 +470,6 @@ def identity(k, omega):
     return torch.eye(2)
 
 
-def omega_only(k, omega):
-    return torch.tensor([[math.cos(omega), math.sin(omega)], [-math.sin(omega), math.cos(omega)]])
-
-
-@pytest.mark.parametrize(
-    "answer, hint",
-    [
-        (transposed, "moves (sin, cos) back by k positions"),
-        (k_not_omega_k, "you used k alone"),
-        (omega_only, "you used omega alone"),
-        (rows_swapped, "your rows are swapped"),
-        (columns_swapped, "your columns are swapped"),
-        (cos_sin_swapped, "you swapped cos and sin"),
-        (identity, "that is the identity"),
-    ],
-    ids=lambda a: getattr(a, "__name__", ""),
-)
-def test_5_4_wrong_answers_get_hints(answer, hint):
-    result = check("5.4", answer)
-    assert not result.passed, answer.__name__
-    assert hint in result.message, result.message
-    assert '(Re-read "Moving by k positions is a rotation".)' in result.message
-
-
 def test_5_4_half_precision_gets_a_dtype_message():
     def pe_shift_matrix(k, omega):
         c, s = math.cos(omega * k), math.sin(omega * k)
@@ -878,21 +484,9 @@ def test_5_4_half_precision_gets_a_dtype_message():
                          ids=lambda a: a.__name__)
 def test_5_4_hints_never_state_the_entries(answer):
     message = check("5.4", answer).message
-    assert "Hint:" in message, message
+    assert "Hint:" in message and '(Re-read "Moving by k positions is a rotation".)' in message, message
     for giveaway in ("row 0 is", "[cos(omega k)", "cos(omega k), sin(omega k)", "[[cos", "-sin(omega k)", "transpose"):
         assert giveaway not in message, (giveaway, message)
-
-
-def test_5_4_default_argument_capture_is_refused():
-    def captured_matrix(k, omega, _sm=positional.shift_matrix):
-        return _sm(k, omega)
-
-    def captured_operator(k, omega, *, _so=positional.shift_operator):
-        return _so(omega * k, 2)
-
-    for answer in (captured_matrix, captured_operator):
-        result = check("5.4", answer)
-        assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_5_4_messages_never_give_the_numbers_away():
@@ -902,17 +496,6 @@ def test_5_4_messages_never_give_the_numbers_away():
     result = check("5.4", nearly)
     assert not result.passed and "entry [0, 1] is wrong" in result.message, result.message
     assert f"{math.sin(1.5):.3f}" not in result.message and f"{math.sin(1.5):.2f}" not in result.message
-
-
-def test_5_4_torch_cos_on_a_float_and_a_missing_return_get_hints():
-    def torch_cos(k, omega):
-        return torch.tensor([[torch.cos(omega * k), torch.sin(omega * k)], [0.0, 0.0]])
-
-    def no_return(k, omega):
-        torch.tensor([[math.cos(omega * k), math.sin(omega * k)], [-math.sin(omega * k), math.cos(omega * k)]])
-
-    assert "math.cos and math.sin" in check("5.4", torch_cos).message
-    assert "forget the `return`" in check("5.4", no_return).message
 
 
 def test_5_4_library_is_refused():

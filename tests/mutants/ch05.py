@@ -50,7 +50,7 @@ def sinusoidal_table(max_len, d_model):
     return torch.cat((a.sin(), a.cos()), dim=-1)
 
 
-@wrong("5.1", hint="swap")
+@wrong("5.1", hint="sin and cos are swapped")
 def sinusoidal_table(max_len, d_model):
     """cosine in the even columns and sine in the odd ones"""
     a = _angles(max_len, d_model)
@@ -82,7 +82,7 @@ def sinusoidal_table(max_len, d_model):
     return pe
 
 
-@wrong("5.1", hint="divide")
+@wrong("5.1", hint="divide by it")
 def sinusoidal_table(max_len, d_model):
     """multiplies by 10000^(2i/d) instead of dividing"""
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]
@@ -116,7 +116,7 @@ def sinusoidal_table(max_len, d_model):
     return pe
 
 
-@wrong("5.1", hint="10000")
+@wrong("5.1", hint="base 10000")
 def sinusoidal_table(max_len, d_model):
     """base 1000 instead of 10000"""
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]
@@ -293,7 +293,7 @@ def sinusoidal_table(max_len, d_model):
     return pe
 
 
-@wrong("5.1", hint="radians")
+@wrong("5.1", hint="in radians")
 def sinusoidal_table(max_len, d_model):
     """converts the angles from degrees to radians"""
     a = torch.deg2rad(_angles(max_len, d_model))
@@ -379,6 +379,87 @@ def sinusoidal_table(max_len, d_model):
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
     a = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     return _positional.halves_to_interleaved(torch.cat((a.sin(), a.cos()), dim=-1)).float()
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """two loops filling a NumPy float64 array with math.sin / math.cos, then torch.from_numpy(...).float()"""
+    pe = np.zeros((max_len, d_model))
+    for pos in range(max_len):
+        for i in range(d_model // 2):
+            pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
+            pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
+    return torch.from_numpy(pe).float()
+
+
+@right("5.1")
+def sinusoidal_table(max_len, d_model):
+    """The Annotated Transformer's recipe: integer positions times exp(-log(10000) 2i/d), never cast by hand"""
+    position = torch.arange(0, max_len).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def _loop_table(*, layout="interleaved", exponent="2i/d", start=0, transpose=False):
+    """A sinusoidal_table written with a loop over every entry, in float64 and cast to float32 at the end, with at
+    most one mistake (the defaults are right)."""
+
+    def sinusoidal_table(max_len, d_model):
+        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+        for pos in range(start, start + max_len):
+            for j in range(d_model):
+                i = j // 2
+                power = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "j/d": j / d_model}[exponent]
+                angle = pos / 10000 ** power
+                value = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+                column = j if layout == "interleaved" else (i if j % 2 == 0 else d_model // 2 + i)
+                pe[pos - start, column] = value
+        pe = pe.to(torch.float32)
+        return pe.T if transpose else pe
+
+    return sinusoidal_table
+
+
+right("5.1", name="a loop over every entry into a float64 tensor, cast to float32 at the end")(_loop_table())
+wrong("5.1", hint="interleaved layout", name="a loop over every entry, sines into the first half of the columns and "
+      "cosines into the second")(_loop_table(layout="halves"))
+wrong("5.1", hint="you used i/d_model", name="a loop over every entry, exponent i/d with the pair index i")(
+    _loop_table(exponent="i/d"))
+wrong("5.1", hint="column index j", name="a loop over every entry, exponent j/d with the column index j")(
+    _loop_table(exponent="j/d"))
+wrong("5.1", hint="positions start at 0", name="a loop over the positions 1 to max_len")(_loop_table(start=1))
+wrong("5.1", hint="transposed", name="a loop over every entry, then returns the transpose, (d_model, max_len)")(
+    _loop_table(transpose=True))
+
+
+@wrong("5.1", hint="Hint: math.exp, math.sqrt, float() and int() work on single numbers, not on tensors")
+def sinusoidal_table(max_len, d_model):
+    """math.sin on a tensor of positions (a TypeError in the learner's code)"""
+    return torch.tensor([[math.sin(torch.arange(max_len))] * d_model])
+
+
+@wrong("5.1", hint="tensor2tensor")
+def sinusoidal_table(max_len, d_model):
+    """tensor2tensor spacing exp(-log(10000)/(d/2 - 1) i), sin and cos stacked and reshaped"""
+    half = d_model // 2
+    a = torch.arange(max_len).float()[:, None] * torch.exp(-math.log(10000) / max(half - 1, 1)
+                                                           * torch.arange(half).float())
+    return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model)
+
+
+@wrong("5.1", hint="the package's own solution")
+def sinusoidal_table(max_len, d_model, _table=_positional.sinusoidal_table):
+    """attnbook's sinusoidal_table captured as a default argument"""
+    return _table(max_len, d_model)
+
+
+@wrong("5.1", hint="the package's own solution")
+def sinusoidal_table(max_len, d_model, *, _module=_positional.SinusoidalPositionalEncoding):
+    """attnbook's SinusoidalPositionalEncoding captured as a keyword-only default, its .pe read out"""
+    return _module(d_model, max_len=max_len).pe.float()
 
 
 # Tables kept between calls (issue 23): a cache must be looked up by both arguments. The caches live as long as
@@ -467,19 +548,19 @@ def max_equivariance_error(f, x, perm):
     return (f(x[:, perm]) - f(x)[:, perm])[..., -1].abs().max().item()
 
 
-@wrong("5.2", hint="batch axis")
+@wrong("5.2", hint="you permuted the batch axis (dim 0)")
 def max_equivariance_error(f, x, perm):
     """permutes the batch axis: x[perm] and f(x)[perm]"""
     return (f(x[perm]) - f(x)[perm]).abs().max().item()
 
 
-@wrong("5.2", hint="feature axis")
+@wrong("5.2", hint="you permuted the feature axis")
 def max_equivariance_error(f, x, perm):
     """permutes the feature axis: x[..., perm]"""
     return (f(x[..., perm]) - f(x)[..., perm]).abs().max().item()
 
 
-@wrong("5.2", hint="inverse")
+@wrong("5.2", hint="inverse permutation")
 def max_equivariance_error(f, x, perm):
     """permutes the output with the inverse permutation"""
     return (f(x[:, perm]) - f(x)[:, torch.argsort(perm)]).abs().max().item()
@@ -491,7 +572,7 @@ def max_equivariance_error(f, x, perm):
     return (f(x[:, perm]) - f(x)[:, perm]).max().item()
 
 
-@wrong("5.2", hint="mean")
+@wrong("5.2", hint="the mean of the absolute differences")
 def max_equivariance_error(f, x, perm):
     """mean absolute difference instead of the largest"""
     return (f(x[:, perm]) - f(x)[:, perm]).abs().mean().item()
@@ -552,7 +633,7 @@ def max_equivariance_error(f, x, perm):
     return (f(x[:, perm]) - f(x)[:, perm]).abs().amax(dim=(1, 2))
 
 
-@wrong("5.2", hint="one number")
+@wrong("5.2", hint="reduce the differences to one number")
 def max_equivariance_error(f, x, perm):
     """returns the whole absolute-difference tensor, not its max"""
     return (f(x[:, perm]) - f(x)[:, perm]).abs()
@@ -615,13 +696,14 @@ def max_equivariance_error(f, x, perm):
     return (f(x[:, torch.argsort(perm)]) - f(x)[:, perm]).abs().max().item()
 
 
-@wrong("5.2", hint="in its original order")
+@wrong("5.2", hint="in its original order; an equivariant f reorders its output the same way, so compare with the "
+                   "permuted output")
 def max_equivariance_error(f, x, perm):
     """compares f(x[:, perm]) with f(x) itself, unpermuted"""
     return (f(x[:, perm]) - f(x)).abs().max().item()
 
 
-@wrong("5.2", hint="largest signed difference")
+@wrong("5.2", hint="you returned the largest signed difference")
 def max_equivariance_error(f, x, perm):
     """forgets the absolute value, other order: max of f(x)[:, perm] - f(x[:, perm])"""
     return (f(x)[:, perm] - f(x[:, perm])).max().item()
@@ -694,6 +776,26 @@ def max_equivariance_error(f, x, perm):
     return np.float32((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
 
 
+@right("5.2")
+def max_equivariance_error(f, x, perm):
+    """index_select on dim 1 and torch.amax, returned as a 0-d tensor (outside no_grad)"""
+    return torch.amax(torch.abs(f(x.index_select(1, perm)) - f(x).index_select(1, perm)))
+
+
+@wrong("5.2", hint="in place")
+def max_equivariance_error(f, x, perm):
+    """changes x in place (x.mul_(1.0).add_(1.0)) and undoes it in a copy only"""
+    a = f(x[:, perm])
+    x.mul_(1.0).add_(1.0)
+    return (a - f(x - 1.0)[:, perm]).abs().max().item()
+
+
+@wrong("5.2", hint="rounded the result to 3 decimals")
+def max_equivariance_error(f, x, perm):
+    """rounds the error to 3 decimals"""
+    return round((f(x[:, perm]) - f(x)[:, perm]).abs().max().item(), 3)
+
+
 # Results remembered instead of computed (issue 23): every input of the check (x, perm, the attention's weights)
 # changes from run to run, so none of these can give the right number twice.
 _BY_FUNCTION: dict = {}
@@ -749,7 +851,7 @@ def apply_rope(x, positions):
     return x * cos + torch.cat((x2, -x1), dim=-1) * sin
 
 
-@wrong("5.3", hint="ignored the positions")
+@wrong("5.3", hint="you ignored the positions argument")
 def apply_rope(x, positions):
     """ignores `positions` and uses 0..seq-1"""
     d = x.size(-1)
@@ -758,7 +860,7 @@ def apply_rope(x, positions):
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-@wrong("5.3", hint="shifted the positions")
+@wrong("5.3", hint="you shifted the positions so that they start at 0")
 def apply_rope(x, positions):
     """subtracts the first position, so the positions start at 0"""
     d = x.size(-1)
@@ -1063,6 +1165,94 @@ def apply_rope(x, positions, base=10000.0):
     return torch.einsum("tij,...tj->...ti", R, x.double()).to(x.dtype)
 
 
+@right("5.3")
+def apply_rope(x, positions):
+    """Hugging Face's way: float32 inverse frequencies times float32 positions, halves via chunk"""
+    d = x.size(-1)
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2).float() / d)
+    freqs = positions.float()[:, None] * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
+
+
+def _loop_rope(*, pairing="half", sign=1, power="2i/d", offset=0, keep_dtype=True):
+    """An apply_rope that rotates one pair of features at a time in float64, with at most one mistake (the
+    defaults are right)."""
+
+    def apply_rope(x, positions):
+        d = x.size(-1)
+        pos = positions + offset
+        out = x.double().clone()
+        for i in range(d // 2):
+            theta = 10000.0 ** (-(2 * i if power == "2i/d" else i) / d)
+            angle = sign * pos.double() * theta  # (seq,)
+            a, b = (i, i + d // 2) if pairing == "half" else (2 * i, 2 * i + 1)
+            xa, xb = x[..., a].double(), x[..., b].double()
+            out[..., a] = xa * torch.cos(angle) - xb * torch.sin(angle)
+            out[..., b] = xa * torch.sin(angle) + xb * torch.cos(angle)
+        return out.to(x.dtype) if keep_dtype else out.float()
+
+    return apply_rope
+
+
+right("5.3", name="a loop over the pairs (x_i, x_{i+d/2}), each rotated in float64")(_loop_rope())
+wrong("5.3", hint="GPT-J", name="a loop over the adjacent pairs (x_2i, x_2i+1)")(_loop_rope(pairing="adjacent"))
+wrong("5.3", hint="you rotated by -angle", name="a loop over the pairs, each rotated by -angle")(_loop_rope(sign=-1))
+wrong("5.3", hint="you used 10000^(-i/d)", name="a loop over the pairs, theta_i = 10000^(-i/d)")(
+    _loop_rope(power="i/d"))
+wrong("5.3", hint="use the positions as given", name="a loop over the pairs at positions + 1")(_loop_rope(offset=1))
+wrong("5.3", hint="expected torch.float64 like x", name="a loop over the pairs, returned with .float() whatever "
+      "x's dtype")(_loop_rope(keep_dtype=False))
+
+
+@wrong("5.3", hint="the task asks you to write this without attnbook.positional.rotate_half")
+def apply_rope(x, positions):
+    """own float64 cos/sin, but rotate_half read off the attnbook.positional module imported at the top"""
+    d = x.size(-1)
+    freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (x * emb.cos() + _positional.rotate_half(x) * emb.sin()).to(x.dtype)
+
+
+@wrong("5.3", hint="the package's own solution")
+def apply_rope(x, positions, _rope=_positional.apply_rope):
+    """attnbook's apply_rope captured as a default argument"""
+    return _rope(x, positions)
+
+
+@wrong("5.3", hint="without attnbook.positional.rotate_half")
+def apply_rope(x, positions, *, _rotate=_positional.rotate_half):
+    """own cos/sin, attnbook's rotate_half captured as a keyword-only default"""
+    d = x.size(-1)
+    freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (x * emb.cos() + _rotate(x) * emb.sin()).to(x.dtype)
+
+
+@wrong("5.3", hint="without transformers.models.llama.modeling_llama.rotate_half")
+def apply_rope(x, positions):
+    """own cos/sin, but rotate_half of transformers' Llama"""
+    from transformers.models.llama import modeling_llama as llama
+
+    d = x.size(-1)
+    freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (x * emb.cos() + llama.rotate_half(x) * emb.sin()).to(x.dtype)
+
+
+@wrong("5.3", hint="called transformers.models.mixtral.modeling_mixtral.rotate_half")
+def apply_rope(x, positions):
+    """imports transformers' Mixtral rotate_half inside the function (a learner trial's answer, verbatim)"""
+    from transformers.models.mixtral.modeling_mixtral import rotate_half
+
+    d = x.shape[-1]
+    inv = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    fr = positions.double()[:, None] * inv
+    emb = torch.cat((fr, fr), -1)
+    return x * emb.cos().to(x.dtype) + rotate_half(x) * emb.sin().to(x.dtype)
+
+
 # ==========================================================================================================
 # 5.4 The shift matrix of one frequency
 # ==========================================================================================================
@@ -1075,14 +1265,14 @@ def pe_shift_matrix(k, omega):
     return torch.tensor([[c, s], [-s, c]])
 
 
-@wrong("5.4", hint="back by k positions")
+@wrong("5.4", hint="moves (sin, cos) back by k positions")
 def pe_shift_matrix(k, omega):
     """the transposed matrix [[c, -s], [s, c]] (the usual counter-clockwise rotation)"""
     c, s = math.cos(omega * k), math.sin(omega * k)
     return torch.tensor([[c, -s], [s, c]])
 
 
-@wrong("5.4", hint="rows are swapped")
+@wrong("5.4", hint="your rows are swapped")
 def pe_shift_matrix(k, omega):
     """rows swapped: the cos row first"""
     c, s = math.cos(omega * k), math.sin(omega * k)
@@ -1117,7 +1307,7 @@ def pe_shift_matrix(k, omega):
     return torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a), math.cos(a)]])
 
 
-@wrong("5.4", hint="identity")
+@wrong("5.4", hint="that is the identity")
 def pe_shift_matrix(k, omega):
     """hard-coded identity (right for k = 0 only)"""
     return torch.eye(2)
@@ -1130,14 +1320,14 @@ def pe_shift_matrix(k, omega):
     return torch.tensor([[c, s], [-s, c]])
 
 
-@wrong("5.4", hint="columns are swapped")
+@wrong("5.4", hint="your columns are swapped")
 def pe_shift_matrix(k, omega):
     """columns swapped"""
     c, s = math.cos(omega * k), math.sin(omega * k)
     return torch.tensor([[s, c], [c, -s]])
 
 
-@wrong("5.4", hint="swapped cos and sin")
+@wrong("5.4", hint="you swapped cos and sin")
 def pe_shift_matrix(k, omega):
     """cos and sin swapped inside the matrix"""
     c, s = math.cos(omega * k), math.sin(omega * k)
@@ -1158,7 +1348,7 @@ def pe_shift_matrix(k, omega):
     return torch.stack((torch.stack((c, s)), torch.stack((-s, c))))
 
 
-@wrong("5.4", hint="return")
+@wrong("5.4", hint="forget the `return`")
 def pe_shift_matrix(k, omega):
     """forgets the return"""
     c, s = math.cos(omega * k), math.sin(omega * k)
@@ -1251,6 +1441,18 @@ def pe_shift_matrix(k, omega):
 
 wrong("5.4", hint="package's own", name="shift_matrix object of a second, separate import of positional.py")(
     _SECOND.shift_matrix)
+
+
+@wrong("5.4", hint="the package's own solution")
+def pe_shift_matrix(k, omega, _sm=_positional.shift_matrix):
+    """attnbook's shift_matrix captured as a default argument"""
+    return _sm(k, omega)
+
+
+@wrong("5.4", hint="the package's own solution")
+def pe_shift_matrix(k, omega, *, _so=_positional.shift_operator):
+    """attnbook's shift_operator captured as a keyword-only default, called with omega k and d_model = 2"""
+    return _so(omega * k, 2)
 
 
 @right("5.4")
