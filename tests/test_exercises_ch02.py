@@ -1,4 +1,7 @@
-"""Chapter 2 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+"""Chapter 2 checkers, beyond the mutant catalogue (tests/mutants/ch02.py, the home of every "this answer gets this
+verdict" fact): the book's reference solutions pass, stubs are not attempted, and what a verdict alone cannot say:
+what a message names and what it never shows, state kept between checks, the inputs drawn from the run's seed, and
+the statistics of 2.4 (answers checked several times, the false-fail rate and the power)."""
 import functools
 import math
 import re
@@ -22,43 +25,9 @@ def test_2_1_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_2_1_accepts_a_nested_list_a_tuple_and_an_array(solutions):
-    answer = solutions(2)["answer_2_1"]
-    rounded = [[round(x, 3) for x in row] for row in answer.tolist()]
-    for form in (rounded, tuple(tuple(row) for row in rounded), np.array(rounded)):
-        result = check("2.1", form)
-        assert result.passed, (type(form).__name__, result.message)
-
-
 def test_2_1_not_attempted():
     result = check("2.1", None)
     assert result.status == "not attempted"
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (torch.softmax(Q @ K.T, dim=-1) @ V, "left out the scale"),
-        (torch.softmax(Q @ K.T / 2, dim=-1) @ V, "divided the scores by d_k = 2"),
-        (torch.softmax(Q @ K.T / math.sqrt(2), dim=0) @ V, "normalised each column"),
-        (torch.softmax(Q @ K / math.sqrt(2), dim=-1) @ V, "your scores are not Q K^T"),
-        (torch.softmax(Q @ K.T / math.sqrt(2), dim=-1), "multiply them by V"),
-        ((torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V).T.tolist(), "transposed"),
-    ],
-    ids=["no-scale", "scale-by-d_k", "softmax-dim0", "K-not-transposed", "weights", "transposed"],
-)
-def test_2_1_wrong_answers_get_hints(wrong, hint):
-    result = check("2.1", wrong)
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
-def test_2_1_wrong_shape_and_garbage():
-    assert "shape (2, 3)" in check("2.1", [[1, 2, 3], [4, 5, 6]]).message
-    assert "single number" in check("2.1", -0.2177).message
-    assert not check("2.1", "1.59, 0.41").passed
-    result = check("2.1", [[-0.2, 1.6], [-0.6, 1.8]])  # rounded to one decimal: not within 1e-3
-    assert not result.passed and "rounded too early" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -78,51 +47,20 @@ def test_2_2_not_attempted():
     assert check("2.2", attention).status == "not attempted"
 
 
-def make_attention(*, dim=-1, scale="sqrt", fill=float("-inf"), invert=False, after=False, fix_empty=True,
-                   returns="both"):
-    """An attention function with one deliberate mistake (the defaults give a correct one)."""
+def make_attention(*, dim=-1, fix_empty=True):
+    """An attention function with one deliberate mistake (the defaults give a correct one): the softmax over
+    another dimension, or a query with no allowed key left with NaN weights."""
 
     def attention(q, k, v, mask=None):
-        d_k = q.size(-1)
-        divisor = {"sqrt": math.sqrt(d_k), "none": 1.0, "d_k": d_k, "dim0": math.sqrt(q.size(0))}[scale]
-        scores = q @ k.transpose(-2, -1) / divisor
-        if mask is not None and not after:
-            scores = scores.masked_fill(mask if invert else ~mask, fill)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=dim)
-        if mask is not None and after:
-            weights = weights * mask
-        if mask is not None and fix_empty and not after:
+        if mask is not None and fix_empty:
             weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        output = weights @ v
-        return {"both": (output, weights), "swapped": (weights, output), "output": output}[returns]
+        return weights @ v, weights
 
     return attention
-
-
-def test_2_2_a_correct_variant_passes():
-    assert check("2.2", make_attention()).passed
-
-
-@pytest.mark.parametrize(
-    "kwargs, hint",
-    [
-        ({"dim": -2}, "normalises over the queries (dim=-2)"),
-        ({"scale": "none"}, "left out the scale"),
-        ({"scale": "d_k"}, "divided the scores by d_k"),
-        ({"scale": "dim0"}, "q.size(-1)"),
-        ({"invert": True}, "mask is inverted"),
-        ({"after": True}, "applied the mask after the softmax"),
-        ({"fix_empty": False}, "gets NaN weights"),
-        ({"fill": -1e9, "fix_empty": False}, "uniform weights"),
-        ({"returns": "swapped"}, "you swapped them"),
-        ({"returns": "output"}, "returned only the output"),
-    ],
-    ids=lambda x: str(x) if isinstance(x, dict) else "",
-)
-def test_2_2_wrong_answers_get_hints(kwargs, hint):
-    result = check("2.2", make_attention(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
 
 
 def test_2_2_messages_name_the_input():
@@ -142,28 +80,6 @@ def test_2_2_batched_failure_gets_a_transpose_hint():
     assert "3-D" in result.message and "k.transpose(-2, -1)" in result.message, result.message
 
 
-def test_2_2_returning_only_the_weights_or_none():
-    def only_weights(q, k, v, mask=None):
-        return make_attention()(q, k, v, mask)[1]
-
-    def no_return(q, k, v, mask=None):
-        make_attention()(q, k, v, mask)
-
-    assert "returned only the weights" in check("2.2", only_weights).message
-    assert "expected a tuple" in check("2.2", no_return).message
-
-
-def test_2_2_in_place_mask_is_reported():
-    def attention(q, k, v, mask=None):
-        if mask is None:
-            return make_attention()(q, k, v)
-        mask.logical_not_()  # flips the caller's mask in place, then treats True as blocked
-        return make_attention(invert=True)(q, k, v, mask)
-
-    result = check("2.2", attention)
-    assert not result.passed and "in place" in result.message, result.message
-
-
 # ---------------------------------------------------------------------------------------------------------
 # 2.3 padding mask
 # ---------------------------------------------------------------------------------------------------------
@@ -179,54 +95,6 @@ def test_2_3_not_attempted():
         raise NotImplementedError
 
     assert check("2.3", padding_mask).status == "not attempted"
-
-
-def inverted(lengths, max_len):
-    return torch.arange(max_len)[None, :] >= lengths[:, None]
-
-
-def less_equal(lengths, max_len):
-    return torch.arange(max_len)[None, :] <= lengths[:, None]
-
-
-def as_int(lengths, max_len):
-    return (torch.arange(max_len)[None, :] < lengths[:, None]).long()
-
-
-def as_float(lengths, max_len):
-    return (torch.arange(max_len)[None, :] < lengths[:, None]).float()
-
-
-def transposed(lengths, max_len):
-    return torch.arange(max_len)[:, None] < lengths[None, :]
-
-
-def mutates(lengths, max_len):
-    lengths.clamp_(max=max_len - 1)  # changes the caller's tensor where a length equals max_len
-    return torch.arange(max_len)[None, :] < lengths[:, None]
-
-
-def one_based(lengths, max_len):
-    return torch.arange(1, max_len + 1)[None, :] < lengths[:, None]
-
-
-@pytest.mark.parametrize(
-    "fn, hint",
-    [
-        (inverted, "mask is inverted"),
-        (less_equal, "not p <= length"),
-        (as_int, "compare, don't cast"),
-        (as_float, "compare, don't cast"),
-        (transposed, "transposed"),
-        (mutates, "in place"),
-        (one_based, "exactly lengths[b] True values"),
-    ],
-    ids=lambda x: getattr(x, "__name__", ""),
-)
-def test_2_3_wrong_answers_get_hints(fn, hint):
-    result = check("2.3", fn)
-    assert not result.passed, fn.__name__
-    assert hint in result.message, (fn.__name__, result.message)
 
 
 def test_2_3_other_wrong_values_are_described():
@@ -249,53 +117,11 @@ def test_2_4_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_2_4_passes_with_any_global_generator_and_a_float():
-    def variance(d_k, n_samples=10_000):
-        q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
-        return (q * k).sum(-1).var().item()
-
-    def numpy_variance(d_k, n_samples=10_000):
-        return np.var(np.sum(np.random.standard_normal((n_samples, d_k)) * np.random.standard_normal((n_samples, d_k)),
-                             1))
-
-    assert check("2.4", variance).passed
-    assert check("2.4", numpy_variance).passed
-
-
 def test_2_4_not_attempted():
     def dot_product_variance(d_k, n_samples=10_000):
         raise NotImplementedError
 
     assert check("2.4", dot_product_variance).status == "not attempted"
-
-
-def dots(d_k, n, sampler=torch.randn, same=False):
-    q = sampler(n, d_k)
-    k = q if same else sampler(n, d_k)
-    return (q * k).sum(-1)
-
-
-@pytest.mark.parametrize(
-    "fn, hint",
-    [
-        (lambda d_k, n_samples=10_000: (dots(d_k, n_samples) / math.sqrt(d_k)).var().item(), "scaled q.k"),
-        (lambda d_k, n_samples=10_000: (torch.randn(n_samples, d_k) * torch.randn(n_samples, d_k)).var().item(),
-         "variance of one product"),
-        (lambda d_k, n_samples=10_000: dots(d_k, n_samples).std().item(), "standard deviation"),
-        (lambda d_k, n_samples=10_000: dots(d_k, n_samples).mean().item(), "mean of q.k"),
-        (lambda d_k, n_samples=10_000: dots(d_k, n_samples, torch.rand).var().item(), "torch.rand"),
-        (lambda d_k, n_samples=10_000: dots(d_k, n_samples, torch.rand).mean().item(), "mean of q.k for uniform"),
-        (lambda d_k, n_samples=10_000: dots(d_k, n_samples, same=True).var().item(), "k = q"),
-        (lambda d_k, n_samples=10_000: float(d_k), "measure it"),
-        (lambda d_k, n_samples=10_000: dots(d_k, n_samples), "tensor of shape (10000,)"),
-    ],
-    ids=["scaled", "one-product", "std", "mean", "uniform", "uniform-mean", "same-vector", "exact", "no-reduce"],
-)
-def test_2_4_wrong_answers_get_hints(fn, hint):
-    result = check("2.4", fn)
-    assert not result.passed
-    assert hint in result.message, result.message
-
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -336,24 +162,6 @@ def test_2_1_nan_and_integer_answers_get_their_own_messages():
     assert not integer.passed and "integer" in integer.message and "decimal point" in integer.message
 
 
-def _attention_via_torch_sdpa(q, k, v, mask=None):
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return out, None
-
-
-def _attention_via_package(q, k, v, mask=None):
-    from attnbook import scaled_dot_product_attention
-
-    return scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-
-def test_2_2_library_attention_is_refused():
-    result = check("2.2", _attention_via_torch_sdpa)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
-    result = check("2.2", _attention_via_package)
-    assert not result.passed and "the package's own solution" in result.message, result.message
-
-
 def test_2_2_boolean_indexing_is_not_blamed_on_k_T():
     def attention(q, k, v, mask=None):
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -375,24 +183,6 @@ def test_2_2_dim_2_on_a_2d_input_gets_a_hint():
     result = check("2.2", attention)
     assert not result.passed and "Dimension out of range" in result.message
     assert "dim=-1 is always the last dimension" in result.message
-
-
-def test_2_3_library_padding_mask_is_refused():
-    def padding_mask(lengths, max_len):
-        from attnbook.masks import padding_mask as library_mask
-
-        return library_mask(lengths, max_len)
-
-    result = check("2.3", padding_mask)
-    assert not result.passed and "the package's own solution" in result.message, result.message
-
-
-def test_2_3_missing_new_axis_gets_a_broadcasting_hint():
-    def padding_mask(lengths, max_len):
-        return torch.arange(max_len)[None, :] < lengths  # (1, max_len) < (batch,): lines up wrongly
-
-    result = check("2.3", padding_mask)
-    assert not result.passed and "x[:, None]" in result.message, result.message
 
 
 def _variance_ignoring_n_samples(d_k, n_samples=10_000):
@@ -439,62 +229,9 @@ def test_2_1_guessing_entry_by_entry_stops_being_answered():
     reset_session()
 
 
-def test_2_1_rounded_too_early_gets_its_own_hint():
-    rounded = [[round(x, 2) for x in row] for row in _by_hand_output()]
-    result = check("2.1", rounded)
-    assert not result.passed and "rounded too early" in result.message
-
-
-def test_2_1_a_list_of_row_tensors_is_accepted():
-    out = torch.softmax(Q @ K.T / math.sqrt(2), dim=-1) @ V
-    assert check("2.1", [out[0], out[1]]).passed
-
-
 def test_2_1_transposed_scores_are_not_called_q_times_k():
     result = check("2.1", torch.softmax(K @ Q.T / math.sqrt(2), dim=-1) @ V)
     assert not result.passed and "your scores are K Q^T" in result.message and "Q @ K;" not in result.message
-
-
-def _attention_output_via_private_sdpa(q, k, v, mask=None):
-    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    if mask is not None:
-        s = s.masked_fill(~mask, float("-inf"))
-    w = torch.softmax(s, -1).nan_to_num()
-    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(), w
-
-
-def _attention_output_via_tiled(q, k, v, mask=None):
-    from attnbook.attention import tiled_attention
-
-    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)
-    return tiled_attention(q, k, v), w
-
-
-def test_2_2_other_attention_routes_are_refused():
-    result = check("2.2", _attention_output_via_private_sdpa)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
-    result = check("2.2", _attention_output_via_tiled)
-    assert not result.passed and "the package's own solution" in result.message, result.message
-
-
-def test_2_2_if_mask_gets_a_hint():
-    def attention(q, k, v, mask=None):
-        s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-        if mask:
-            s = s.masked_fill(~mask, float("-inf"))
-        w = torch.softmax(s, -1)
-        return w @ v, w
-
-    result = check("2.2", attention)
-    assert not result.passed and "if mask is not None" in result.message
-
-
-def test_2_3_int32_lengths_are_tested():
-    def padding_mask(lengths, max_len):  # one_hot accepts int64 only
-        return torch.nn.functional.one_hot(lengths, max_len + 1)[:, 1:].flip(1).cumsum(1).flip(1).bool()
-
-    result = check("2.3", padding_mask)
-    assert not result.passed and "int32" in result.message
 
 
 def _variance_unseeded_ignoring_n_samples(d_k, n_samples=10_000):
@@ -578,16 +315,12 @@ def test_2_2_hints_print_no_solution_code():
     assert "masked_fill(" not in result.message and "mask.any(" not in result.message, result.message
 
 
-def test_2_2_ignoring_the_mask_and_a_re_broadcast_mask_get_hints():
-    def ignores_mask(q, k, v, mask=None):
-        return _attention()(q, k, v)
-
+def test_2_2_the_re_broadcast_mask_hint_does_not_mention_keepdim():
     def re_broadcasts(q, k, v, mask=None):
         if mask is not None and mask.dim() == 2:
             mask = mask[:, None, None, :]
         return _attention()(q, k, v, mask)
 
-    assert "did not apply the mask" in check("2.2", ignores_mask).message
     message = check("2.2", re_broadcasts).message
     assert "use it as it is" in message and "keepdim" not in message, message
 
@@ -605,34 +338,22 @@ def test_2_2_a_mistake_on_one_input_only_is_not_named():
 
 
 def test_2_3_the_bool_hint_prints_no_code():
+    def as_int(lengths, max_len):
+        return (torch.arange(max_len)[None, :] < lengths[:, None]).long()
+
     result = check("2.3", as_int)
     assert "compare, don't cast" in result.message
     assert "[None, :]" not in result.message and "[:, None]" not in result.message, result.message
 
 
-def test_2_4_only_a_python_float_is_accepted():
-    def as_tensor(d_k, n_samples=10_000):
-        return (torch.randn(n_samples, d_k) * torch.randn(n_samples, d_k)).sum(-1).var()
-
+def test_2_4_a_numpy_float32_is_named_and_told_to_convert():
     def as_float32(d_k, n_samples=10_000):
         rng = np.random.default_rng(3)
         a = rng.standard_normal((n_samples, d_k), dtype=np.float32)
         return (a * rng.standard_normal((n_samples, d_k), dtype=np.float32)).sum(-1).var()
 
-    def rounded(d_k, n_samples=10_000):
-        return round((torch.randn(n_samples, d_k) * torch.randn(n_samples, d_k)).sum(-1).var().item())
-
-    assert ".item()" in check("2.4", as_tensor).message
-    assert "float32" in check("2.4", as_float32).message and "float(" in check("2.4", as_float32).message
-    assert "the int" in check("2.4", rounded).message
-
-
-def test_2_4_swapped_sizes_get_their_own_hint():
-    def swapped(d_k, n_samples=10_000):
-        return (torch.randn(d_k, n_samples) * torch.randn(d_k, n_samples)).sum(-1).var().item()
-
-    result = check("2.4", swapped)
-    assert not result.passed and "n_samples pairs of vectors of size d_k" in result.message, result.message
+    message = check("2.4", as_float32).message
+    assert "float32" in message and "float(" in message, message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1003,14 +724,6 @@ def test_2_4_power():
 # ---------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("decimals", [(1, 1, 1, 1), (2, 1, 2, 1), (1, 2, 2, 2)])
-def test_2_1_rounding_to_one_decimal_gets_the_rounding_hint(decimals):
-    out = _by_hand_output()
-    rounded = [[round(out[i][j], decimals[2 * i + j]) for j in range(2)] for i in range(2)]
-    result = check("2.1", rounded)
-    assert not result.passed and "rounded too early" in result.message, (rounded, result.message)
-
-
 @pytest.mark.parametrize("wrong", [
     [[-0.2, 1.6], [-0.6, 1.7]],  # one entry is not a rounding of the right one
     [[-0.5, 1.8], [-0.8, 1.9]],  # the missing scale, rounded to one decimal
@@ -1021,14 +734,11 @@ def test_2_1_the_rounding_hint_needs_every_entry_rounded(wrong):
     assert not result.passed and "rounded too early" not in result.message, result.message
 
 
-def _softmax_by_hand(epsilon=0.0, numerator=0.0, stable=False, scores_dtype=None, float32_scale=False):
+def _softmax_by_hand(epsilon=0.0, numerator=0.0, stable=False):
     """Attention with a hand-written softmax: `epsilon` added to the sum in the denominator, `numerator` added to
-    every exponential (and so len * numerator to their sum), the row maximum subtracted (`stable`), the scores
-    computed in `scores_dtype`, or the scale sqrt(d_k) computed as a float32 tensor."""
+    every exponential (and so len * numerator to their sum), the row maximum subtracted (`stable`)."""
     def attention(q, k, v, mask=None):
-        qs, ks = (q, k) if scores_dtype is None else (q.to(scores_dtype), k.to(scores_dtype))
-        scale = torch.tensor(float(q.size(-1))).sqrt() if float32_scale else math.sqrt(q.size(-1))
-        scores = (qs @ ks.transpose(-2, -1)).to(q.dtype) / scale
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         if stable:
@@ -1055,22 +765,6 @@ def test_2_2_other_small_errors_are_not_called_float32():
     result = check("2.2", _softmax_by_hand(epsilon=1e-6, numerator=1e-6 / 9))
     assert not result.passed and "float32" not in result.message and "slightly less than 1" not in result.message
     assert "at index" in result.message, result.message
-
-
-@pytest.mark.parametrize("kwargs", [{"scores_dtype": torch.float32}, {"float32_scale": True}])
-def test_2_2_float32_on_the_way_still_gets_the_float32_hint(kwargs):
-    result = check("2.2", _softmax_by_hand(**kwargs))
-    assert not result.passed and "float32 precision" in result.message, (kwargs, result.message)
-
-
-def test_2_2_a_hand_written_softmax_without_epsilon_passes():
-    assert check("2.2", _softmax_by_hand(stable=True)).passed
-
-
-def test_2_2_a_mask_after_the_softmax_keeps_its_hint():
-    """Its rows with a blocked key also sum to less than 1, by a factor per row: its own hint, not the epsilon's."""
-    result = check("2.2", make_attention(after=True))
-    assert not result.passed and "applied the mask after the softmax" in result.message, result.message
 
 
 def _pairs(n, d_k):

@@ -27,18 +27,20 @@ value("2.1", _RIGHT_2_1[0:2], right=True, name="nested list built by slicing (pl
 value("2.1", np.array(_RIGHT_2_1), right=True, name="a NumPy array")
 value("2.1", [torch.tensor(row) for row in _RIGHT_2_1], right=True, name="a list of row tensors")
 value("2.1", ((-0.2177, 1.6089), (-0.5718, 1.7859)), right=True, name="a tuple of tuples")
+value("2.1", ((-0.218, 1.609), (-0.572, 1.786)), right=True, name="a tuple of tuples rounded to 3 decimals")
+value("2.1", np.array([[-0.218, 1.609], [-0.572, 1.786]]), right=True, name="a NumPy array rounded to 3 decimals")
 
-value("2.1", torch.tensor([[-0.5232, 1.7616], [-0.8103, 1.9051]]), right=False, hint="scale",
+value("2.1", torch.tensor([[-0.5232, 1.7616], [-0.8103, 1.9051]]), right=False, hint="left out the scale",
       name="forgot the scale: softmax(Q K^T) V")
-value("2.1", torch.tensor([[0.0758, 1.4621], [-0.2703, 1.6351]]), right=False, hint="sqrt",
-      name="divided by d_k = 2 instead of sqrt(2)")
-value("2.1", torch.tensor([[1.7435, 1.3395], [0.2565, 0.6605]]), right=False, hint="queries",
-      name="softmax over the queries (down the columns, dim=0)")
-value("2.1", torch.tensor([[2.4167, 0.2916], [0.0287, 1.4856]]), right=False, hint="not Q K^T",
+value("2.1", torch.tensor([[0.0758, 1.4621], [-0.2703, 1.6351]]), right=False,
+      hint="divided the scores by d_k = 2; divide by sqrt", name="divided by d_k = 2 instead of sqrt(2)")
+value("2.1", torch.tensor([[1.7435, 1.3395], [0.2565, 0.6605]]), right=False,
+      hint="normalised each column (over the queries)", name="softmax over the queries (down the columns, dim=0)")
+value("2.1", torch.tensor([[2.4167, 0.2916], [0.0287, 1.4856]]), right=False, hint="your scores are not Q K^T",
       name="scores Q K instead of Q K^T")
 value("2.1", torch.tensor([[2.2177, 0.3911], [1.6790, 0.6605]]), right=False, hint="K Q^T",
       name="scores K Q^T instead of Q K^T")
-value("2.1", torch.tensor([[-0.2177, -0.5718], [1.6089, 1.7859]]), right=False, hint="transpos",
+value("2.1", torch.tensor([[-0.2177, -0.5718], [1.6089, 1.7859]]), right=False, hint="transposed",
       name="wrote the output transposed (one column per query)")
 value("2.1", torch.tensor([[0.5867, 1.4133], [0.3211, 1.6789]]), right=False, name="multiplied by V^T instead of V")
 value("2.1", torch.tensor([[0.1956, 0.8044], [0.1070, 0.8930]]), right=False, hint="multiply them by V",
@@ -51,7 +53,11 @@ value("2.1", np.array([[-0.2, 1.6], [-0.6, 1.8]]), right=False, hint="rounded to
       name="rounded to one decimal, as a NumPy array")
 value("2.1", [[-0.22, 1.6], [-0.57, 1.8]], right=False, hint="rounded too early",
       name="rounded to two decimals in the first column and one in the second")
+value("2.1", [[-0.2, 1.61], [-0.57, 1.79]], right=False, hint="rounded too early",
+      name="the first entry rounded to one decimal, the others to two")
+value("2.1", [[-0.22, 1.61], [-0.57, 1.79]], right=False, hint="rounded too early", name="rounded to two decimals")
 value("2.1", torch.tensor([[-0.2177, 1.6089]]), right=False, hint="shape", name="only the first query's row")
+value("2.1", [[1, 2, 3], [4, 5, 6]], right=False, hint="shape (2, 3)", name="a 2 x 3 matrix of whole numbers")
 value("2.1", -0.2177, right=False, hint="single number", name="a single number: only the top-left entry")
 value("2.1", "[[-0.2177, 1.6089], [-0.5718, 1.7859]]", right=False, name="a string that looks like the list")
 value("2.1", torch.tensor([[-0.2177, 1.6089], [-0.5718, 1.7859]]) * torch.tensor([[1.0, 1.0], [1.0, 1.01]]),
@@ -82,7 +88,7 @@ wrong("2.2", hint="package's own",
       name="scaled_dot_product_attention from a second, separate import of attention.py")(_second_import_sdpa())
 
 
-@wrong("2.2", hint="package's own")
+@wrong("2.2", hint="the package's own solution")
 def attention_wrapper(q, k, v, mask=None):
     """a def wrapper that calls attnbook.scaled_dot_product_attention"""
     from attnbook.attention import scaled_dot_product_attention as sdpa
@@ -90,7 +96,7 @@ def attention_wrapper(q, k, v, mask=None):
     return out, w
 
 
-@wrong("2.2", hint="without")
+@wrong("2.2", hint="the task asks you to write this without")
 def attention_torch_sdpa(q, k, v, mask=None):
     """torch's F.scaled_dot_product_attention, with the identity as values to get the weights"""
     F = torch.nn.functional
@@ -110,7 +116,7 @@ def attention_half_torch_sdpa(q, k, v, mask=None):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(0.0), weights
 
 
-@wrong("2.2", hint="scale")
+@wrong("2.2", hint="left out the scale")
 def attention_no_scale(q, k, v, mask=None):
     """forgets to divide by sqrt(d_k)"""
     scores = q @ k.transpose(-2, -1)
@@ -120,7 +126,7 @@ def attention_no_scale(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="sqrt")
+@wrong("2.2", hint="divided the scores by d_k; divide by sqrt")
 def attention_divide_dk(q, k, v, mask=None):
     """divides by d_k instead of sqrt(d_k)"""
     scores = q @ k.transpose(-2, -1) / q.size(-1)
@@ -140,7 +146,7 @@ def attention_sqrt_dv(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="normalises over the queries")
+@wrong("2.2", hint="normalises over the queries (dim=-2)")
 def attention_softmax_queries(q, k, v, mask=None):
     """softmax over the queries (dim=-2) instead of the keys"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -160,7 +166,7 @@ def attention_softmax_dim1(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="invert")
+@wrong("2.2", hint="mask is inverted")
 def attention_inverted_mask(q, k, v, mask=None):
     """reads True as 'blocked' (masked_fill(mask, -inf))"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -177,7 +183,7 @@ def attention_ignores_mask(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="nan")
+@wrong("2.2", hint="a query that may attend to no key gets NaN weights")
 def attention_nan_rows(q, k, v, mask=None):
     """masks with -inf but leaves fully masked rows as NaN"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -197,7 +203,7 @@ def attention_zero_output_only(q, k, v, mask=None):
     return (weights @ v).nan_to_num(0.0), weights
 
 
-@wrong("2.2", hint="uniform")
+@wrong("2.2", hint="gets uniform weights")
 def attention_large_negative(q, k, v, mask=None):
     """fills blocked scores with -1e9: a fully masked row becomes a uniform average instead of zeros"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -207,7 +213,7 @@ def attention_large_negative(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="after the softmax")
+@wrong("2.2", hint="applied the mask after the softmax")
 def attention_mask_after_softmax(q, k, v, mask=None):
     """multiplies the weights by the mask after the softmax, without renormalising"""
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
@@ -236,7 +242,7 @@ def attention_mT_swapped(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="swapped")
+@wrong("2.2", hint="you swapped them")
 def attention_swapped_return(q, k, v, mask=None):
     """returns (weights, output)"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -246,7 +252,7 @@ def attention_swapped_return(q, k, v, mask=None):
     return weights, weights @ v
 
 
-@wrong("2.2", hint="tuple")
+@wrong("2.2", hint="you returned only the output")
 def attention_output_only(q, k, v, mask=None):
     """returns only the output"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -395,7 +401,7 @@ def attention_scale_by_S(q, k, v, mask=None):
     return weights @ v, weights
 
 
-@wrong("2.2", hint="dimension 0")
+@wrong("2.2", hint="q.size(-1); you scaled by the square root of the size of dimension 0")
 def attention_scale_by_dim0(q, k, v, mask=None):
     """scales by sqrt(q.shape[0]) (the batch size for batched inputs)"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[0])
@@ -415,7 +421,7 @@ def attention_weights_times_k(q, k, v, mask=None):
     return weights @ k, weights
 
 
-@wrong("2.2", hint="package's own")
+@wrong("2.2", hint="the package's own solution")
 def attention_tiled_output(q, k, v, mask=None):
     """weights by hand, output from the package's tiled_attention when there is no mask"""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -457,6 +463,56 @@ def attention_float64_inside(q, k, v, mask=None):
     return (weights @ v.double()).to(q.dtype), weights.to(q.dtype)
 
 
+@wrong("2.2", hint="returned only the weights")
+def attention_weights_only(q, k, v, mask=None):
+    """returns only the weights"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0)
+
+
+@wrong("2.2", hint="expected a tuple")
+def attention_no_return(q, k, v, mask=None):
+    """ends with the expression `weights @ v, weights`, as a notebook cell would show it, but no return"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    weights @ v, weights
+
+
+@wrong("2.2", hint="in place")
+def attention_flips_mask_in_place(q, k, v, mask=None):
+    """flips the caller's mask in place (mask.logical_not_()), then fills where it is True"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        mask.logical_not_()
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="the task asks you to write this without")
+def attention_private_torch_sdpa(q, k, v, mask=None):
+    """weights by hand, output from torch._C._nn.scaled_dot_product_attention (the function behind F's)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return torch._C._nn.scaled_dot_product_attention(q, k, v, attn_mask=mask).nan_to_num(0.0), weights
+
+
+@wrong("2.2", hint="if mask is not None")
+def attention_if_mask(q, k, v, mask=None):
+    """tests `if mask:` instead of `if mask is not None:` (the truth value of a tensor of several booleans)"""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2.3 padding_mask(lengths, max_len)
 # ---------------------------------------------------------------------------------------------------------------
@@ -479,7 +535,7 @@ wrong("2.3", hint="package's own", name="padding_mask from a second, separate im
     _second_import_padding_mask())
 
 
-@wrong("2.3", hint="package's own")
+@wrong("2.3", hint="the package's own solution")
 def padding_mask_wrapper(lengths, max_len):
     """a def wrapper that calls attnbook.masks.padding_mask"""
     from attnbook import masks
@@ -498,25 +554,25 @@ def padding_mask_from_one(lengths, max_len):
     return torch.arange(1, max_len + 1)[None, :] < lengths[:, None]
 
 
-@wrong("2.3", hint="bool")
+@wrong("2.3", hint="compare, don't cast: a comparison of the positions with the lengths already gives a bool")
 def padding_mask_long(lengths, max_len):
     """returns 0/1 integers instead of booleans"""
     return (torch.arange(max_len)[None, :] < lengths[:, None]).long()
 
 
-@wrong("2.3", hint="bool")
+@wrong("2.3", hint="compare, don't cast: a comparison of the positions with the lengths already gives a bool")
 def padding_mask_float(lengths, max_len):
     """returns a float mask of 1.0 and 0.0"""
     return (torch.arange(max_len)[None, :] < lengths[:, None]).float()
 
 
-@wrong("2.3", hint="inverted")
+@wrong("2.3", hint="mask is inverted")
 def padding_mask_inverted(lengths, max_len):
     """True at the padding (the 'block' convention)"""
     return torch.arange(max_len)[None, :] >= lengths[:, None]
 
 
-@wrong("2.3", hint="shape")
+@wrong("2.3", hint="your mask is transposed")
 def padding_mask_transposed(lengths, max_len):
     """(max_len, batch) instead of (batch, max_len)"""
     return torch.arange(max_len)[:, None] < lengths[None, :]
@@ -567,6 +623,25 @@ def padding_mask_broadcast_shape(lengths, max_len):
 def padding_mask_hard_coded(lengths, max_len):
     """hard-codes the example from the task text"""
     return torch.tensor([[True, True, False], [False, False, False]])
+
+
+@wrong("2.3", hint="in place")
+def padding_mask_clamps_lengths(lengths, max_len):
+    """clamps the caller's lengths in place to max_len - 1 (changes them only where a length equals max_len)"""
+    lengths.clamp_(max=max_len - 1)
+    return torch.arange(max_len)[None, :] < lengths[:, None]
+
+
+@wrong("2.3", hint="x[:, None]")
+def padding_mask_no_new_axis(lengths, max_len):
+    """compares the positions with the lengths without a new axis: (1, max_len) < (batch,) lines up wrongly"""
+    return torch.arange(max_len)[None, :] < lengths
+
+
+@wrong("2.3", hint="int32")
+def padding_mask_one_hot(lengths, max_len):
+    """one_hot of the lengths and a reversed cumsum (one_hot takes int64 lengths only)"""
+    return torch.nn.functional.one_hot(lengths, max_len + 1)[:, 1:].flip(1).cumsum(1).flip(1).bool()
 
 
 @right("2.3")
@@ -620,7 +695,7 @@ def dot_product_variance_global_generator(d_k, n_samples=10_000):
 
 
 
-@wrong("2.4", hint="float")
+@wrong("2.4", hint="the task asks for a float: convert the one-element tensor with .item()")
 def dot_product_variance_tensor(d_k, n_samples=10_000):
     """returns a 0-d tensor (forgot .item())"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
@@ -636,7 +711,7 @@ def dot_product_variance_numpy_float32(d_k, n_samples=10_000):
     return (q * k).sum(axis=-1).var()
 
 
-@wrong("2.4", hint="float")
+@wrong("2.4", hint="do not round or convert to int: return the measured variance itself, as a float")
 def dot_product_variance_rounded(d_k, n_samples=10_000):
     """rounds the result to an int"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
@@ -650,7 +725,7 @@ def dot_product_variance_std(d_k, n_samples=10_000):
     return (q * k).sum(dim=-1).std().item()
 
 
-@wrong("2.4", hint="one product")
+@wrong("2.4", hint="variance of one product")
 def dot_product_variance_of_products(d_k, n_samples=10_000):
     """variance of the individual products q_i k_i, not of their sums"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
@@ -664,7 +739,7 @@ def dot_product_variance_uniform(d_k, n_samples=10_000):
     return (q * k).sum(dim=-1).var().item()
 
 
-@wrong("2.4", hint="scale")
+@wrong("2.4", hint="scaled q.k")
 def dot_product_variance_scaled(d_k, n_samples=10_000):
     """measures the scaled scores q.k / sqrt(d_k)"""
     q, k = torch.randn(n_samples, d_k), torch.randn(n_samples, d_k)
@@ -1075,6 +1150,41 @@ def attention_softmax_large_epsilon(q, k, v, mask=None):
         scores = scores.masked_fill(~mask, float("-inf"))
     e = torch.exp(scores)
     weights = e / (e.sum(dim=-1, keepdim=True) + 1e-3)
+    return weights @ v, weights
+
+
+def _hand_softmax(scores, mask, stable=False):
+    """softmax over the keys written by hand, no epsilon: e / e.sum(), a query with no allowed key at 0 (0 / 0
+    replaced by 0); `stable`: the row maximum subtracted first."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    if stable:
+        scores = scores - scores.amax(dim=-1, keepdim=True)
+    e = torch.exp(scores).nan_to_num(0.0)
+    if mask is not None:
+        e = e * mask
+    return (e / e.sum(dim=-1, keepdim=True)).nan_to_num(0.0)
+
+
+@right("2.2")
+def attention_hand_softmax_no_epsilon(q, k, v, mask=None):
+    """a stable hand-written softmax that divides by the row sum itself, 0 / 0 replaced by 0"""
+    weights = _hand_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), mask, stable=True)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="float32 precision")
+def attention_hand_softmax_float32_scores(q, k, v, mask=None):
+    """a hand-written softmax on scores computed in float32 and cast back to q's dtype"""
+    scores = (q.float() @ k.float().transpose(-2, -1)).to(q.dtype) / math.sqrt(q.size(-1))
+    weights = _hand_softmax(scores, mask)
+    return weights @ v, weights
+
+
+@wrong("2.2", hint="float32 precision")
+def attention_hand_softmax_float32_scale(q, k, v, mask=None):
+    """a hand-written softmax on scores divided by sqrt(d_k) computed as a float32 tensor, torch.tensor(d_k).sqrt()"""
+    weights = _hand_softmax(q @ k.transpose(-2, -1) / torch.tensor(float(q.size(-1))).sqrt(), mask)
     return weights @ v, weights
 
 
