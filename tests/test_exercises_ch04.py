@@ -1,8 +1,10 @@
-"""Checkers of chapter 4: the reference solutions pass, typical wrong answers get their own hint, and what the
-tasks forbid is refused. Every wrong answer here is written out by hand, independently of the checker code."""
+"""Checkers of chapter 4, what the mutant catalogue (tests/mutants/ch04.py, the home of "this answer gets this
+verdict and hint") cannot say: the notebook's reference solutions pass, an unattempted answer is told so, messages
+name the input and the section to re-read and show neither solution code nor the expected count, refusals name
+what they refuse and leave the package working, the tasks say what they forbid, and 4.4's drawn configuration
+varies with the seed. Every answer here is written out by hand, independently of the checker code."""
 from __future__ import annotations
 
-import functools
 import re
 
 import nbformat
@@ -22,32 +24,6 @@ from attnbook.exercises import check, compare
 def test_4_1_reference_passes(solutions):
     result = check("4.1", solutions(4)["layer_norm"])
     assert result.passed, result.message
-
-
-def test_4_1_other_correct_answers_pass():
-    def with_var_mean(x, gamma, beta, eps=1e-5):
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)
-        return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
-
-    def with_moments_in_float64(x, gamma, beta, eps=1e-5):  # E[x^2] - E[x]^2, safe in float64
-        xd = x.double()
-        mean = xd.mean(-1, keepdim=True)
-        var = (xd * xd).mean(-1, keepdim=True) - mean ** 2
-        return (gamma * (xd - mean) / (var + eps) ** 0.5 + beta).to(x.dtype)
-
-    assert check("4.1", with_var_mean).passed
-    assert check("4.1", with_moments_in_float64).passed
-
-
-def test_4_1_moments_in_float32_fail_on_a_large_mean():
-    """E[x^2] - E[x]^2 in float32 loses the variance of features about 1000 (cancellation)."""
-    def with_moments(x, gamma, beta, eps=1e-5):
-        mean = x.mean(-1, keepdim=True)
-        var = (x * x).mean(-1, keepdim=True) - mean ** 2
-        return gamma * (x - mean) / (var + eps) ** 0.5 + beta
-
-    result = check("4.1", with_moments)
-    assert not result.passed and "in float32 with a large mean" in result.message, result.message
 
 
 def make_layer_norm(var="biased", dims=-1, eps_where="inside", fixed_eps=None, affine="both", keepdim=True,
@@ -71,71 +47,12 @@ def make_layer_norm(var="biased", dims=-1, eps_where="inside", fixed_eps=None, a
     return layer_norm
 
 
-def test_4_1_the_correct_variant_passes():
-    assert check("4.1", make_layer_norm()).passed
-
-
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"var": "unbiased"}, "unbiased variance"),
-    ({"dims": 0}, "normalised over the wrong dimension (dim=0)"),
-    ({"dims": 1}, "normalised over the wrong dimension (dim=-2, the positions)"),
-    ({"dims": None}, "normalised over all dimensions at once"),
-    ({"eps_where": "outside"}, "eps goes inside the square root"),
-    ({"eps_where": "none"}, "you left out eps"),
-    ({"fixed_eps": 1e-5}, "use the eps argument"),
-    ({"affine": "none"}, "forgot gamma and beta"),
-    ({"affine": "no_gamma"}, "forgot to multiply by gamma"),
-    ({"affine": "no_beta"}, "forgot to add beta"),
-    ({"affine": "swapped"}, "gamma and beta are swapped"),
-    ({"keepdim": False}, "keepdim=True"),
-    ({"centre": False}, "subtract the mean"),
-    ({"power": 1.0}, "not by the variance"),
-], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_4_1_wrong_answers_get_hints(kwargs, hint):
-    if kwargs.get("dims", -1) is None:  # x.mean(dim=None) reduces everything; var needs the dims spelled out
-        def layer_norm(x, gamma, beta, eps=1e-5):
-            mean, var = x.mean(), x.var(unbiased=False)
-            return (x - mean) / torch.sqrt(var + eps) * gamma + beta
-        answer = layer_norm
-    else:
-        answer = make_layer_norm(**kwargs)
-    result = check("4.1", answer)
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-
-
-def test_4_1_std_plus_eps_gets_its_own_hint():
-    def layer_norm(x, gamma, beta, eps=1e-5):
-        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * gamma + beta
-
-    result = check("4.1", layer_norm)
-    assert not result.passed and "unbiased standard deviation plus eps" in result.message, result.message
-
-
 def test_4_1_messages_name_the_input_and_the_section():
     result = check("4.1", make_layer_norm(eps_where="outside"))
     assert "x of shape (4, 6)" in result.message and 'Re-read "Normalise each token over its features"' in (
         result.message)
     result = check("4.1", make_layer_norm(fixed_eps=1e-5))
     assert "eps=0.1" in result.message, result.message
-
-
-def test_4_1_a_float32_result_for_float64_input_gets_a_dtype_message():
-    def layer_norm(x, gamma, beta, eps=1e-5):
-        return make_layer_norm()(x.float(), gamma.float(), beta.float(), eps)
-
-    result = check("4.1", layer_norm)
-    assert not result.passed and "dtype torch.float32" in result.message, result.message
-
-
-@pytest.mark.parametrize("shortcut", [
-    lambda x, gamma, beta, eps=1e-5: F.layer_norm(x, x.shape[-1:], gamma, beta, eps),
-    lambda x, gamma, beta, eps=1e-5: torch.layer_norm(x, x.shape[-1:], gamma, beta, eps),
-    lambda x, gamma, beta, eps=1e-5: nn.LayerNorm(x.shape[-1], eps=eps).to(x.dtype)(x) * gamma + beta,
-])
-def test_4_1_library_layer_norms_are_refused(shortcut):
-    result = check("4.1", shortcut)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
 
 
 def test_4_1_package_layer_norm_is_refused():
@@ -147,15 +64,6 @@ def test_4_1_package_layer_norm_is_refused():
     result = check("4.1", layer_norm)
     assert not result.passed and "calls attnbook.layers.LayerNorm" in result.message, result.message
     assert "the package's own solution" in result.message, result.message
-
-
-def test_4_1_in_place_change_is_reported():
-    def layer_norm(x, gamma, beta, eps=1e-5):
-        x -= x.mean(-1, keepdim=True)
-        return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) * gamma + beta
-
-    result = check("4.1", layer_norm)
-    assert not result.passed and "in place" in result.message
 
 
 def test_4_1_not_attempted():
@@ -175,28 +83,6 @@ def test_4_2_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_4_2_other_correct_answers_pass():
-    assert check("4.2", lambda x, W1, b1, W2, b2: (x @ W1 + b1).clamp(min=0) @ W2 + b2).passed
-    assert check("4.2", lambda x, W1, b1, W2, b2: torch.matmul(F.relu(torch.matmul(x, W1) + b1), W2) + b2).passed
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (lambda x, W1, b1, W2, b2: F.gelu(x @ W1 + b1) @ W2 + b2, "that is GELU"),
-    (lambda x, W1, b1, W2, b2: F.gelu(x @ W1 + b1, approximate="tanh") @ W2 + b2, "tanh approximation of GELU"),
-    (lambda x, W1, b1, W2, b2: torch.relu(torch.relu(x @ W1 + b1) @ W2 + b2), "output has no activation"),
-    (lambda x, W1, b1, W2, b2: (x @ W1 + b1) @ W2 + b2, "left out the activation"),
-    (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2 + b2, "forgot the first bias"),
-    (lambda x, W1, b1, W2, b2: torch.relu(x @ W1 + b1) @ W2, "forgot the second bias"),
-    (lambda x, W1, b1, W2, b2: torch.relu(x @ W1) @ W2, "forgot both biases"),
-    (lambda x, W1, b1, W2, b2: (torch.relu(x @ W1) + b1) @ W2 + b2, "add b1 before the ReLU"),
-    (lambda x, W1, b1, W2, b2: torch.relu(x @ W1.T + b1) @ W2.T + b2, "used as given, (in, out), with no transpose"),
-])
-def test_4_2_wrong_answers_get_hints(answer, hint):
-    result = check("4.2", answer)
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
 def test_4_2_transpose_is_named_where_it_runs():
     def transposed_if_square(x, W1, b1, W2, b2):
         if W1.shape[0] != W1.shape[1]:
@@ -205,15 +91,6 @@ def test_4_2_transpose_is_named_where_it_runs():
 
     result = check("4.2", transposed_if_square)
     assert not result.passed and "square weights" in result.message and "you transposed W1" in result.message
-
-
-@pytest.mark.parametrize("answer", [
-    lambda x, W1, b1, W2, b2: F.linear(torch.relu(F.linear(x, W1.T, b1)), W2.T, b2),
-    lambda x, W1, b1, W2, b2: nn.Linear(W1.shape[0], W1.shape[1])(x),
-])
-def test_4_2_linear_layers_are_refused(answer):
-    result = check("4.2", answer)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
 
 
 def test_4_2_package_feed_forward_is_refused():
@@ -313,16 +190,6 @@ def test_4_3_wrong_answers_get_hints(answer, hint):
     assert "(2, 5, 8)" in result.message  # each mistake is named on the first input
 
 
-def test_4_3_calling_attn_with_three_tensors_gets_a_hint():
-    def pre_norm_block(x, attn, ffn, norm1, norm2):
-        y = norm1(x)
-        h = x + attn(y, y, y)
-        return h + ffn(norm2(h))
-
-    result = check("4.3", pre_norm_block)
-    assert not result.passed and "takes one tensor" in result.message, result.message
-
-
 def test_4_3_encoder_block_is_refused():
     def pre_norm_block(x, attn, ffn, norm1, norm2):
         from attnbook.layers import EncoderBlock
@@ -332,15 +199,6 @@ def test_4_3_encoder_block_is_refused():
     result = check("4.3", pre_norm_block)
     assert not result.passed and "calls attnbook.layers.EncoderBlock" in result.message, result.message
     assert "the package's own solution" in result.message, result.message
-
-
-def test_4_3_in_place_residual_is_reported():
-    def pre_norm_block(x, attn, ffn, norm1, norm2):
-        x += attn(norm1(x))  # changes the caller's tensor
-        return x + ffn(norm2(x))
-
-    result = check("4.3", pre_norm_block)
-    assert not result.passed and "in place" in result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -362,59 +220,6 @@ def count(V, d, h, f, L, *, attn_bias=True, ffn_bias=True, norms=2, norm_size=2,
     ffn = 2 * d * f + ((f + d) if ffn_bias else 0)
     block = attention + ffn + norms * norm_size * d
     return (V * d if embedding else 0) + (L if per_layer else 1) * block + positions * d
-
-
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"attn_bias": False, "ffn_bias": False}, "you left out the biases"),
-    ({"attn_bias": False}, "either the attention biases are missing"),
-    ({"ffn_bias": False}, "left out the feed-forward biases"),
-    ({"norms": 0}, "or the LayerNorms are"),
-    ({"norms": 1}, "each block has two LayerNorms"),
-    ({"norm_size": 1}, "each block has two LayerNorms"),
-    ({"matrices": 3}, "attention has four matrices"),
-    ({"heads_times": True}, "the number of heads does not change the count"),
-    ({"positions": 512}, "sinusoidal positions"),
-    ({"d_ff": lambda d: 4 * d}, "use the d_ff argument"),
-    ({"embedding": False}, "left out the token embedding"),
-    ({"per_layer": False}, "multiply the per-block count by n_layers"),
-], ids=lambda x: re.sub(r" at 0x[0-9a-f]+", "", str(x)) if isinstance(x, dict) else "")  # same id in each process
-def test_4_4_wrong_answers_get_hints(kwargs, hint):
-    result = check("4.4", lambda V, d, h, f, L: count(V, d, h, f, L, **kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-
-
-def test_4_4_weights_only_gets_a_hint():
-    result = check("4.4", lambda V, d, h, f, L: V * d + L * (4 * d * d + 2 * d * f))
-    assert not result.passed and "you counted only the weight matrices" in result.message, result.message
-
-
-def test_4_4_bert_count_and_an_output_layer_get_hints():
-    def bert_like(V, d, h, f, L):
-        return count(V, d, h, f, L) + 512 * d + 2 * d + 2 * d + d * d + d
-
-    def with_head(V, d, h, f, L):
-        return count(V, d, h, f, L) + V * d
-
-    assert "close to BERT's count" in check("4.4", bert_like).message
-    assert "no output layer" in check("4.4", with_head).message
-
-
-@pytest.mark.parametrize("answer", [lambda *args: 110_100_000, lambda *args: 110_000_000])
-def test_4_4_the_tutorials_number_gets_its_hint(answer):
-    result = check("4.4", answer)
-    assert not result.passed and "110.1M is the popular tutorial's number" in result.message, result.message
-
-
-def test_4_4_a_float_gets_a_type_hint():
-    result = check("4.4", lambda V, d, h, f, L: float(count(V, d, h, f, L)))
-    assert not result.passed and "whole number" in result.message
-
-
-def test_4_4_numpy_integers_are_accepted():
-    import numpy as np
-
-    assert check("4.4", lambda V, d, h, f, L: np.int64(count(V, d, h, f, L))).passed
 
 
 def test_4_4_counting_a_built_model_is_refused():
@@ -440,27 +245,9 @@ def test_4_4_messages_give_the_configuration():
     assert 'Re-read "The whole encoder"' in result.message
 
 
-def test_4_3_normalised_first_residual_gets_its_hint():
-    def pre_norm_block(x, attn, ffn, norm1, norm2):
-        x = norm1(x)              # overwrites x, so the residual carries the normalised input
-        h = x + attn(x)
-        return h + ffn(norm2(h))
-
-    result = check("4.3", pre_norm_block)
-    assert not result.passed and "the residual must carry the un-normalised x:" in result.message, result.message
-
-
-def test_4_3_indexing_the_attention_output_gets_a_hint():
-    def pre_norm_block(x, attn, ffn, norm1, norm2):
-        h = x + attn(norm1(x))[0]  # as if attn returned (output, weights): takes batch element 0 instead
-        return h + ffn(norm2(h))
-
-    result = check("4.3", pre_norm_block)
-    assert not result.passed and "without [0]" in result.message, result.message
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Learner trial of chapter 4: one test per reported problem (A1-A6, B1, C1-C5, D1, E1-E6, F1-F3)
+# Learner trial of chapter 4: reported problems (A1-A6, B1, C1-C5, D1, E1-E6, F1-F3) whose tests say more
+# than a verdict and a hint; the others are entries of tests/mutants/ch04.py
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -508,15 +295,6 @@ def test_4_1_the_task_says_no_built_in_normalisation():  # F1
     assert "no built-in normalisation routine" in task
 
 
-def test_4_1_eps_passed_by_name_works_with_partial_and_keyword_only():  # B1, C4
-    assert check("4.1", functools.partial(_ln_by_hand, eps=1e-5)).passed
-
-    def keyword_only(x, gamma, beta, *, eps=1e-5):
-        return _ln_by_hand(x, gamma, beta, eps)
-
-    assert check("4.1", keyword_only).passed
-
-
 def test_4_1_a_renamed_eps_is_told_that_eps_is_passed_by_name():  # C4
     def layer_norm(x, gamma, beta, epsilon=1e-5):
         return _ln_by_hand(x, gamma, beta, epsilon)
@@ -539,25 +317,6 @@ def test_4_1_eps_used_wrongly_is_not_called_missing(denominator, hint):
     result = check("4.1", layer_norm)
     assert not result.passed and hint in result.message, result.message
     assert "you left out eps" not in result.message
-
-
-@pytest.mark.parametrize("default", [1e-6, 1e-12, 0.0])
-def test_4_1_a_wrong_default_eps_is_named(default):  # C1, E1: right when eps is given, wrong default
-    def layer_norm(x, gamma, beta, eps=default):
-        return _ln_by_hand(x, gamma, beta, eps) if eps > 0 else (
-            (x - x.mean(-1, keepdim=True)) / x.var(-1, keepdim=True, unbiased=False).sqrt() * gamma + beta)
-
-    result = check("4.1", layer_norm)
-    assert not result.passed and "so its default is wrong" in result.message, result.message
-
-
-def test_4_1_a_genuinely_missing_eps_is_still_named():  # C1: the right answer to the right mistake
-    def layer_norm(x, gamma, beta, eps=1e-5):
-        mean = x.mean(-1, keepdim=True)
-        return torch.nan_to_num((x - mean) / x.var(-1, keepdim=True, unbiased=False).sqrt()) * gamma + beta
-
-    result = check("4.1", layer_norm)
-    assert not result.passed and "you left out eps" in result.message, result.message
 
 
 def test_4_1_a_single_token_bug_is_not_blamed_on_eps():  # the eps diagnosis asks on the failing input's shape
@@ -614,27 +373,6 @@ def test_exercise_prefix_and_full_stop_before_the_hint():  # E5, E6
     assert "(6,)). Hint: eps goes inside" in result.message, result.message
 
 
-@pytest.mark.parametrize("answer", [  # A2: F.linear by its low-level routes
-    lambda x, W1, b1, W2, b2: torch.ops.aten.linear(torch.relu(torch.ops.aten.linear(x, W1.T, b1)), W2.T, b2),
-    lambda x, W1, b1, W2, b2: torch._C._nn.linear(torch.relu(torch._C._nn.linear(x, W1.T, b1)), W2.T, b2),
-    lambda x, W1, b1, W2, b2: torch.ops.aten.linear.default(torch.relu(x @ W1 + b1), W2.T, b2),
-])
-def test_4_2_low_level_linear_is_refused(answer):
-    result = check("4.2", answer)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
-
-
-@pytest.mark.parametrize("answer, hint", [  # A3: a capped activation fails on large hidden values
-    (lambda x, W1, b1, W2, b2: F.relu6(x @ W1 + b1) @ W2 + b2, "ReLU has no upper limit"),
-    (lambda x, W1, b1, W2, b2: (x @ W1 + b1).clamp(0, 4) @ W2 + b2, "with large values"),
-    (lambda x, W1, b1, W2, b2: (x @ W1 + b1).clamp(0, 20) @ W2 + b2, "with large values"),
-    (lambda x, W1, b1, W2, b2: F.leaky_relu(x @ W1 + b1) @ W2 + b2, "that is a leaky ReLU"),
-])
-def test_4_2_capped_and_leaky_activations_are_rejected(answer, hint):
-    result = check("4.2", answer)
-    assert not result.passed and hint in result.message, result.message
-
-
 def test_4_2_in_place_change_names_the_weight_and_not_layer_norm_wording():  # C5
     def feed_forward(x, W1, b1, W2, b2):
         W1.mul_(2.0)
@@ -657,27 +395,6 @@ def test_4_2_swapped_weights_get_a_swap_hint_not_a_transpose_hint():  # C5
 
     result = check("4.2", swapped_if_square)
     assert not result.passed and "W1 and W2 are swapped" in result.message, result.message
-
-
-@pytest.mark.parametrize("cast, dtype_name", [(lambda t: t.float(), "float64"), (lambda t: t.double(), "float32")])
-def test_4_3_result_keeps_the_input_dtype(cast, dtype_name):  # A4
-    def pre_norm_block(x, attn, ffn, norm1, norm2):
-        return cast(solution_block(x, attn, ffn, norm1, norm2))
-
-    result = check("4.3", pre_norm_block)
-    assert not result.passed and f"return the dtype of x (here {dtype_name})" in result.message, result.message
-
-
-def solution_block(x, attn, ffn, norm1, norm2):
-    after_attention = x + attn(norm1(x))
-    return after_attention + ffn(norm2(after_attention))
-
-
-def test_4_3_a_per_sequence_loop_passes():
-    def pre_norm_block(x, attn, ffn, norm1, norm2):  # one sequence at a time, kept 3-D
-        return torch.cat([solution_block(x[i:i + 1], attn, ffn, norm1, norm2) for i in range(len(x))])
-
-    assert check("4.3", pre_norm_block).passed
 
 
 WRONG_BLOCKS = [stale_norm_input, residual_from_x, post_norm, no_first_residual, no_second_residual,
@@ -712,42 +429,8 @@ def test_4_3_sublayers_have_readable_names():  # E2
     assert "attn() takes 1 positional argument but 3 were given" in message and "<locals>" not in message, message
 
 
-def test_4_3_flattening_the_batch_gets_a_hint():  # E3
-    def pre_norm_block(x, attn, ffn, norm1, norm2):
-        B, n, d = x.shape
-        flat = x.reshape(B * n, d)
-        return solution_block(flat, attn, ffn, norm1, norm2).reshape(B, n, d)
-
-    result = check("4.3", pre_norm_block)
-    assert not result.passed and "do not flatten or reshape x" in result.message, result.message
-
-
 def _right(V, d, h, f, L):
     return V * d + L * (4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d)
-
-
-@pytest.mark.parametrize("answer, hint", [  # E4: common slips get a hint, not only the offset
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * 4 * d * d + L * 4 * d * d * h,
-     "multiplied the attention weights"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * (4 * d * d + 4 * d) + L * 4 * (d * (d // h) + d // h),
-     "of one head only"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) + d * d + d, "no pooler"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) + 2 * d, "no final LayerNorm"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * (f + d) + L * 2 * d, "not 2 * d_model"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) - L * (f + d) + L * 2 * f, "not 2 * d_ff"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, L) - (_right(V, d, h, f, L) - V * d) // L, "not n_layers - 1"),
-    (lambda V, d, h, f, L: (_right(V, d, h, f, L) - V * d) // L, "you returned one block's count"),
-    (lambda V, d, h, f, L: V * d + 12 * L * d * d, "rule of thumb"),
-    (lambda V, d, h, f, L: _right(30000, d, h, f, L), "use the vocab_size argument"),
-    (lambda V, d, h, f, L: _right(V, d, h, f, 12), "use the n_layers argument"),
-    (lambda V, d, f, h, L: _right(V, d, h, f, L), "reads them as (vocab_size, d_model, d_ff, n_heads, n_layers)"),
-    (lambda V, d, L, f, h: _right(V, d, h, f, L), "reads them as (vocab_size, d_model, n_layers, d_ff, n_heads)"),
-    (lambda V, d, h, f, L: V * d + L * (4 * d * d + d + 2 * d * f + f + d + 4 * d), "4 * d_model attention biases"),
-    (lambda V, d, h, f, L: 108_094_464, "whatever the arguments"),
-])
-def test_4_4_common_slips_get_hints(answer, hint):
-    result = check("4.4", answer)
-    assert not result.passed and hint in result.message, result.message
 
 
 def test_4_4_swapping_heads_and_layers_is_not_called_a_missing_block():  # E4: ambiguous on one configuration
@@ -822,44 +505,14 @@ def test_4_4_the_task_names_the_forbidden_helpers_and_the_return_type():  # F2, 
     assert "a NumPy integer is fine too" in task
 
 
-@pytest.mark.parametrize("kind", ["int64", "uint64"])
-def test_4_4_numpy_integers_of_every_width_are_accepted(kind):  # A6, F3
-    import numpy as np
-
-    assert check("4.4", lambda V, d, h, f, L: getattr(np, kind)(_right(V, d, h, f, L))).passed
-
-
 def test_4_4_a_tensor_is_refused_with_a_message_that_names_what_is_accepted():  # A6, F3
     result = check("4.4", lambda V, d, h, f, L: torch.tensor(_right(V, d, h, f, L)))
     assert not result.passed and "returned a tensor" in result.message and "expected an int" in result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
-# After the learner trial of chapters 3-4: gradients, precision, new hints, no solution code, no expected counts
+# After the learner trial of chapters 3-4: no solution code, no expected counts, gradients and overflow named
 # ---------------------------------------------------------------------------------------------------------
-
-
-def test_4_1_rms_norm_is_named():
-    result = check("4.1", lambda x, gamma, beta, eps=1e-5: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
-                   * gamma + beta)
-    assert not result.passed and "RMSNorm" in result.message, result.message
-
-
-def test_4_1_detached_statistics_give_wrong_gradients():
-    def layer_norm(x, gamma, beta, eps=1e-5):
-        xd = x.detach()
-        mean = xd.mean(-1, keepdim=True)
-        return (x - mean) / torch.sqrt(xd.var(-1, keepdim=True, unbiased=False) + eps) * gamma + beta
-
-    result = check("4.1", layer_norm)
-    assert not result.passed
-    assert "gradient of layer_norm's result with respect to x is wrong" in result.message, result.message
-
-
-def test_4_1_float32_inside_is_told_by_the_digits():
-    result = check("4.1", lambda x, gamma, beta, eps=1e-5: _ln_by_hand(x.float(), gamma.float(), beta.float(),
-                                                                        eps).to(x.dtype))
-    assert not result.passed and "significant digits" in result.message, result.message
 
 
 def test_4_1_messages_show_no_solution_code():
@@ -870,34 +523,9 @@ def test_4_1_messages_show_no_solution_code():
             assert code not in message, message
 
 
-def _ffn(x, W1, b1, W2, b2):
-    return torch.relu(x @ W1 + b1) @ W2 + b2
-
-
-@pytest.mark.parametrize("answer, piece", [
-    (lambda x, W1, b1, W2, b2: _ffn(x.detach(), W1, b1, W2, b2), "with respect to x is missing"),
-    (lambda x, W1, b1, W2, b2: x + _ffn(x, W1, b1, W2, b2), "no residual connection"),
-    (lambda x, W1, b1, W2, b2: _ffn(x.float(), W1.float(), b1.float(), W2.float(), b2.float()).to(x.dtype),
-     "significant digits"),
-], ids=["detached", "residual", "float32-inside"])
-def test_4_2_new_mistakes_are_caught(answer, piece):
-    result = check("4.2", answer)
-    assert not result.passed and piece in result.message, result.message
-
-
 def test_4_2_refusal_shows_no_solution_code():
     message = check("4.2", lambda x, W1, b1, W2, b2: F.linear(x, W1.T, b1)).message
     assert "torch.relu(x @ W1 + b1)" not in message and "@ W2 + b2" not in message, message
-
-
-@pytest.mark.parametrize("answer, piece", [
-    (lambda x, attn, ffn, norm1, norm2: solution_block(x, attn, ffn, norm1, norm2) + x, "once more at the end"),
-    (lambda x, attn, ffn, norm1, norm2: norm2(solution_block(x, attn, ffn, norm1, norm2)),
-     "does not normalise its output"),
-], ids=["double-residual", "final-norm"])
-def test_4_3_new_mistakes_are_caught(answer, piece):
-    result = check("4.3", answer)
-    assert not result.passed and piece in result.message, result.message
 
 
 def test_4_3_detached_skip_path_is_caught():

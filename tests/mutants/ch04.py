@@ -1,6 +1,7 @@
 """Chapter 4 (residuals, LayerNorm, feed-forward, blocks, parameter counts): learner answers to 4.1-4.4."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import types
@@ -34,7 +35,7 @@ _params2 = _second_import(_params)
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@wrong("4.1", hint="unbiased")
+@wrong("4.1", hint="unbiased variance")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """torch.var with its default correction (divides by d - 1)"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -42,7 +43,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-@wrong("4.1", hint="eps")
+@wrong("4.1", hint="eps goes inside the square root")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """adds eps outside the square root: (x - mean) / (std + eps)"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -50,7 +51,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / (std + eps) * gamma + beta
 
 
-@wrong("4.1", hint="eps")
+@wrong("4.1", hint="use the eps argument")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """ignores the eps argument: always 1e-5"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -58,7 +59,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var + 1e-5) * gamma + beta
 
 
-@wrong("4.1", hint="last")
+@wrong("4.1", hint="normalised over the wrong dimension (dim=0)")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """normalises over dim 0 (BatchNorm's axis)"""
     mean = x.mean(dim=0, keepdim=True)
@@ -66,7 +67,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-@wrong("4.1", hint="all dimensions at once")
+@wrong("4.1", hint="normalised over all dimensions at once")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """normalises over every dimension at once (mean of the whole tensor)"""
     mean = x.mean()
@@ -74,7 +75,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-@wrong("4.1", hint="gamma")
+@wrong("4.1", hint="forgot gamma and beta")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """forgets gamma and beta"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -82,7 +83,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps)
 
 
-@wrong("4.1", hint="swapped")
+@wrong("4.1", hint="gamma and beta are swapped")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """swaps gamma and beta"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -90,14 +91,14 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * beta + gamma
 
 
-@wrong("4.1", hint="mean")
+@wrong("4.1", hint="RMSNorm")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """RMSNorm: does not subtract the mean"""
     ms = (x ** 2).mean(dim=-1, keepdim=True)
     return x / torch.sqrt(ms + eps) * gamma + beta
 
 
-@wrong("4.1", hint="sqrt")
+@wrong("4.1", hint="not by the variance")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """divides by the variance, not its square root"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -105,7 +106,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / (var + eps) * gamma + beta
 
 
-@wrong("4.1", hint="keepdim")
+@wrong("4.1", hint="keepdim=True")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """forgets keepdim=True (broadcasts the (n,) means along the wrong axis)"""
     mean = x.mean(dim=-1)
@@ -122,7 +123,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return x / torch.sqrt(var + eps) * gamma + beta
 
 
-@wrong("4.1", hint="dtype")
+@wrong("4.1", hint="dtype torch.float32")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """casts to float32 (x.float()) and returns float32"""
     x = x.float()
@@ -149,7 +150,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x2 - mean) / torch.sqrt(var + eps) * gamma + beta
 
 
-@wrong("4.1", hint="eps")
+@wrong("4.1", hint="so its default is wrong")
 def layer_norm(x, gamma, beta, eps=1e-6):
     """default eps of 1e-6 instead of the asked 1e-5"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -165,7 +166,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return ((x - mean) / torch.sqrt(var + eps)) * gamma[:, None] + beta[:, None]
 
 
-@wrong("4.1", hint=None)
+@wrong("4.1", hint="in float32 with a large mean")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """E[x^2] - E[x]^2 in x's own dtype (cancels catastrophically for large means)"""
     mean = x.mean(dim=-1, keepdim=True)
@@ -182,7 +183,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return ((xf - mean) / torch.sqrt(var + eps) * gamma.float() + beta.float()).to(x.dtype)
 
 
-@wrong("4.1", hint="gradient")
+@wrong("4.1", hint="gradient of layer_norm's result with respect to x is wrong")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """detaches the statistics (mean and variance computed on x.detach(): wrong gradients)"""
     xd = x.detach()
@@ -199,13 +200,13 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(var.clamp(min=eps)) * gamma + beta
 
 
-@wrong("4.1", hint="without")
+@wrong("4.1", hint="the task asks you to write this without")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """calls F.layer_norm"""
     return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
 
 
-@wrong("4.1", hint="without")
+@wrong("4.1", hint="the task asks you to write this without")
 def layer_norm(x, gamma, beta, eps=1e-5):
     """calls torch.layer_norm"""
     return torch.layer_norm(x, [x.shape[-1]], gamma, beta, eps)
@@ -331,23 +332,75 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(std ** 2 + eps) * gamma + beta
 
 
+@wrong("4.1", hint="you left out eps")
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """no eps at all: divides by the plain standard deviation (NaN left as it is)"""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / var ** 0.5 * gamma + beta
+
+
+@wrong("4.1", hint="normalised over the wrong dimension (dim=-2, the positions)")
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """normalises over dim=1 (the features of a 2-D x, but the positions of a 3-D one)"""
+    mean = x.mean(dim=1, keepdim=True)
+    var = x.var(dim=1, keepdim=True, unbiased=False)
+    return (x - mean) / (var + eps) ** 0.5 * gamma + beta
+
+
+@wrong("4.1", hint="the task asks you to write this without")
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """a fresh nn.LayerNorm, then gamma and beta applied by hand"""
+    return torch.nn.LayerNorm(x.shape[-1], eps=eps).to(x.dtype)(x) * gamma + beta
+
+
+def _ln_hand(x, gamma, beta, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * gamma + beta
+
+
+right("4.1", name="functools.partial of a by-hand layer_norm with eps=1e-5 bound by name")(
+    functools.partial(_ln_hand, eps=1e-5))
+
+
+@right("4.1")
+def layer_norm(x, gamma, beta, *, eps=1e-5):
+    """eps as a keyword-only parameter"""
+    return _ln_hand(x, gamma, beta, eps)
+
+
+@wrong("4.1", hint="so its default is wrong")
+def layer_norm(x, gamma, beta, eps=1e-12):
+    """default eps of 1e-12 (BERT's) instead of the asked 1e-5"""
+    return _ln_hand(x, gamma, beta, eps)
+
+
+@wrong("4.1", hint="so its default is wrong")
+def layer_norm(x, gamma, beta, eps=0.0):
+    """default eps of 0 (no eps unless one is given)"""
+    if eps > 0:
+        return _ln_hand(x, gamma, beta, eps)
+    return (x - x.mean(-1, keepdim=True)) / x.var(-1, keepdim=True, unbiased=False).sqrt() * gamma + beta
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 4.2 feed_forward(x, W1, b1, W2, b2)
 # ---------------------------------------------------------------------------------------------------------------
 
-@wrong("4.2", hint="relu")
+@wrong("4.2", hint="that is GELU")
 def feed_forward(x, W1, b1, W2, b2):
     """GELU instead of ReLU"""
     return F.gelu(x @ W1 + b1) @ W2 + b2
 
 
-@wrong("4.2", hint="relu")
+@wrong("4.2", hint="left out the activation")
 def feed_forward(x, W1, b1, W2, b2):
     """forgets the activation (two linear maps)"""
     return (x @ W1 + b1) @ W2 + b2
 
 
-@wrong("4.2", hint="no activation")
+@wrong("4.2", hint="output has no activation")
 def feed_forward(x, W1, b1, W2, b2):
     """applies ReLU after the second layer too"""
     return torch.relu(torch.relu(x @ W1 + b1) @ W2 + b2)
@@ -359,25 +412,25 @@ def feed_forward(x, W1, b1, W2, b2):
     return (torch.relu(x @ W1) + b1) @ W2 + b2
 
 
-@wrong("4.2", hint="b2")
+@wrong("4.2", hint="forgot the second bias")
 def feed_forward(x, W1, b1, W2, b2):
     """forgets b2"""
     return torch.relu(x @ W1 + b1) @ W2
 
 
-@wrong("4.2", hint="b1")
+@wrong("4.2", hint="forgot the first bias")
 def feed_forward(x, W1, b1, W2, b2):
     """forgets b1"""
     return torch.relu(x @ W1) @ W2 + b2
 
 
-@wrong("4.2", hint=None)
+@wrong("4.2", hint="used as given, (in, out), with no transpose")
 def feed_forward(x, W1, b1, W2, b2):
     """applies the weights nn.Linear-style, x @ W.T"""
     return torch.relu(x @ W1.T + b1) @ W2.T + b2
 
 
-@wrong("4.2", hint="leaky ReLU")
+@wrong("4.2", hint="that is a leaky ReLU")
 def feed_forward(x, W1, b1, W2, b2):
     """leaky ReLU"""
     return F.leaky_relu(x @ W1 + b1, 0.01) @ W2 + b2
@@ -410,13 +463,13 @@ def feed_forward(x, W1, b1, W2, b2):
     return (torch.relu(x @ W1 + b1) @ W2 + b2).reshape(*x.shape[:-1], W2.shape[1])
 
 
-@wrong("4.2", hint="relu")
+@wrong("4.2", hint="ReLU has no upper limit")
 def feed_forward(x, W1, b1, W2, b2):
     """ReLU6 (clamps at 6 too)"""
     return F.relu6(x @ W1 + b1) @ W2 + b2
 
 
-@wrong("4.2", hint="gradient")
+@wrong("4.2", hint="with respect to x is missing")
 def feed_forward(x, W1, b1, W2, b2):
     """detaches the input (breaks backpropagation)"""
     return torch.relu(x.detach() @ W1 + b1) @ W2 + b2
@@ -429,7 +482,7 @@ def feed_forward(x, W1, b1, W2, b2):
     return (h @ W2.float() + b2.float()).to(x.dtype)
 
 
-@wrong("4.2", hint="without")
+@wrong("4.2", hint="the task asks you to write this without")
 def feed_forward(x, W1, b1, W2, b2):
     """F.linear with the transposed weights"""
     return F.linear(torch.relu(F.linear(x, W1.T, b1)), W2.T, b2)
@@ -526,6 +579,48 @@ def feed_forward(x, W1, b1, W2, b2, activation=torch.relu):
     return h @ W2 + b2
 
 
+@right("4.2")
+def feed_forward(x, W1, b1, W2, b2):
+    """torch.matmul with F.relu"""
+    return torch.matmul(F.relu(torch.matmul(x, W1) + b1), W2) + b2
+
+
+@wrong("4.2", hint="the task asks you to write this without")
+def feed_forward(x, W1, b1, W2, b2):
+    """a fresh nn.Linear(d_model, d_ff) applied to x, ignoring the given weights"""
+    return torch.nn.Linear(W1.shape[0], W1.shape[1])(x)
+
+
+@wrong("4.2", hint="the task asks you to write this without")
+def feed_forward(x, W1, b1, W2, b2):
+    """torch.ops.aten.linear with the transposed weights"""
+    return torch.ops.aten.linear(torch.relu(torch.ops.aten.linear(x, W1.T, b1)), W2.T, b2)
+
+
+@wrong("4.2", hint="the task asks you to write this without")
+def feed_forward(x, W1, b1, W2, b2):
+    """torch._C._nn.linear with the transposed weights"""
+    return torch._C._nn.linear(torch.relu(torch._C._nn.linear(x, W1.T, b1)), W2.T, b2)
+
+
+@wrong("4.2", hint="the task asks you to write this without")
+def feed_forward(x, W1, b1, W2, b2):
+    """torch.ops.aten.linear.default for the second layer only"""
+    return torch.ops.aten.linear.default(torch.relu(x @ W1 + b1), W2.T, b2)
+
+
+@wrong("4.2", hint="with large values")
+def feed_forward(x, W1, b1, W2, b2):
+    """ReLU as clamp(0, 4): capped at 4"""
+    return (x @ W1 + b1).clamp(0, 4) @ W2 + b2
+
+
+@wrong("4.2", hint="with large values")
+def feed_forward(x, W1, b1, W2, b2):
+    """ReLU as clamp(0, 20): capped at 20"""
+    return (x @ W1 + b1).clamp(0, 20) @ W2 + b2
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 4.3 pre_norm_block(x, attn, ffn, norm1, norm2)
 # ---------------------------------------------------------------------------------------------------------------
@@ -607,21 +702,21 @@ def pre_norm_block(x, attn, ffn, norm1, norm2):
     return norm2(h + ffn(norm2(h)))
 
 
-@wrong("4.3", hint=None)
+@wrong("4.3", hint="in place")
 def pre_norm_block(x, attn, ffn, norm1, norm2):
     """adds the residual in place (x += ...), changing the caller's x"""
     x += attn(norm1(x))
     return x + ffn(norm2(x))
 
 
-@wrong("4.3", hint="dtype")
+@wrong("4.3", hint="return the dtype of x (here float64)")
 def pre_norm_block(x, attn, ffn, norm1, norm2):
     """returns float32 (.float() at the end)"""
     h = x + attn(norm1(x))
     return (h + ffn(norm2(h))).float()
 
 
-@wrong("4.3", hint=None)
+@wrong("4.3", hint="takes one tensor")
 def pre_norm_block(x, attn, ffn, norm1, norm2):
     """calls attn(q, k, v) with three arguments, like nn.MultiheadAttention"""
     n = norm1(x)
@@ -636,7 +731,7 @@ def pre_norm_block(x, attn, ffn, norm1, norm2):
     return h + ffn(norm2(h)), h
 
 
-@wrong("4.3", hint="residual")
+@wrong("4.3", hint="once more at the end")
 def pre_norm_block(x, attn, ffn, norm1, norm2):
     """adds x once more at the end (double residual)"""
     h = x + attn(norm1(x))
@@ -750,6 +845,41 @@ def pre_norm_block(x, attn, ffn, norm1, norm2):
     return h
 
 
+@wrong("4.3", hint="the residual must carry the un-normalised x:")
+def pre_norm_block(x, attn, ffn, norm1, norm2):
+    """overwrites x with norm1(x), so the first residual carries the normalised input"""
+    x = norm1(x)
+    h = x + attn(x)
+    return h + ffn(norm2(h))
+
+
+@wrong("4.3", hint="return the dtype of x (here float32)")
+def pre_norm_block(x, attn, ffn, norm1, norm2):
+    """returns float64 (.double() at the end)"""
+    h = x + attn(norm1(x))
+    return (h + ffn(norm2(h))).double()
+
+
+@wrong("4.3", hint="do not flatten or reshape x")
+def pre_norm_block(x, attn, ffn, norm1, norm2):
+    """flattens the batch to (B * n, d) and reshapes back"""
+    B, n, d = x.shape
+    flat = x.reshape(B * n, d)
+    h = flat + attn(norm1(flat))
+    return (h + ffn(norm2(h))).reshape(B, n, d)
+
+
+@right("4.3")
+def pre_norm_block(x, attn, ffn, norm1, norm2):
+    """one sequence at a time (kept 3-D), concatenated"""
+    out = []
+    for i in range(len(x)):
+        s = x[i:i + 1]
+        h = s + attn(norm1(s))
+        out.append(h + ffn(norm2(h)))
+    return torch.cat(out)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 4.4 encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers)
 # ---------------------------------------------------------------------------------------------------------------
@@ -758,38 +888,38 @@ def _block(d, d_ff):
     return 4 * (d * d + d) + (2 * d * d_ff + d_ff + d) + 4 * d
 
 
-@wrong("4.4", hint="head")
+@wrong("4.4", hint="the number of heads does not change the count")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """multiplies the attention by the number of heads"""
     attn = n_heads * 4 * (d_model * d_model + d_model)
     return vocab_size * d_model + n_layers * (attn + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model)
 
 
-@wrong("4.4", hint="LayerNorm")
+@wrong("4.4", hint="or the LayerNorms are")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """forgets the two LayerNorms"""
     return vocab_size * d_model + n_layers * (4 * (d_model * d_model + d_model) + 2 * d_model * d_ff + d_ff + d_model)
 
 
-@wrong("4.4", hint="two LayerNorms")
+@wrong("4.4", hint="each block has two LayerNorms")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """counts a LayerNorm as d parameters (gamma only)"""
     return vocab_size * d_model + n_layers * (_block(d_model, d_ff) - 2 * d_model)
 
 
-@wrong("4.4", hint="4 * d_model short")
+@wrong("4.4", hint="either the attention biases are missing")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """forgets the attention biases"""
     return vocab_size * d_model + n_layers * (_block(d_model, d_ff) - 4 * d_model)
 
 
-@wrong("4.4", hint="feed-forward biases")
+@wrong("4.4", hint="left out the feed-forward biases")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """forgets the feed-forward biases"""
     return vocab_size * d_model + n_layers * (_block(d_model, d_ff) - d_ff - d_model)
 
 
-@wrong("4.4", hint="embedding")
+@wrong("4.4", hint="left out the token embedding")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """forgets the token embedding"""
     return n_layers * _block(d_model, d_ff)
@@ -801,13 +931,13 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     return n_layers * (vocab_size * d_model + _block(d_model, d_ff))
 
 
-@wrong("4.4", hint="position")
+@wrong("4.4", hint="sinusoidal positions")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """adds 512 learned positions"""
     return (vocab_size + 512) * d_model + n_layers * _block(d_model, d_ff)
 
 
-@wrong("4.4", hint="pooler")
+@wrong("4.4", hint="no pooler")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """adds a pooler (d x d with bias)"""
     return vocab_size * d_model + n_layers * _block(d_model, d_ff) + d_model * d_model + d_model
@@ -827,7 +957,7 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     return vocab_size * d_model + n_layers * (4 * d_model * d_model + 2 * d_model * d_ff)
 
 
-@wrong("4.4", hint="d_ff argument")
+@wrong("4.4", hint="use the d_ff argument")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """assumes d_ff = 4 d_model and ignores the d_ff argument"""
     return vocab_size * d_model + n_layers * _block(d_model, 4 * d_model)
@@ -854,7 +984,7 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
                                               + d_ff + d_model + 4 * d_model)
 
 
-@wrong("4.4", hint="output")
+@wrong("4.4", hint="no output layer")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """adds an (untied) output layer d_model -> vocab_size"""
     return vocab_size * d_model + n_layers * _block(d_model, d_ff) + d_model * vocab_size + vocab_size
@@ -868,7 +998,7 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
         return V * d + L * (np.int32(4) * (d * d + d) + np.int32(2) * d * f + f + d + np.int32(4) * d)
 
 
-@wrong("4.4", hint="two LayerNorms")
+@wrong("4.4", hint="each block has two LayerNorms")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """one LayerNorm per block instead of two"""
     return vocab_size * d_model + n_layers * (_block(d_model, d_ff) - 2 * d_model)
@@ -974,6 +1104,121 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers, positions=
     return d_model * (vocab_size + positions + n_layers * (4 * d_model + 2 * d_ff + 9)) + n_layers * d_ff
 
 
+@wrong("4.4", hint="you left out the biases")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """no biases at all, attention or feed-forward"""
+    d, f = d_model, d_ff
+    return vocab_size * d + n_layers * (4 * d * d + 2 * d * f + 4 * d)
+
+
+@wrong("4.4", hint="attention has four matrices")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """three attention matrices (Q, K, V) and no output projection"""
+    return vocab_size * d_model + n_layers * (_block(d_model, d_ff) - d_model * d_model - d_model)
+
+
+@wrong("4.4", hint="multiply the per-block count by n_layers")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """counts one block whatever n_layers is, plus the embedding"""
+    return vocab_size * d_model + _block(d_model, d_ff)
+
+
+@wrong("4.4", hint="you counted only the weight matrices")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """only the weight matrices: no biases, no LayerNorms"""
+    return vocab_size * d_model + n_layers * (4 * d_model * d_model + 2 * d_model * d_ff)
+
+
+@wrong("4.4", hint="close to BERT's count")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """BERT's extras: 512 positions, 2 segment embeddings, an embedding LayerNorm and a pooler"""
+    d = d_model
+    return vocab_size * d + n_layers * _block(d, d_ff) + 512 * d + 2 * d + 2 * d + d * d + d
+
+
+@wrong("4.4", hint="no output layer")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """adds an output layer d_model -> vocab_size without a bias"""
+    return vocab_size * d_model + n_layers * _block(d_model, d_ff) + vocab_size * d_model
+
+
+@wrong("4.4", hint="110.1M is the popular tutorial's number")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """returns 110,000,000 (BERT-base's "110M")"""
+    return 110_000_000
+
+
+@wrong("4.4", hint="whole number")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """the right count, returned as a float"""
+    return float(vocab_size * d_model + n_layers * _block(d_model, d_ff))
+
+
+@wrong("4.4", hint="multiplied the attention weights")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """multiplies the attention weight matrices (not their biases) by the number of heads"""
+    d = d_model
+    return vocab_size * d + n_layers * (_block(d, d_ff) - 4 * d * d + 4 * d * d * n_heads)
+
+
+@wrong("4.4", hint="of one head only")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """counts the attention of one head: four d_model x d_head matrices and d_head biases"""
+    d, dh = d_model, d_model // n_heads
+    return vocab_size * d + n_layers * (_block(d, d_ff) - (4 * d * d + 4 * d) + 4 * (d * dh + dh))
+
+
+@wrong("4.4", hint="no final LayerNorm")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """adds a final LayerNorm after the last block"""
+    return vocab_size * d_model + n_layers * _block(d_model, d_ff) + 2 * d_model
+
+
+@wrong("4.4", hint="not 2 * d_model")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """feed-forward biases as 2 * d_model"""
+    d, f = d_model, d_ff
+    return vocab_size * d + n_layers * (_block(d, f) - (f + d) + 2 * d)
+
+
+@wrong("4.4", hint="not 2 * d_ff")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """feed-forward biases as 2 * d_ff"""
+    d, f = d_model, d_ff
+    return vocab_size * d + n_layers * (_block(d, f) - (f + d) + 2 * f)
+
+
+@wrong("4.4", hint="use the n_layers argument")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """12 layers whatever n_layers is"""
+    return vocab_size * d_model + 12 * _block(d_model, d_ff)
+
+
+@wrong("4.4", hint="reads them as (vocab_size, d_model, n_layers, d_ff, n_heads)")
+def encoder_param_count(vocab_size, d_model, n_layers, d_ff, n_heads):
+    """n_heads and n_layers in the other order"""
+    return vocab_size * d_model + n_layers * _block(d_model, d_ff)
+
+
+@wrong("4.4", hint="4 * d_model attention biases")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """one d_model bias for the whole attention instead of four"""
+    d = d_model
+    return vocab_size * d + n_layers * (_block(d, d_ff) - 3 * d)
+
+
+@wrong("4.4", hint="whatever the arguments")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """returns the chapter's 108,094,464 whatever the arguments"""
+    return 108_094_464
+
+
+@right("4.4")
+def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
+    """the right count as a NumPy uint64"""
+    return np.uint64(vocab_size * d_model + n_layers * _block(d_model, d_ff))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # More wrong answers: one for each hinted mistake of the checkers that the entries above do not make
 # ---------------------------------------------------------------------------------------------------------------
@@ -1033,7 +1278,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return torch.nan_to_num(c / torch.sqrt(var)) * gamma + beta
 
 
-@wrong("4.2", hint="tanh approximation")
+@wrong("4.2", hint="tanh approximation of GELU")
 def feed_forward(x, W1, b1, W2, b2):
     """GELU, tanh approximation"""
     return F.gelu(x @ W1 + b1, approximate="tanh") @ W2 + b2
@@ -1124,13 +1369,13 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     return _block(d_model, d_ff)
 
 
-@wrong("4.4", hint="another order")
+@wrong("4.4", hint="reads them as (vocab_size, d_model, d_ff, n_heads, n_layers)")
 def encoder_param_count(vocab_size, d_model, d_ff, n_heads, n_layers):
     """d_ff and n_heads in the other order"""
     return vocab_size * d_model + n_layers * _block(d_model, d_ff)
 
 
-@wrong("4.4", hint="110.1M")
+@wrong("4.4", hint="110.1M is the popular tutorial's number")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """the tutorial's 110.1M"""
     return 110_100_000
