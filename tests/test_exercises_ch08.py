@@ -1,7 +1,10 @@
-"""Chapter 8 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint.
+"""Chapter 8 checkers: what the mutant catalogue (tests/mutants/ch08.py) cannot say.
 
-The wrong answers are written here from scratch, each with one deliberate mistake, independently of the checker's
-own table of mistakes.
+The catalogue holds every "this answer passes" or "this answer fails with a message containing X" fact. Here: the
+book's reference solutions (read from the notebook) pass; not-attempted answers; messages checked for several
+properties at once (the input and the section they name, what they must NOT say, such as the solution's own lines);
+the statistics of 8.1 and 8.3 (false-failure rates and power); the drawn cases over many seed offsets; and answers
+whose verdict depends on module state or on an earlier check.
 """
 import math
 
@@ -11,6 +14,11 @@ import torch.nn.functional as F
 
 import mutants
 from attnbook.exercises import check
+
+
+def _entry(exercise_id, name):
+    """The answer of the catalogue entry of `exercise_id` whose name starts with `name`."""
+    return next(m.answer for m in mutants.load("8") if m.exercise_id == exercise_id and m.name.startswith(name))
 
 # ---------------------------------------------------------------------------------------------------------
 # 8.1 BERT's masking
@@ -22,67 +30,6 @@ def test_8_1_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def make_mlm_mask(*, p=0.15, split=(0.8, 0.9), where="chosen", labels="chosen", rng="generator", label_fill=-100,
-                  random_high=None, outputs=2, in_place=False, order="rand-first"):
-    """An mlm_mask with one deliberate mistake (the defaults give a correct one)."""
-
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        if rng == "generator":
-            g = generator
-        elif rng == "own":
-            g = torch.Generator().manual_seed(0)
-        else:
-            g = None  # torch's global generator
-        r_choose = torch.rand(ids.shape, generator=g)
-        r_what = torch.rand(ids.shape, generator=g)
-        random_ids = torch.randint(random_high or vocab_size, ids.shape, generator=g)
-        chosen = r_choose < p if p <= 1 else r_choose > 0.15
-        region = chosen if where == "chosen" else torch.ones_like(chosen)
-        to_mask = region & (r_what < split[0])
-        to_random = region & (r_what >= split[0]) & (r_what < split[1])
-        if order == "overlap":  # two independent draws, the random id overriding [MASK]
-            to_random = region & (torch.rand(ids.shape, generator=g) < 0.1)
-        if in_place:
-            masked = ids
-            masked[to_mask] = mask_id
-        else:
-            masked = torch.where(to_mask, mask_id, ids)
-        masked = torch.where(to_random, random_ids, masked)
-        if labels == "chosen":
-            out_labels = torch.where(chosen, ids, label_fill)
-        elif labels == "everywhere":
-            out_labels = ids.clone()
-        elif labels == "masked-only":
-            out_labels = torch.where(to_mask, ids, -100)
-        elif labels == "after":
-            out_labels = torch.where(chosen, masked, -100)
-        else:  # float
-            out_labels = torch.where(chosen, ids, -100).float()
-        return (masked, out_labels, chosen) if outputs == 3 else (masked, out_labels)
-
-    return mlm_mask
-
-
-def test_8_1_a_correct_variant_passes():
-    assert check("8.1", make_mlm_mask()).passed
-
-
-def test_8_1_other_right_answers_pass():
-    def with_bernoulli(ids, mask_id, vocab_size, generator):  # Hugging Face's order of draws
-        labels = ids.clone()
-        chosen = torch.bernoulli(torch.full(ids.shape, 0.15), generator=generator).bool()
-        labels[~chosen] = -100
-        replaced = torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool() & chosen
-        out = ids.clone()
-        out[replaced] = mask_id
-        rand = torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool() & chosen & ~replaced
-        out[rand] = torch.randint(vocab_size, ids.shape, generator=generator)[rand]
-        return out, labels
-
-    result = check("8.1", with_bernoulli)
-    assert result.passed, result.message
-
-
 def test_8_1_not_attempted():
     def mlm_mask(ids, mask_id, vocab_size, generator):
         raise NotImplementedError
@@ -90,45 +37,9 @@ def test_8_1_not_attempted():
     assert check("8.1", mlm_mask).status == "not attempted"
 
 
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"split": (1.0, 1.0)}, "every chosen position became [MASK]"),
-    ({"split": (0.8, 1.0)}, "no chosen position kept its id"),
-    ({"split": (0.8, 0.8)}, "no chosen position got a random id"),
-    ({"where": "everywhere"}, "only chosen positions may change"),
-    ({"labels": "everywhere"}, "label only the chosen positions"),
-    ({"label_fill": 0}, "must be labelled -100"),
-    ({"labels": "masked-only"}, "label every chosen position, also those that got a random id"),
-    ({"labels": "masked-only", "split": (0.8, 0.8)}, "labelled only the positions that became [MASK]"),
-    ({"labels": "after"}, "ORIGINAL id"),
-    ({"labels": "float"}, "dtype torch.float32"),
-    ({"p": 2}, "your choice is inverted"),
-    ({"p": 0.3}, "choose each position independently with probability 0.15"),
-    ({"rng": "global"}, "pass generator=generator"),
-    ({"rng": "own"}, "drew no random number from `generator`"),
-    ({"random_high": 10}, "draw the random ids uniformly from all of [0, vocab_size)"),
-    ({"outputs": 3}, "return only masked_ids and labels"),
-    ({"in_place": True}, "in place"),
-    ({"order": "overlap"}, "your cases overlap"),
-], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_8_1_wrong_answers_get_hints(kwargs, hint):
-    result = check("8.1", make_mlm_mask(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-
-
 def test_8_1_messages_name_the_input_and_the_section():
-    result = check("8.1", make_mlm_mask(split=(1.0, 1.0)))
+    result = check("8.1", _entry("8.1", "every chosen position becomes [MASK]"))
     assert "ids of shape (200, 500)" in result.message and "Masked language modelling (BERT)" in result.message
-
-
-def test_8_1_the_package_function_is_refused():
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        from attnbook.data import mlm_mask as package_mask
-
-        return package_mask(ids, mask_id, vocab_size, generator)[:2]
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -139,19 +50,6 @@ def test_8_1_the_package_function_is_refused():
 def test_8_2_reference_passes(solutions):
     result = check("8.2", solutions(8)["causal_lm_loss"])
     assert result.passed, result.message
-
-
-def test_8_2_other_right_answers_pass():
-    def transposed(logits, ids):
-        return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:])
-
-    def by_hand(logits, ids):
-        logp = torch.log_softmax(logits[:, :-1], dim=-1)  # (B, T-1, V)
-        return -logp.gather(-1, ids[:, 1:, None]).mean()
-
-    for answer in (transposed, by_hand):
-        result = check("8.2", answer)
-        assert result.passed, result.message
 
 
 def test_8_2_not_attempted():
@@ -165,42 +63,9 @@ def _flat(logits, ids):
     return logits.reshape(-1, logits.size(-1)), ids.reshape(-1)
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (lambda logits, ids: F.cross_entropy(*_flat(logits, ids)), "no shift"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, 1:], ids[:, :-1])), "the shift goes the wrong way"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), reduction="sum"), "you summed"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits.softmax(-1)[:, :-1], ids[:, 1:])), "applied a softmax"),
-    (lambda logits, ids: F.cross_entropy(logits[:, :-1], ids[:, 1:]), "classes in dimension 1"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:])).item(), "without .item()"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), reduction="none"),
-     "one loss per prediction"),
-    (lambda logits, ids: F.nll_loss(*_flat(logits[:, :-1], ids[:, 1:])), "F.nll_loss expects log-probabilities"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits[:1, :-1], ids[:1, 1:])), "only the first sequence"),
-    (lambda logits, ids: torch.tensor(F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:])).item()), "no gradient"),
-    (lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:].float())), "class indices"),
-], ids=["no-shift", "wrong-direction", "sum", "softmax", "class-dim", "item", "no-reduction", "nll", "first-only",
-        "detached", "float-targets"])
-def test_8_2_wrong_answers_get_hints(fn, hint):
-    result = check("8.2", fn)
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
 def test_8_2_messages_name_the_input():
     result = check("8.2", lambda logits, ids: F.cross_entropy(*_flat(logits, ids)))
     assert "logits of shape (2, 5, 7)" in result.message and "Next-token prediction (GPT)" in result.message
-
-
-def test_8_2_transformers_loss_is_refused():
-    pytest.importorskip("transformers")
-
-    def causal_lm_loss(logits, ids):
-        from transformers.loss.loss_utils import ForCausalLMLoss
-
-        return ForCausalLMLoss(logits, ids, logits.size(-1))
-
-    result = check("8.2", causal_lm_loss)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -213,35 +78,6 @@ def test_8_3_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def make_sample_next(*, temperature="divide", top_k="largest", rng="generator", shape="flat", greedy=True,
-                     probs="softmax"):
-    """A sample_next with one deliberate mistake (the defaults give a correct one)."""
-
-    def sample_next(logits, temperature_, top_k_, generator):
-        if greedy and temperature_ == 0:
-            return logits.argmax(dim=-1)
-        t = temperature_  # a division by 0 when greedy=False
-        scaled = {"divide": logits / t, "multiply": logits * t, "ignore": logits}[temperature]
-        if top_k_ is not None and top_k != "ignore":
-            values, indices = torch.topk(scaled, top_k_, dim=-1, largest=top_k != "smallest")
-            if top_k == "unmapped":
-                choice = torch.multinomial(torch.softmax(values, -1), 1, generator=generator).squeeze(-1)
-                return choice
-            weights = torch.ones_like(values) if probs == "uniform" else values
-            kept = torch.full_like(scaled, float("-inf")).scatter(-1, indices, weights)
-            scaled = kept
-        p = torch.softmax(scaled, dim=-1) if probs != "raw" else scaled
-        g = {"generator": generator, "global": None, "own": torch.Generator().manual_seed(1)}[rng]
-        out = torch.multinomial(p, 1, generator=g)
-        return out if shape == "column" else out.squeeze(-1)
-
-    return sample_next
-
-
-def test_8_3_a_correct_variant_passes():
-    assert check("8.3", make_sample_next()).passed
-
-
 def test_8_3_not_attempted():
     def sample_next(logits, temperature, top_k, generator):
         raise NotImplementedError
@@ -249,101 +85,14 @@ def test_8_3_not_attempted():
     assert check("8.3", sample_next).status == "not attempted"
 
 
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"temperature": "multiply"}, "you multiplied the logits by the temperature"),
-    ({"temperature": "ignore"}, "the temperature changes nothing"),
-    ({"top_k": "ignore"}, "outside the top_k"),
-    ({"top_k": "smallest"}, "SMALLEST"),
-    ({"top_k": "unmapped"}, "position within the top k"),
-    ({"probs": "uniform"}, "uniformly"),
-    ({"shape": "column"}, ".squeeze(-1)"),
-    ({"rng": "global"}, "drew no random number from `generator`"),
-    ({"rng": "own"}, "drew no random number from `generator`"),
-    ({"greedy": False}, "with temperature 0 return the argmax"),
-    ({"probs": "raw"}, "torch.multinomial takes probabilities"),
-], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_8_3_wrong_answers_get_hints(kwargs, hint):
-    result = check("8.3", make_sample_next(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-
-
-def test_8_3_top_k_ignored_at_larger_k_is_named():
-    def sample_next(logits, temperature, top_k, generator):  # right for top_k=1, ignores larger top_k
-        if temperature == 0 or top_k == 1:
-            return logits.argmax(dim=-1)
-        return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator).squeeze(-1)
-
-    result = check("8.3", sample_next)
-    assert not result.passed and "outside the top_k" in result.message, result.message
-
-
 def test_8_3_messages_name_the_input():
-    result = check("8.3", make_sample_next(temperature="multiply"))
+    result = check("8.3", _entry("8.3", "multiplies the logits by the temperature"))
     assert "temperature=0.5" in result.message and "Temperature and top-k" in result.message, result.message
-
-
-@pytest.mark.parametrize("path", ["attnbook.models.sample_next", "attnbook.models.gpt.sample_next"])
-def test_8_3_the_package_sampler_is_refused(path):
-    module, name = path.rsplit(".", 1)
-
-    def sample_next(logits, temperature, top_k, generator):
-        import importlib
-
-        fn = getattr(importlib.import_module(module), name)
-        return fn(logits, temperature, top_k, generator).squeeze(-1)
-
-    result = check("8.3", sample_next)
-    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Fixes from the learner trial
 # ---------------------------------------------------------------------------------------------------------
-
-import functools  # noqa: E402
-
-import attnbook.data  # noqa: E402
-
-_PARTIAL_MLM = functools.partial(attnbook.data.mlm_mask)  # a global, as a notebook cell would keep it
-
-
-def test_8_1_the_package_function_through_a_partial_in_globals_is_refused():
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        return _PARTIAL_MLM(ids, mask_id, vocab_size, generator)[:2]
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "the package's own solution" in result.message, result.message
-
-
-def test_8_1_transformers_collator_is_refused():
-    pytest.importorskip("transformers")
-    from transformers import DataCollatorForLanguageModeling
-
-    class Tok:
-        mask_token, pad_token, pad_token_id = "[MASK]", "[PAD]", 0
-
-        def __init__(self, vocab_size, mask_id):
-            self.vocab_size, self.mask_token_id = vocab_size, mask_id
-
-        def __len__(self):
-            return self.vocab_size
-
-        def get_special_tokens_mask(self, v, already_has_special_tokens=True):
-            return [0] * len(v)
-
-        def convert_tokens_to_ids(self, t):
-            return self.mask_token_id
-
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        collator = DataCollatorForLanguageModeling(Tok(vocab_size, mask_id), mlm_probability=0.15)
-        collator.generator = generator
-        return collator.torch_mask_tokens(ids.clone(), special_tokens_mask=torch.zeros_like(ids, dtype=torch.bool))
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "the task asks you to write this without transformers" in result.message, \
-        result.message
-
 
 def make_random_ids(draw):
     """A right mlm_mask except for how the random ids are drawn: draw(ids, vocab_size, generator)."""
@@ -359,48 +108,9 @@ def make_random_ids(draw):
     return mlm_mask
 
 
-def _pool(ids, vocab_size, generator):  # random ids drawn only among the tokens in the batch
-    pool = ids.unique()
-    return pool[torch.randint(pool.numel(), ids.shape, generator=generator)]
-
-
-@pytest.mark.parametrize("draw, hint", [
-    (lambda ids, V, g: torch.randint(1, V, ids.shape, generator=g), "the lower bound is 0"),
-    (lambda ids, V, g: torch.randint(V - 1, ids.shape, generator=g), "upper bound, vocab_size, is exclusive"),
-    (lambda ids, V, g: (ids + torch.randint(1, V, ids.shape, generator=g)) % V,
-     "a random id may equal the original one"),
-    (lambda ids, V, g: torch.randint(4, V, ids.shape, generator=g), "the lower bound is 0"),
-    (_pool, "not from the tokens in the batch"),
-], ids=["never-0", "never-V-1", "never-original", "skip-specials", "batch-pool"])
-def test_8_1_random_ids_from_the_wrong_range_are_rejected(draw, hint):
-    result = check("8.1", make_random_ids(draw))
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
-def test_8_1_random_ids_that_avoid_mask_id_are_rejected():
-    def draw(ids, V, g):  # every id but the [MASK] id (3 in the big case, 2 in the small one)
-        r = torch.randint(V - 1, ids.shape, generator=g)
-        return r + (r >= (2 if V == 5 else 3)).long()
-
-    result = check("8.1", make_random_ids(draw))
-    assert not result.passed and "may be mask_id too" in result.message, result.message
-
-
 def test_8_1_right_random_ids_pass_the_small_vocabulary():
     result = check("8.1", make_random_ids(lambda ids, V, g: torch.randint(V, ids.shape, generator=g)))
     assert result.passed and "vocabulary" in result.message, result.message
-
-
-def test_8_1_swapped_outputs_are_named():
-    right = make_mlm_mask()
-
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        masked, labels = right(ids, mask_id, vocab_size, generator)
-        return labels, masked
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "return (masked_ids, labels) in this order" in result.message, result.message
 
 
 def make_correlated(choose):
@@ -428,32 +138,6 @@ def test_8_1_correlated_choices_are_named(choose):
 
 def _ce(logits, ids, **kwargs):
     return F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), **kwargs)
-
-
-@pytest.mark.parametrize("fn, hint", [
-    (lambda logits, ids: _ce(logits, ids, reduction="none").view(ids.size(0), -1).sum(1).mean(),
-     "you summed over the positions"),
-    (lambda logits, ids: _ce(logits, ids, ignore_index=0), "ignore_index=0"),
-    (lambda logits, ids: F.nll_loss(*_flat(torch.log_softmax(logits, dim=1)[:, :-1], ids[:, 1:])), "dim=-1"),
-], ids=["sum-then-mean", "ignore-0", "log-softmax-dim1"])
-def test_8_2_more_wrong_answers_get_hints(fn, hint):
-    result = check("8.2", fn)
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
-def test_8_3_softmax_over_the_batch_is_named():
-    def sample_next(logits, temperature, top_k, generator):
-        if temperature == 0:
-            return logits.argmax(dim=-1)
-        scaled = logits / temperature
-        if top_k is not None:
-            kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        return torch.multinomial(torch.softmax(scaled, dim=0), 1, generator=generator).squeeze(-1)
-
-    result = check("8.3", sample_next)
-    assert not result.passed and "dim=-1" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -495,48 +179,8 @@ def test_8_1_a_fixed_number_of_chosen_positions_is_not_independent():
             result.message
 
 
-@pytest.mark.parametrize("fix, piece", [
-    (lambda masked, labels, ids: [masked, labels], "tuple"),
-    (lambda masked, labels, ids: (masked, labels.int()), "torch.int64"),
-    (lambda masked, labels, ids: (masked, torch.where(labels == -100, ids, -100)), "inverted"),
-    (lambda masked, labels, ids: (torch.where(masked == ids, masked, torch.where(labels != -100, ids, masked)),
-                                  labels), None),
-], ids=["list", "int32-labels", "inverted-labels", "undo-changes"])
-def test_8_1_return_types_and_inverted_labels(fix, piece):
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        chosen = torch.rand(ids.shape, generator=generator) < 0.15
-        masked = _masked(ids, mask_id, vocab_size, generator, chosen)
-        return fix(masked, torch.where(chosen, ids, -100), ids)
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed, piece
-    if piece:
-        assert piece in result.message, result.message
-
-
-def test_8_1_the_global_generator_reseeded_from_the_given_one_is_refused():
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        torch.manual_seed(generator.initial_seed())
-        chosen = torch.rand(ids.shape) < 0.15
-        return _masked(ids, mask_id, vocab_size, None, chosen), torch.where(chosen, ids, -100)
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "drew no random number from `generator`" in result.message, result.message
-
-
-def test_8_1_a_hard_coded_mask_id_is_named():
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        chosen = torch.rand(ids.shape, generator=generator) < 0.15
-        return _masked(ids, 3, vocab_size, generator, chosen), torch.where(chosen, ids, -100)
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "ignores the mask_id argument" in result.message, result.message
-
-
 def test_8_1_messages_give_no_recipe():
-    overlap = next(m.answer for m in mutants.load("8") if m.exercise_id == "8.1"
-                   and m.name.startswith("two independent draws, the random ids written over [MASK]"))  # the catalogue's
-
+    overlap = _entry("8.1", "two independent draws, the random ids written over [MASK]")  # the catalogue's
     result = check("8.1", overlap)
     assert not result.passed and "overlap" in result.message and _no_recipe(result.message), result.message
 
@@ -807,23 +451,6 @@ def test_8_2_every_mistake_separates_on_every_draw(offset, monkeypatch):
             assert not abs(float(value) - float(right)) <= 1e-4, (seed, hint)  # NaN (no target left) differs too
 
 
-def test_8_3_transformers_warpers_are_refused_by_their_public_name():
-    pytest.importorskip("transformers")
-
-    def sample_next(logits, temperature, top_k, generator):
-        from transformers import TopKLogitsWarper
-
-        if temperature == 0:
-            return logits.argmax(dim=-1)
-        scaled = logits / temperature
-        if top_k is not None:
-            scaled = TopKLogitsWarper(top_k)(None, scaled)
-        return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
-
-    result = check("8.3", sample_next)
-    assert not result.passed and "without transformers.TopKLogitsWarper" in result.message, result.message
-
-
 def test_8_2_the_transformers_loss_is_named_not_its_module():
     pytest.importorskip("transformers")
 
@@ -897,19 +524,6 @@ def test_8_1_kept_draws_are_not_blamed_on_the_global_generator():
     assert "from one call to the next" in result.message, result.message
 
 
-def test_8_1_the_global_generator_is_still_named_when_it_explains_the_difference():
-    def mlm_mask(ids, mask_id, vocab_size, generator):  # the random ids from the global generator
-        chosen = torch.rand(ids.shape, generator=generator) < 0.15
-        r = torch.rand(ids.shape, generator=generator)
-        masked = torch.where(chosen & (r < 0.8), mask_id, ids)
-        masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), torch.randint(vocab_size, ids.shape), masked)
-        return masked, torch.where(chosen, ids, -100)
-
-    result = check("8.1", mlm_mask)
-    assert not result.passed and "when the global random generator was in another state" in result.message, \
-        result.message
-
-
 def test_8_2_view_after_a_slice_names_the_slice():
     def causal_lm_loss(logits, ids):
         V = logits.shape[-1]
@@ -927,24 +541,6 @@ def test_8_3_a_finite_fill_fails_far_below_0(fill):
         result.message
 
 
-def test_8_3_a_large_finite_fill_below_every_logit_passes():
-    result = check("8.3", _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, -1e9))))
-    assert result.passed, result.message
-
-
-@pytest.mark.parametrize("threshold", [1e-3, 1e-2])
-def test_8_3_greedy_at_a_tiny_temperature_fails(threshold):
-    right = _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, float("-inf"))))
-
-    def sample_next(logits, temperature, top_k, generator):
-        if temperature < threshold:
-            return logits.argmax(dim=-1)
-        return right(logits, temperature, top_k, generator)
-
-    result = check("8.3", sample_next)
-    assert not result.passed and "even at a tiny temperature" in result.message, result.message
-
-
 def test_8_3_a_threshold_over_the_whole_batch_is_named():
     def over_batch(scaled, k):
         kth = torch.topk(scaled.flatten(), k).values[-1]
@@ -953,24 +549,6 @@ def test_8_3_a_threshold_over_the_whole_batch_is_named():
     result = check("8.3", _sampler(over_batch))
     assert not result.passed and "each row keeps its own top_k largest logits" in result.message, result.message
     assert "over the vocabulary (dim=-1)" not in result.message, result.message
-
-
-@pytest.mark.parametrize("cast, piece", [
-    (lambda logits, t: (logits.half().float(), t), "the logits rounded to float16"),
-    (lambda logits, t: (logits.bfloat16().float(), t), "the logits rounded to bfloat16"),
-    (lambda logits, t: ((logits / t).half().float(), 1.0), "logits / temperature rounded to float16"),
-    (lambda logits, t: ((logits / t).bfloat16().float(), 1.0), "logits / temperature rounded to bfloat16"),
-], ids=["float16", "bfloat16", "float16-scaled", "bfloat16-scaled"])
-def test_8_3_precision_lost_is_named(cast, piece):
-    right = _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, float("-inf"))))
-
-    def sample_next(logits, temperature, top_k, generator):
-        if temperature == 0:
-            return logits.argmax(dim=-1)
-        return right(*cast(logits, temperature), top_k, generator)
-
-    result = check("8.3", sample_next)
-    assert not result.passed and piece in result.message, result.message
 
 
 def test_8_3_tuned_cases_hold_for_every_offset():

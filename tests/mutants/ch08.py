@@ -1,6 +1,9 @@
 """Chapter 8 (BERT vs GPT): learner answers to exercises 8.1-8.3."""
 from __future__ import annotations
 
+import functools
+import importlib
+
 import torch
 import torch.nn.functional as F
 
@@ -19,7 +22,7 @@ wrong("8.1", hint="package's own", name="a lambda around attnbook.data.mlm_mask,
     lambda ids, mask_id, vocab_size, generator: _data.mlm_mask(ids, mask_id, vocab_size, generator)[:2])
 
 
-@wrong("8.1", hint="package's own")
+@wrong("8.1", hint="the package's own solution")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """a def wrapper that calls attnbook.data.mlm_mask"""
     from attnbook.data import mlm_mask as theirs
@@ -56,28 +59,28 @@ def _ref(ids, mask_id, vocab_size, generator, p=0.15, mask_share=0.8, random_sha
     return masked, labels, chosen
 
 
-@wrong("8.1", hint="-100")
+@wrong("8.1", hint="label only the chosen positions")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """labels are the original ids everywhere (no -100 at positions not chosen)"""
     masked, _, _ = _ref(ids, mask_id, vocab_size, generator)
     return masked, ids.clone()
 
 
-@wrong("8.1", hint="label")
+@wrong("8.1", hint="your labels are inverted")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """labels inverted: -100 at the chosen positions, the id elsewhere"""
     masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
     return masked, torch.where(chosen, -100, ids)
 
 
-@wrong("8.1", hint="label")
+@wrong("8.1", hint="the label of a chosen position is its ORIGINAL id")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """labels hold the masked ids (what the model sees), not the originals"""
     masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
     return masked, torch.where(chosen, masked, -100)
 
 
-@wrong("8.1", hint="80")
+@wrong("8.1", hint="every chosen position became [MASK]")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """every chosen position becomes [MASK] (no 10% random, no 10% unchanged)"""
     masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, mask_share=1.0, random_share=0.0)
@@ -95,7 +98,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="15%")
+@wrong("8.1", hint="your choice is inverted")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """chooses with rand > 0.15 (85% of the positions)"""
     chosen = torch.rand(ids.shape, generator=generator) > 0.15
@@ -120,14 +123,14 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="exclusive")
+@wrong("8.1", hint="upper bound, vocab_size, is exclusive")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """random ids from randint(vocab_size - 1): the last id can never be drawn"""
     masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, high=vocab_size - 1)
     return masked, labels
 
 
-@wrong("8.1", hint="lower bound")
+@wrong("8.1", hint="the lower bound is 0")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """random ids from randint(1, vocab_size): id 0 (taken for [PAD]) never drawn"""
     masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, low=1)
@@ -146,7 +149,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint=None)
+@wrong("8.1", hint="a random id may equal the original one")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """the random token is redrawn until it differs from the original id (the task allows any id)"""
     chosen = torch.rand(ids.shape, generator=generator) < 0.15
@@ -172,7 +175,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="generator")
+@wrong("8.1", hint="pass generator=generator")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """ignores generator: draws from the global random generator"""
     chosen = torch.rand(ids.shape) < 0.15
@@ -183,7 +186,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="generator")
+@wrong("8.1", hint="when the global random generator was in another state")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """uses the generator for the choice but the global generator for the random ids"""
     chosen = torch.rand(ids.shape, generator=generator) < 0.15
@@ -214,13 +217,13 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return [masked, labels]
 
 
-@wrong("8.1", hint="expected 2")
+@wrong("8.1", hint="return only masked_ids and labels")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """returns three things, (masked, labels, chosen), like the package's version"""
     return _ref(ids, mask_id, vocab_size, generator)
 
 
-@wrong("8.1", hint="dtype")
+@wrong("8.1", hint="dtype torch.float32")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """labels built with torch.full(..., -100.0): a float tensor"""
     masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
@@ -236,7 +239,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked.float(), labels
 
 
-@wrong("8.1", hint="ignore")
+@wrong("8.1", hint="ignores the mask_id argument")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """hard-codes [MASK] as id 3 (the chapter's vocabulary) and ignores mask_id"""
     masked, labels, _ = _ref(ids, 3, vocab_size, generator)
@@ -251,7 +254,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(changed, ids, -100)
 
 
-@wrong("8.1", hint=None)
+@wrong("8.1", hint="may be mask_id too")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """the random id is shifted off mask_id (never draws [MASK] as a random id)"""
     chosen = torch.rand(ids.shape, generator=generator) < 0.15
@@ -263,7 +266,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="generator")
+@wrong("8.1", hint="drew no random number from `generator`")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """reseeds the global generator from generator.initial_seed(), then draws from the global one"""
     torch.manual_seed(generator.initial_seed())
@@ -283,7 +286,7 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, labels
 
 
-@wrong("8.1", hint="int64")
+@wrong("8.1", hint="torch.int64")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """labels as int32 (F.cross_entropy wants int64 targets)"""
     masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
@@ -338,31 +341,146 @@ def mlm_mask(ids, mask_id, vocab_size, generator, p=0.15):
     return masked, labels
 
 
+@wrong("8.1", hint="no chosen position kept its id")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """splits 80/20/0: every chosen position changes, none keeps its id"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, mask_share=0.8, random_share=0.2)
+    return masked, labels
+
+
+@wrong("8.1", hint="no chosen position got a random id")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """splits 80/0/20: no chosen position gets a random id"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, random_share=0.0)
+    return masked, labels
+
+
+@wrong("8.1", hint="label every chosen position, also those that got a random id")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """labels only the positions that became [MASK] (the random and the unchanged ones get -100)"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
+    to_mask = chosen & (r < 0.8)
+    masked = torch.where(to_mask, mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(to_mask, ids, -100)
+
+
+@wrong("8.1", hint="labelled only the positions that became [MASK]")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """splits 80/0/20 and labels only the positions that became [MASK]"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
+    return torch.where(to_mask, mask_id, ids), torch.where(to_mask, ids, -100)
+
+
+@wrong("8.1", hint="drew no random number from `generator`")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """draws from a torch.Generator of its own (seeded 0 at every call), not the one it is given"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, torch.Generator().manual_seed(0))
+    return masked, labels
+
+
+@wrong("8.1", hint="draw the random ids uniformly from all of [0, vocab_size)")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """random ids from randint(10): only the first ten ids of the vocabulary"""
+    masked, labels, _ = _ref(ids, mask_id, vocab_size, generator, high=10)
+    return masked, labels
+
+
+@wrong("8.1", hint="not from the tokens in the batch")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """random ids drawn uniformly among the distinct ids of the batch (ids.unique())"""
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    r = torch.rand(ids.shape, generator=generator)
+    pool = ids.unique()
+    rnd = pool[torch.randint(pool.numel(), ids.shape, generator=generator)]
+    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
+    masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), rnd, masked)
+    return masked, torch.where(chosen, ids, -100)
+
+
+@wrong("8.1", hint=None)
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """masks, then puts the original id back wherever it changed: ids returned unchanged, with the right labels"""
+    masked, labels, chosen = _ref(ids, mask_id, vocab_size, generator)
+    return torch.where(masked == ids, masked, torch.where(chosen, ids, masked)), labels
+
+
+_mm_partial = functools.partial(_data.mlm_mask)  # a global, as a notebook cell would keep it
+
+
+@wrong("8.1", hint="the package's own solution")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """calls a functools.partial of attnbook.data.mlm_mask kept in a global, first two results"""
+    return _mm_partial(ids, mask_id, vocab_size, generator)[:2]
+
+
+@wrong("8.1", hint="the task asks you to write this without transformers")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """transformers' DataCollatorForLanguageModeling.torch_mask_tokens with a minimal tokenizer"""
+    from transformers import DataCollatorForLanguageModeling
+
+    class Tok:
+        mask_token, pad_token, pad_token_id = "[MASK]", "[PAD]", 0
+
+        def __init__(self, vocab_size, mask_id):
+            self.vocab_size, self.mask_token_id = vocab_size, mask_id
+
+        def __len__(self):
+            return self.vocab_size
+
+        def get_special_tokens_mask(self, v, already_has_special_tokens=True):
+            return [0] * len(v)
+
+        def convert_tokens_to_ids(self, t):
+            return self.mask_token_id
+
+    collator = DataCollatorForLanguageModeling(Tok(vocab_size, mask_id), mlm_probability=0.15)
+    collator.generator = generator
+    return collator.torch_mask_tokens(ids.clone(), special_tokens_mask=torch.zeros_like(ids, dtype=torch.bool))
+
+
+@right("8.1")
+def mlm_mask(ids, mask_id, vocab_size, generator):
+    """torch.bernoulli for every draw, in Hugging Face's order (0.15, 0.8, then 0.5), random ids drawn everywhere"""
+    labels = ids.clone()
+    chosen = torch.bernoulli(torch.full(ids.shape, 0.15), generator=generator).bool()
+    labels[~chosen] = -100
+    replaced = torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool() & chosen
+    out = ids.clone()
+    out[replaced] = mask_id
+    rand = torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool() & chosen & ~replaced
+    out[rand] = torch.randint(vocab_size, ids.shape, generator=generator)[rand]
+    return out, labels
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 8.2  causal_lm_loss(logits, ids) -> 0-dim tensor
 # ----------------------------------------------------------------------------------------------------------------
 
-@wrong("8.2", hint="shift")
+@wrong("8.2", hint="no shift")
 def causal_lm_loss(logits, ids):
     """no shift: position t scored against its own token"""
     V = logits.size(-1)
     return F.cross_entropy(logits.reshape(-1, V), ids.reshape(-1))
 
 
-@wrong("8.2", hint="shift")
+@wrong("8.2", hint="the shift goes the wrong way")
 def causal_lm_loss(logits, ids):
     """shifted the wrong way: logits[:, 1:] against ids[:, :-1]"""
     V = logits.size(-1)
     return F.cross_entropy(logits[:, 1:].reshape(-1, V), ids[:, :-1].reshape(-1))
 
 
-@wrong("8.2", hint="dim")
+@wrong("8.2", hint="classes in dimension 1")
 def causal_lm_loss(logits, ids):
     """(B, T-1, V) straight into F.cross_entropy: classes not in dim 1"""
     return F.cross_entropy(logits[:, :-1], ids[:, 1:])
 
 
-@wrong("8.2", hint="mean")
+@wrong("8.2", hint="you summed the losses; take the mean")
 def causal_lm_loss(logits, ids):
     """reduction='sum' instead of the mean"""
     V = logits.size(-1)
@@ -384,14 +502,14 @@ def causal_lm_loss(logits, ids):
     return total / ids.numel()
 
 
-@wrong("8.2", hint="tensor")
+@wrong("8.2", hint="the loss tensor itself, without .item()")
 def causal_lm_loss(logits, ids):
     """returns loss.item(), a Python float"""
     V = logits.size(-1)
     return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)).item()
 
 
-@wrong("8.2", hint="softmax")
+@wrong("8.2", hint="applied a softmax")
 def causal_lm_loss(logits, ids):
     """applies softmax first, then cross_entropy (softmax twice)"""
     V = logits.size(-1)
@@ -399,7 +517,7 @@ def causal_lm_loss(logits, ids):
     return F.cross_entropy(probs[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
 
 
-@wrong("8.2", hint="log_softmax")
+@wrong("8.2", hint="F.nll_loss expects log-probabilities: apply log_softmax")
 def causal_lm_loss(logits, ids):
     """F.nll_loss on the raw logits (no log_softmax)"""
     V = logits.size(-1)
@@ -422,7 +540,7 @@ def causal_lm_loss(logits, ids):
         return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
 
 
-@wrong("8.2", hint="grad")
+@wrong("8.2", hint="no gradient")
 def causal_lm_loss(logits, ids):
     """rebuilds the loss with torch.tensor(...), cutting the graph"""
     V = logits.size(-1)
@@ -449,7 +567,7 @@ def causal_lm_loss(logits, ids):
     return F.cross_entropy(logits[:, -2], ids[:, -1])
 
 
-@wrong("8.2", hint="shape")
+@wrong("8.2", hint="one loss per prediction")
 def causal_lm_loss(logits, ids):
     """reduction='none' and returns the per-token losses (batch * (seq - 1),)"""
     V = logits.size(-1)
@@ -463,7 +581,7 @@ def causal_lm_loss(logits, ids):
     return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1)
 
 
-@wrong("8.2", hint="ignore_index")
+@wrong("8.2", hint="ignore_index=0")
 def causal_lm_loss(logits, ids):
     """ignore_index=0 ('id 0 is padding'): skips every target that happens to be 0"""
     V = logits.size(-1)
@@ -482,6 +600,21 @@ def causal_lm_loss(logits, ids):
     """torch.log(torch.softmax(...)): log of an underflowed probability is -inf"""
     logp = torch.log(torch.softmax(logits[:, :-1], dim=-1))
     return F.nll_loss(logp.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+
+
+@wrong("8.2", hint="class indices")
+def causal_lm_loss(logits, ids):
+    """targets passed as floats (ids[:, 1:].float())"""
+    V = logits.size(-1)
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1).float())
+
+
+@wrong("8.2", hint="the task asks you to write this without transformers.loss.loss_utils.ForCausalLMLoss")
+def causal_lm_loss(logits, ids):
+    """transformers' ForCausalLMLoss on the unshifted logits and ids (it shifts them itself)"""
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    return ForCausalLMLoss(logits, ids, logits.size(-1))
 
 
 @right("8.2")
@@ -570,19 +703,19 @@ def _sample(logits, temperature, top_k, generator, *, div=True, keep=None, fill=
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-@wrong("8.3", hint="temperature")
+@wrong("8.3", hint="the temperature changes nothing")
 def sample_next(logits, temperature, top_k, generator):
     """forgets to divide by the temperature"""
     return _sample(logits, temperature, top_k, generator, div=False)
 
 
-@wrong("8.3", hint="temperature")
+@wrong("8.3", hint="you multiplied the logits by the temperature")
 def sample_next(logits, temperature, top_k, generator):
     """multiplies the logits by the temperature"""
     return _sample(logits * temperature * temperature if temperature else logits, temperature, top_k, generator)
 
 
-@wrong("8.3", hint="temperature 0")
+@wrong("8.3", hint="with temperature 0 return the argmax")
 def sample_next(logits, temperature, top_k, generator):
     """no special case for temperature 0: divides by zero"""
     scaled = logits / temperature
@@ -613,7 +746,7 @@ def sample_next(logits, temperature, top_k, generator):
     return _sample(logits, temperature, top_k, generator, keep=lambda k: max(k - 1, 1))
 
 
-@wrong("8.3", hint="largest")
+@wrong("8.3", hint="SMALLEST logits: keep the largest")
 def sample_next(logits, temperature, top_k, generator):
     """keeps the top_k smallest logits (topk(..., largest=False))"""
     if temperature == 0:
@@ -643,13 +776,13 @@ def sample_next(logits, temperature, top_k, generator):
     return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
 
 
-@wrong("8.3", hint="dim")
+@wrong("8.3", hint="dim=-1")
 def sample_next(logits, temperature, top_k, generator):
     """softmax over the batch axis (dim=0)"""
     return _sample(logits, temperature, top_k, generator, dim=0)
 
 
-@wrong("8.3", hint="shape")
+@wrong("8.3", hint=".squeeze(-1)")
 def sample_next(logits, temperature, top_k, generator):
     """returns multinomial's (batch, 1) without squeezing"""
     if temperature == 0:
@@ -657,7 +790,7 @@ def sample_next(logits, temperature, top_k, generator):
     return _sample(logits, temperature, top_k, generator)[:, None]
 
 
-@wrong("8.3", hint="generator")
+@wrong("8.3", hint="drew no random number from `generator`")
 def sample_next(logits, temperature, top_k, generator):
     """ignores generator (global random generator)"""
     if temperature == 0:
@@ -756,6 +889,64 @@ def sample_next(logits, temperature, top_k, generator):
         kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     return torch.multinomial(torch.softmax(scaled.double(), dim=-1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="outside the top_k")
+def sample_next(logits, temperature, top_k, generator):
+    """ignores top_k: samples from the whole vocabulary"""
+    return _sample(logits, temperature, None, generator)
+
+
+@wrong("8.3", hint="outside the top_k")
+def sample_next(logits, temperature, top_k, generator):
+    """greedy for top_k=1 (right there), but ignores any larger top_k"""
+    if temperature == 0 or top_k == 1:
+        return logits.argmax(dim=-1)
+    return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="drew no random number from `generator`")
+def sample_next(logits, temperature, top_k, generator):
+    """samples with a torch.Generator of its own (seeded 1 at every call), not the one it is given"""
+    return _sample(logits, temperature, top_k, torch.Generator().manual_seed(1))
+
+
+@wrong("8.3", hint="torch.multinomial takes probabilities")
+def sample_next(logits, temperature, top_k, generator):
+    """passes the scaled logits (-inf outside the top k) to torch.multinomial without a softmax"""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        values, indices = torch.topk(scaled, top_k, dim=-1)
+        scaled = torch.full_like(scaled, float("-inf")).scatter(-1, indices, values)
+    return torch.multinomial(scaled, 1, generator=generator).squeeze(-1)
+
+
+def _imported_sampler(module):
+    def sample_next(logits, temperature, top_k, generator):
+        theirs = getattr(importlib.import_module(module), "sample_next")
+        return theirs(logits, temperature, top_k, generator).squeeze(-1)
+    return sample_next
+
+
+for _module in ("attnbook.models", "attnbook.models.gpt"):
+    wrong("8.3", hint="the package's own solution",
+          name=f"the package's sampler fetched with importlib.import_module({_module!r}) and getattr")(
+        _imported_sampler(_module))
+
+
+@wrong("8.3", hint="without transformers.TopKLogitsWarper")
+def sample_next(logits, temperature, top_k, generator):
+    """transformers' TopKLogitsWarper for the top-k cut"""
+    from transformers import TopKLogitsWarper
+
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    scaled = logits / temperature
+    if top_k is not None:
+        scaled = TopKLogitsWarper(top_k)(None, scaled)
+    return torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(-1)
 
 
 @right("8.3")
@@ -866,14 +1057,14 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
     return masked, torch.where(chosen, ids, -100)
 
 
-@wrong("8.1", hint="swapped")
+@wrong("8.1", hint="return (masked_ids, labels) in this order")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """returns (labels, masked_ids): the two results in the wrong order"""
     masked, labels, _ = _ref(ids, mask_id, vocab_size, generator)
     return labels, masked
 
 
-@wrong("8.1", hint="ignore_index")
+@wrong("8.1", hint="must be labelled -100")
 def mlm_mask(ids, mask_id, vocab_size, generator):
     """labels 0 (not -100) at the positions not chosen"""
     masked, _, chosen = _ref(ids, mask_id, vocab_size, generator)
@@ -910,7 +1101,7 @@ def causal_lm_loss(logits, ids):
     return F.nll_loss(logp.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
 
 
-@wrong("8.2", hint="first sequence")
+@wrong("8.2", hint="only the first sequence")
 def causal_lm_loss(logits, ids):
     """only the first sequence of the batch"""
     return F.cross_entropy(logits[0, :-1], ids[0, 1:])
@@ -1126,11 +1317,14 @@ wrong("8.1", hint="no special tokens to skip", name="never chooses [PAD], [BOS],
     _masking(_but(lambda ids, mask_id: (ids <= 2) | (ids == mask_id))))
 wrong("8.1", hint="expected about 15%", name="chooses with probability 0.14 (a rate off by a bit)")(_masking(_rate(0.14)))
 wrong("8.1", hint="expected about 15%", name="chooses with probability 0.16 (a rate off by a bit)")(_masking(_rate(0.16)))
+wrong("8.1", hint="choose each position independently with probability 0.15",
+      name="chooses with probability 0.3 (twice the rate)")(_masking(_rate(0.3)))
 wrong("8.1", hint="expected 80%, 10%, 10%", name="splits 75/15/10 (the split off by a bit)")(
     _masking(_rate(0.15), split=(0.75, 0.15)))
 wrong("8.1", hint="expected 80%, 10%, 10%", name="splits 85/10/5 (the split off by a bit)")(
     _masking(_rate(0.15), split=(0.85, 0.10)))
-wrong("8.1", hint="chosen positions only", name="the 80/10/10 split applied to every position, not only the chosen")(
+wrong("8.1", hint="only chosen positions may change",
+      name="the 80/10/10 split applied to every position, not only the chosen")(
     _masking(_rate(0.15), on_all=True))
 wrong("8.1", hint="the lower bound is 0", name="random ids drawn from [4, vocab_size): the special ids left out")(
     _masking(_rate(0.15), random_low=4))
@@ -1231,6 +1425,14 @@ def sample_next(logits, temperature, top_k, generator):
     return _sample(logits, temperature, top_k, generator)
 
 
+@wrong("8.3", hint="even at a tiny temperature")
+def sample_next(logits, temperature, top_k, generator):
+    """greedy below temperature 1e-2, not only at 0"""
+    if temperature < 1e-2:
+        return logits.argmax(-1)
+    return _sample(logits, temperature, top_k, generator)
+
+
 @wrong("8.3", hint="each row keeps its own top_k")
 def sample_next(logits, temperature, top_k, generator):
     """the k-th largest logit of the whole batch as the threshold, not of each row"""
@@ -1243,7 +1445,7 @@ def sample_next(logits, temperature, top_k, generator):
     return torch.multinomial(torch.softmax(z, -1), 1, generator=generator).squeeze(-1)
 
 
-@wrong("8.3", hint="rounded to float16")
+@wrong("8.3", hint="the logits rounded to float16")
 def sample_next(logits, temperature, top_k, generator):
     """the logits rounded to float16 and back (.half().float()) before sampling"""
     if temperature == 0:
@@ -1251,7 +1453,7 @@ def sample_next(logits, temperature, top_k, generator):
     return _sample(logits.half().float(), temperature, top_k, generator)
 
 
-@wrong("8.3", hint="rounded to bfloat16")
+@wrong("8.3", hint="logits / temperature rounded to bfloat16")
 def sample_next(logits, temperature, top_k, generator):
     """logits / temperature rounded to bfloat16 (a 'memory-saving' cast) before the softmax"""
     if temperature == 0:
@@ -1259,3 +1461,21 @@ def sample_next(logits, temperature, top_k, generator):
     z = (logits / temperature).bfloat16()
     z = _top_k_cut(z, top_k)
     return torch.multinomial(torch.softmax(z.float(), -1), 1, generator=generator).squeeze(-1)
+
+
+@wrong("8.3", hint="the logits rounded to bfloat16")
+def sample_next(logits, temperature, top_k, generator):
+    """the logits rounded to bfloat16 and back (.bfloat16().float()) before sampling"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    return _sample(logits.bfloat16().float(), temperature, top_k, generator)
+
+
+@wrong("8.3", hint="logits / temperature rounded to float16")
+def sample_next(logits, temperature, top_k, generator):
+    """logits / temperature rounded to float16 and back before the softmax"""
+    if temperature == 0:
+        return logits.argmax(-1)
+    z = (logits / temperature).half().float()
+    z = _top_k_cut(z, top_k)
+    return torch.multinomial(torch.softmax(z, -1), 1, generator=generator).squeeze(-1)
