@@ -1,4 +1,7 @@
-"""Chapter 7 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+"""Chapter 7 checkers: what the mutant catalogue (tests/mutants/ch07.py, the home of "this answer -> this verdict")
+cannot say. The book's reference solutions pass; not-attempted answers; messages checked for more than one piece
+(the section to re-read, the input that catches a mistake, no recipe, what a message must not say); shortcuts that
+need transformers; what the tasks promise; drawn sizes over many seeds; and a conv checked from the outside."""
 import re
 
 import pytest
@@ -15,35 +18,6 @@ from attnbook.exercises import check
 
 def test_7_1_reference_passes(solutions):
     result = check("7.1", solutions(7)["patchify"])
-    assert result.passed, result.message
-
-
-def test_7_1_a_loop_over_pixels_passes():
-    def patchify(images, patch_size):  # the definition, written out with explicit loops
-        B, C, H, W = images.shape
-        P = patch_size
-        rows = []
-        for b in range(B):
-            patches = []
-            for gi in range(H // P):
-                for gj in range(W // P):
-                    patches.append(torch.stack([images[b, c, gi * P + i, gj * P + j]
-                                                for i in range(P) for j in range(P) for c in range(C)]))
-            rows.append(torch.stack(patches))
-        return torch.stack(rows)
-
-    result = check("7.1", patchify)
-    assert result.passed, result.message
-
-
-def test_7_1_tensor_unfold_is_allowed():
-    def patchify(images, patch_size):
-        B, C, H, W = images.shape
-        P = patch_size
-        x = images.unfold(2, P, P).unfold(3, P, P)  # (B, C, H/P, W/P, P, P)
-        return x.permute(0, 2, 3, 4, 5, 1).reshape(B, -1, P * P * C)
-
-    result = check("7.1", patchify)
     assert result.passed, result.message
 
 
@@ -135,18 +109,6 @@ def test_7_1_shortcuts_are_refused(shortcut, name):
     assert _no_recipe(result.message), result.message  # the way out is not spelled out step by step
 
 
-def test_7_1_calling_the_package_patchify_is_its_own_solution():
-    result = check("7.1", lambda images, p: __import__("attnbook.patches", fromlist=["patchify"]).patchify(images, p))
-    assert not result.passed and "the package's own solution" in result.message, result.message
-
-
-def test_7_1_the_package_function_itself_is_refused():
-    from attnbook.patches import patchify
-
-    result = check("7.1", patchify)
-    assert not result.passed and "attnbook.patches.patchify" in result.message, result.message
-
-
 # ---------------------------------------------------------------------------------------------------------
 # 7.2 the patch embedding as a convolution
 # ---------------------------------------------------------------------------------------------------------
@@ -154,20 +116,6 @@ def test_7_1_the_package_function_itself_is_refused():
 
 def test_7_2_reference_passes(solutions):
     result = check("7.2", solutions(7)["patch_embedding_as_conv"])
-    assert result.passed, result.message
-
-
-def test_7_2_assigning_new_parameters_passes():
-    def patch_embedding_as_conv(weight, bias, patch_size):
-        P = patch_size
-        D, C = weight.shape[0], weight.shape[1] // (P * P)
-        conv = nn.Conv2d(C, D, P, P)
-        kernel = weight.view(D, P, P, C).transpose(1, 3).transpose(2, 3)  # (D, C, P, P) by two swaps
-        conv.weight = nn.Parameter(kernel.contiguous().clone())
-        conv.bias = nn.Parameter(bias.clone())
-        return conv
-
-    result = check("7.2", patch_embedding_as_conv)
     assert result.passed, result.message
 
 
@@ -200,10 +148,6 @@ def make_conv(*, layout="right", bias="copy", stride=None, kernel=None, swap_cha
     return patch_embedding_as_conv
 
 
-def test_7_2_a_correct_variant_passes():
-    assert check("7.2", make_conv()).passed
-
-
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
@@ -227,19 +171,6 @@ def test_7_2_wrong_answers_get_hints(kwargs, hint):
     assert '(Re-read "Patchify plus a matrix is a convolution".)' in result.message
 
 
-def test_7_2_a_copy_into_a_conv_of_the_wrong_shape_gets_a_hint():
-    def patch_embedding_as_conv(weight, bias, patch_size):
-        P = patch_size
-        D, C = weight.size(0), weight.size(1) // (P * P)
-        conv = nn.Conv2d(D, C, kernel_size=P, stride=P)  # in and out swapped
-        with torch.no_grad():
-            conv.bias.copy_(bias)
-        return conv
-
-    result = check("7.2", patch_embedding_as_conv)
-    assert not result.passed and "takes in_channels (C, the image channels) first" in result.message, result.message
-
-
 def test_7_2_plain_reshape_is_caught_on_the_first_colour_input():
     result = check("7.2", make_conv(layout="reshape"))
     assert "C=3" in result.message, result.message
@@ -261,11 +192,6 @@ def test_7_2_to_conv_and_from_conv_are_refused():
     assert "the package's own solution" in result.message, result.message
 
 
-def test_7_2_returning_something_else():
-    assert "expected an nn.Conv2d" in check("7.2", lambda w, b, p: nn.Linear(2, 2)).message
-    assert "return conv" in check("7.2", lambda w, b, p: None).message
-
-
 # ---------------------------------------------------------------------------------------------------------
 # 7.3 prepend the class token, add the positions
 # ---------------------------------------------------------------------------------------------------------
@@ -273,15 +199,6 @@ def test_7_2_returning_something_else():
 
 def test_7_3_reference_passes(solutions):
     result = check("7.3", solutions(7)["prepend_cls"])
-    assert result.passed, result.message
-
-
-def test_7_3_repeat_and_separate_additions_pass():
-    def prepend_cls(x, cls, pos):
-        first = cls.repeat(x.shape[0], 1, 1) + pos[:, :1]
-        return torch.cat((first, x + pos[:, 1:]), dim=1)
-
-    result = check("7.3", prepend_cls)
     assert result.passed, result.message
 
 
@@ -382,11 +299,6 @@ def test_7_1_the_result_keeps_the_dtype_of_the_images(convert, got, expected):
     assert f"dtype {got}" in result.message and f"expected {expected}" in result.message, result.message
 
 
-def test_7_1_half_precision_is_still_refused():
-    result = check("7.1", lambda images, patch_size: _right_patchify(images, patch_size).half())
-    assert not result.passed and "torch.float16" in result.message, result.message
-
-
 def test_7_1_splitting_h_into_p_then_h_over_p_gets_its_own_hint():
     def patchify(images, patch_size):  # reshape(B, C, P, H/P, P, W/P): grid and pixel indices swapped
         B, C, H, W = images.shape
@@ -398,23 +310,6 @@ def test_7_1_splitting_h_into_p_then_h_over_p_gets_its_own_hint():
     assert not result.passed
     assert "split H into (P, H/P) instead of (H/P, P)" in result.message, result.message
     assert "F.unfold" not in result.message, result.message  # it used to get the unfold-layout hint
-
-
-def test_7_1_the_unfold_layout_still_gets_its_hint_on_a_grid_unlike_the_patch():
-    result = check("7.1", patches_last)
-    assert "(batch, P*P*C, n_patches), the layout F.unfold returns" in result.message, result.message
-
-
-def _unfold_reordered(unfold):
-    """A patchify from an unfold-like function (B, C*P*P, N), with the channels moved innermost."""
-
-    def patchify(images, patch_size):
-        B, C, H, W = images.shape
-        P = patch_size
-        u = unfold(images, P).transpose(1, 2)  # (B, N, C*P*P)
-        return u.reshape(B, -1, C, P * P).transpose(2, 3).reshape(B, -1, P * P * C)
-
-    return patchify
 
 
 def _vit_mae_patchify(images, patch_size):
@@ -444,60 +339,20 @@ def _pixel_unshuffle(unshuffle):
     return patchify
 
 
-def _via_unpatchify(images, patch_size):  # the learner trial's index trick: unpatchify builds the permutation
-    from attnbook.patches import unpatchify
-
-    B, C, H, W = images.shape
-    P = patch_size
-    n = (H // P) * (W // P)
-    where = unpatchify(torch.arange(C * H * W).reshape(1, n, P * P * C), P, H, W).flatten()
-    return images.flatten(1)[:, torch.argsort(where)].reshape(B, n, P * P * C)
-
-
 @pytest.mark.parametrize(
     "shortcut, name",
     [
-        (_unfold_reordered(lambda x, p: torch.ops.aten.im2col(x, [p, p], [1, 1], [0, 0], [p, p])),
-         "torch.ops.aten.im2col"),
-        (_unfold_reordered(lambda x, p: torch._C._nn.im2col(x, [p, p], [1, 1], [0, 0], [p, p])),
-         "torch._C._nn.im2col"),
         (_vit_mae_patchify, "transformers.models.vit_mae.modeling_vit_mae.patchify"),
         (_seggpt_when_rgb, "transformers.models.seggpt.modeling_seggpt.patchify"),
-        (_pixel_unshuffle(F.pixel_unshuffle), "torch.nn.functional.pixel_unshuffle"),
-        (_pixel_unshuffle(torch.pixel_unshuffle), "pixel_unshuffle"),  # the same function as F.pixel_unshuffle
-        (_pixel_unshuffle(lambda images, p: nn.PixelUnshuffle(p)(images)), "torch.nn.PixelUnshuffle"),
-        (_via_unpatchify, "attnbook.patches.unpatchify"),
+        # the same function as F.pixel_unshuffle, reached through an argument: either name may be the one shown
+        (_pixel_unshuffle(torch.pixel_unshuffle), "pixel_unshuffle"),
     ],
-    ids=["aten.im2col", "_C._nn.im2col", "ViTMAE.patchify", "seggpt.patchify", "F.pixel_unshuffle",
-         "torch.pixel_unshuffle", "nn.PixelUnshuffle", "unpatchify"],
+    ids=["ViTMAE.patchify", "seggpt.patchify", "torch.pixel_unshuffle"],
 )
 def test_7_1_more_shortcuts_are_refused(shortcut, name, transformers_vision):
     result = check("7.1", shortcut)
     assert not result.passed
     assert "the task asks you to write this without" in result.message and name in result.message, result.message
-
-
-def test_7_1_convert_image_to_patches_is_refused_wherever_it_lives():
-    # transformers' convert_image_to_patches (lfm2_vl, siglip2, ...) needs torchvision, missing here: a function of
-    # that name in a module of that name stands in for it (the check forbids it by its dotted name).
-    namespace = {"__name__": "transformers.models.some_vl.image_processing_some_vl", "torch": torch,
-                 "_right_patchify": _right_patchify}
-    exec("def convert_image_to_patches(images, patch_size):\n    return _right_patchify(images, patch_size)\n",
-         namespace)
-    result = check("7.1", lambda images, p: namespace["convert_image_to_patches"](images, p))
-    assert not result.passed and "convert_image_to_patches" in result.message, result.message
-
-
-def test_7_1_an_identity_kernel_convolution_is_allowed():
-    def patchify(images, patch_size):  # any approach that avoids the listed functions is fine
-        B, C, H, W = images.shape
-        P = patch_size
-        eye = torch.eye(P * P * C, dtype=images.dtype).reshape(P * P * C, P, P, C).permute(0, 3, 1, 2)
-        out = F.conv2d(images, eye, stride=P)  # (B, P*P*C, H/P, W/P), each output channel picks one pixel value
-        return out.flatten(2).transpose(1, 2)
-
-    result = check("7.1", patchify)
-    assert result.passed, result.message
 
 
 def test_7_1_a_class_or_a_module_instead_of_the_function():
@@ -515,20 +370,6 @@ def test_7_2_the_conv_must_have_the_dtype_of_the_weights():
     result = check("7.2", make_conv(dtype=torch.float64))  # hard-coded float64: wrong for float32 weights
     assert not result.passed
     assert "dtype torch.float64" in result.message and "expected torch.float32" in result.message, result.message
-
-
-def test_7_2_a_float32_bias_on_float64_weights_is_caught():
-    def patch_embedding_as_conv(weight, bias, patch_size):
-        P = patch_size
-        D, C = weight.size(0), weight.size(1) // (P * P)
-        conv = nn.Conv2d(C, D, P, P)
-        conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2).clone())  # right dtype
-        with torch.no_grad():
-            conv.bias.copy_(bias)  # but the bias stays float32
-        return conv
-
-    result = check("7.2", patch_embedding_as_conv)
-    assert not result.passed and "Conv2d's bias has dtype torch.float32" in result.message, result.message
 
 
 @pytest.mark.parametrize(
@@ -585,11 +426,6 @@ def test_7_3_overwriting_the_first_patch_is_told_to_concatenate():
     assert "added cls to every patch" not in result.message, result.message
 
 
-def test_7_3_a_result_with_n_tokens_gets_a_token_count_hint():
-    result = check("7.3", lambda x, cls, pos: x + pos[:, 1:])  # no class token at all
-    assert not result.passed and "the encoder gets N + 1" in result.message, result.message
-
-
 def test_7_3_slicing_pos_after_the_concatenation_is_told_pos_has_n_plus_1_rows():
     def prepend_cls(x, cls, pos):
         return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, : x.shape[1]]
@@ -598,11 +434,6 @@ def test_7_3_slicing_pos_after_the_concatenation_is_told_pos_has_n_plus_1_rows()
     assert not result.passed
     assert "pos has N + 1 rows, one per token including the class token" in result.message, result.message
     assert "keepdim" not in result.message, result.message
-
-
-def test_7_3_adding_pos_before_the_concatenation_without_slicing_gets_the_same_hint():
-    result = check("7.3", lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos], dim=1))
-    assert not result.passed and "pos has N + 1 rows" in result.message, result.message
 
 
 @pytest.mark.parametrize(
@@ -648,34 +479,6 @@ def test_7_3_gradients_must_reach_cls_pos_and_x(prepend_cls, name):
     assert not result.passed
     assert name in result.message and "requir" in result.message, result.message
     assert "learned parameters" in result.message, result.message
-
-
-def test_7_3_a_loop_giving_patch_i_position_i_gets_the_off_by_one_hint():
-    def prepend_cls(x, cls, pos):
-        tokens = [cls.expand(x.size(0), -1, -1) + pos[:, :1]]
-        for i in range(x.size(1)):
-            tokens.append(x[:, i : i + 1] + pos[:, i : i + 1])  # patch i gets position i, shared with the class token
-        return torch.cat(tokens, dim=1)
-
-    result = check("7.3", prepend_cls)
-    assert not result.passed and "not pos[:, i]" in result.message, result.message
-
-
-def test_7_3_no_grad_is_refused():
-    def prepend_cls(x, cls, pos):
-        with torch.no_grad():
-            return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos
-
-    result = check("7.3", prepend_cls)
-    assert not result.passed and "no gradient flows back" in result.message, result.message
-
-
-def test_7_3_the_reference_sends_each_gradient_once_per_image():
-    def prepend_cls(x, cls, pos):  # cls added once per token, so its gradient is (N + 1) B instead of B
-        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos + (cls - cls.detach())
-
-    result = check("7.3", prepend_cls)
-    assert not result.passed and "gradient of your result's sum with respect to `cls`" in result.message
 
 
 def test_the_tasks_say_what_the_checks_require():
@@ -731,17 +534,6 @@ def test_7_1_one_channel_kept_gets_a_channel_hint():
 
     result = check("7.1", grey)
     assert not result.passed and "P*P*C = 12" in result.message and "every channel" in result.message, result.message
-
-
-def test_7_1_a_batch_of_one_hard_coded_still_gets_fixed_numbers():
-    def one(images, patch_size):
-        _, C, H, W = images.shape
-        P = patch_size
-        x = images.reshape(1, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-        return x.reshape(1, (H // P) * (W // P), P * P * C)
-
-    result = check("7.1", one)
-    assert not result.passed and "fixed numbers" in result.message, result.message
 
 
 def test_7_1_messages_give_no_recipe():
@@ -851,10 +643,6 @@ def test_7_2_parameters_that_share_the_caller_s_tensors_are_refused(share_weight
     assert not result.passed, result.message
     assert f"your Conv2d's {name} shares its memory with the `{name}` you were given" in result.message
     assert ".clone()" in result.message and '(Re-read "Patchify plus a matrix is a convolution".)' in result.message
-
-
-def test_7_2_new_parameters_made_from_copies_pass():
-    assert check("7.2", _aliasing_conv(False, False)).passed
 
 
 def test_7_2_the_conv_the_check_accepts_owns_its_memory():

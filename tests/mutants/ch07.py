@@ -27,8 +27,9 @@ def _fresh_patches():
 # 7.1  patchify(images, patch_size) -> (B, N, P*P*C)
 # ----------------------------------------------------------------------------------------------------------------
 
-wrong("7.1", hint="package's own", name="handed in attnbook.patches.patchify itself")(_patches.patchify)
-wrong("7.1", hint="package's own", name="a lambda around attnbook.patches.patchify")(
+wrong("7.1", hint="attnbook.patches.patchify, the package's own solution",
+      name="handed in attnbook.patches.patchify itself")(_patches.patchify)
+wrong("7.1", hint="the package's own solution", name="a lambda around attnbook.patches.patchify")(
     lambda images, patch_size: _patches.patchify(images, patch_size))
 
 
@@ -65,7 +66,7 @@ def patchify(images, patch_size):
     return cols.reshape(B, C, P * P, -1).permute(0, 3, 2, 1).reshape(B, -1, P * P * C)
 
 
-@wrong("7.1", hint="without")
+@wrong("7.1", hint="the task asks you to write this without torch.nn.functional.pixel_unshuffle")
 def patchify(images, patch_size):
     """pixel_unshuffle, then moves the channels innermost"""
     B, C, H, W = images.shape
@@ -86,6 +87,45 @@ def patchify(images, patch_size):
     with torch.no_grad():
         emb.proj.weight.copy_(torch.eye(d, dtype=images.dtype))
     return emb(images).detach()
+
+
+@wrong("7.1", hint="the task asks you to write this without torch.ops.aten.im2col")
+def patchify(images, patch_size):
+    """torch.ops.aten.im2col (the op behind F.unfold), reordered to channels innermost"""
+    B, C, H, W = images.shape
+    P = patch_size
+    cols = torch.ops.aten.im2col(images, [P, P], [1, 1], [0, 0], [P, P]).transpose(1, 2)  # (B, N, C*P*P)
+    return cols.reshape(B, -1, C, P * P).transpose(2, 3).reshape(B, -1, P * P * C)
+
+
+@wrong("7.1", hint="the task asks you to write this without torch._C._nn.im2col")
+def patchify(images, patch_size):
+    """torch._C._nn.im2col, reordered to channels innermost"""
+    B, C, H, W = images.shape
+    P = patch_size
+    cols = torch._C._nn.im2col(images, [P, P], [1, 1], [0, 0], [P, P]).transpose(1, 2)  # (B, N, C*P*P)
+    return cols.reshape(B, -1, C, P * P).transpose(2, 3).reshape(B, -1, P * P * C)
+
+
+@wrong("7.1", hint="the task asks you to write this without torch.nn.PixelUnshuffle")
+def patchify(images, patch_size):
+    """the nn.PixelUnshuffle module, reordered to channels innermost"""
+    B, C, H, W = images.shape
+    P = patch_size
+    x = nn.PixelUnshuffle(P)(images).reshape(B, C, P * P, -1).permute(0, 3, 2, 1)  # (B, N, P*P, C)
+    return x.reshape(B, -1, P * P * C)
+
+
+@wrong("7.1", hint="the task asks you to write this without attnbook.patches.unpatchify")
+def patchify(images, patch_size):
+    """unpatchify applied to indices builds the permutation, which is then applied to the pixels"""
+    from attnbook.patches import unpatchify
+
+    B, C, H, W = images.shape
+    P = patch_size
+    n = (H // P) * (W // P)
+    where = unpatchify(torch.arange(C * H * W).reshape(1, n, P * P * C), P, H, W).flatten()
+    return images.flatten(1)[:, torch.argsort(where)].reshape(B, n, P * P * C)
 
 
 @wrong("7.1", hint="plain reshape")
@@ -226,6 +266,15 @@ def patchify(images, patch_size):
     return x.reshape(B, (H // P) * (W // P), P * P * C).squeeze()
 
 
+@wrong("7.1", hint="torch.float16")
+def patchify(images, patch_size):
+    """casts the result to half precision (.half())"""
+    B, C, H, W = images.shape
+    P = patch_size
+    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
+    return x.reshape(B, (H // P) * (W // P), P * P * C).half()
+
+
 @right("7.1")
 def patchify(images, patch_size):
     """reshape and permute, as in the chapter"""
@@ -275,6 +324,32 @@ def patchify(images, patch_size):
     P = patch_size
     x = images.reshape(B, C, H // P, P, W // P, P)
     return torch.einsum("bcgphq->bghpqc", x).reshape(B, (H // P) * (W // P), P * P * C)
+
+
+@right("7.1")
+def patchify(images, patch_size):
+    """Python loops over images, patches, pixels and channels, stacking one value at a time"""
+    B, C, H, W = images.shape
+    P = patch_size
+    rows = []
+    for b in range(B):
+        patches = []
+        for gi in range(H // P):
+            for gj in range(W // P):
+                patches.append(torch.stack([images[b, c, gi * P + i, gj * P + j]
+                                            for i in range(P) for j in range(P) for c in range(C)]))
+        rows.append(torch.stack(patches))
+    return torch.stack(rows)
+
+
+@right("7.1")
+def patchify(images, patch_size):
+    """F.conv2d with an identity kernel (each output channel picks one pixel value), then flatten and transpose"""
+    B, C, H, W = images.shape
+    P = patch_size
+    eye = torch.eye(P * P * C, dtype=images.dtype).reshape(P * P * C, P, P, C).permute(0, 3, 1, 2)
+    out = F.conv2d(images, eye, stride=P)  # (B, P*P*C, H/P, W/P)
+    return out.flatten(2).transpose(1, 2)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -366,7 +441,7 @@ def patch_embedding_as_conv(weight, bias, patch_size):
     return conv
 
 
-@wrong("7.2", hint="Conv2d")
+@wrong("7.2", hint="expected an nn.Conv2d")
 def patch_embedding_as_conv(weight, bias, patch_size):
     """returns an nn.Linear (the layer it started from), not a convolution"""
     lin = nn.Linear(weight.size(1), weight.size(0), dtype=weight.dtype)
@@ -501,6 +576,40 @@ def _made_conv():
     return conv
 
 
+@wrong("7.2", hint="return conv")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """builds and fills the convolution but forgets to return it (returns None)"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+    with torch.no_grad():
+        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
+        conv.bias.copy_(bias)
+
+
+@wrong("7.2", hint="takes in_channels (C, the image channels) first")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """nn.Conv2d(D, C, ...) with in and out swapped, then copies the bias into it (the copy fails)"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(D, C, kernel_size=P, stride=P)
+    with torch.no_grad():
+        conv.bias.copy_(bias)
+    return conv
+
+
+@wrong("7.2", hint="Conv2d's bias has dtype torch.float32")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """nn.Conv2d without dtype, a new weight Parameter (right dtype) but the bias copied into the float32 one"""
+    P = patch_size
+    D, C = weight.size(0), weight.size(1) // (P * P)
+    conv = nn.Conv2d(C, D, P, P)
+    conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2).clone())
+    with torch.no_grad():
+        conv.bias.copy_(bias)
+    return conv
+
+
 value("7.2", _made_conv(), right=False, hint="function",
       name="passes a convolution made by calling the function, not the function itself")
 
@@ -553,6 +662,18 @@ def patch_embedding_as_conv(weight, bias, patch_size, padding_mode="zeros"):
     conv = nn.Conv2d(C, D, P, stride=P, padding_mode=padding_mode, dtype=weight.dtype)
     conv.weight.data = torch.einsum("dpqc->dcpq", weight.detach().reshape(D, P, P, C)).clone()
     conv.bias.data = bias.detach().clone()
+    return conv
+
+
+@right("7.2")
+def patch_embedding_as_conv(weight, bias, patch_size):
+    """a float32 Conv2d whose parameters are replaced by new ones: the kernel by view and two transposes, cloned"""
+    P = patch_size
+    D, C = weight.shape[0], weight.shape[1] // (P * P)
+    conv = nn.Conv2d(C, D, P, P)
+    kernel = weight.view(D, P, P, C).transpose(1, 3).transpose(2, 3)  # (D, C, P, P) by two swaps
+    conv.weight = nn.Parameter(kernel.contiguous().clone())
+    conv.bias = nn.Parameter(bias.clone())
     return conv
 
 
@@ -625,7 +746,7 @@ def prepend_cls(x, cls, pos):
     return torch.cat([cls.detach().expand(x.size(0), -1, -1), x], dim=1) + pos.detach()
 
 
-@wrong("7.3", hint="grad")
+@wrong("7.3", hint="no gradient flows back")
 def prepend_cls(x, cls, pos):
     """computes the result under torch.no_grad()"""
     with torch.no_grad():
@@ -662,6 +783,24 @@ def prepend_cls(x, cls, pos):
 def prepend_cls(x, cls, pos):
     """uses cls.data and pos.data ('to avoid autograd overhead')"""
     return torch.cat([cls.data.expand(x.size(0), -1, -1), x], dim=1) + pos.data
+
+
+@wrong("7.3", hint="the encoder gets N + 1")
+def prepend_cls(x, cls, pos):
+    """leaves the class token out: only adds the patch positions, x + pos[:, 1:]"""
+    return x + pos[:, 1:]
+
+
+@wrong("7.3", hint="pos has N + 1 rows")
+def prepend_cls(x, cls, pos):
+    """adds all of pos to the patches before prepending cls (N + 1 rows onto N patches)"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x + pos], dim=1)
+
+
+@wrong("7.3", hint="gradient of your result's sum with respect to `cls`")
+def prepend_cls(x, cls, pos):
+    """adds cls - cls.detach() (zero) to every token: right values, but cls gets (N + 1) gradients per image"""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos + (cls - cls.detach())
 
 
 @wrong("7.3")
@@ -732,7 +871,16 @@ def patchify(images, patch_size):
     return _right_patchify(images.transpose(2, 3), patch_size)
 
 
-@wrong("7.1", hint="layout F.unfold returns")
+# transformers' convert_image_to_patches (lfm2_vl, siglip2, ...) needs torchvision, missing here: a function of that
+# name in a module of that name stands in for it (the check forbids it by its dotted name)
+_SOME_VL = {"__name__": "transformers.models.some_vl.image_processing_some_vl", "_right_patchify": _right_patchify}
+exec("def convert_image_to_patches(images, patch_size):\n    return _right_patchify(images, patch_size)\n", _SOME_VL)
+wrong("7.1", hint="convert_image_to_patches",
+      name="calls transformers' convert_image_to_patches (a stand-in of that name in a transformers module)")(
+    lambda images, patch_size: _SOME_VL["convert_image_to_patches"](images, patch_size))
+
+
+@wrong("7.1", hint="(batch, P*P*C, n_patches), the layout F.unfold returns")
 def patchify(images, patch_size):
     """returns (B, P*P*C, N), the F.unfold layout, with the right values"""
     return _right_patchify(images, patch_size).transpose(1, 2)
@@ -779,7 +927,7 @@ def patch_embedding_as_conv(weight, bias, patch_size):
     return _right_kernel(weight, patch_size)
 
 
-@wrong("7.3", hint="pos[:, i + 1]")
+@wrong("7.3", hint="pos[:, i + 1], not pos[:, i]")
 def prepend_cls(x, cls, pos):
     """patch i gets pos[:, i], the class token pos[:, 0]: both start at row 0"""
     B = x.size(0)
