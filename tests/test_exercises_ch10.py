@@ -1,4 +1,8 @@
-"""Chapter 10 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+"""Chapter 10 checkers: what the mutant catalogue (tests/mutants/ch10.py, where every "this answer passes" or "this
+answer fails with a message containing X" lives) cannot say: the book's reference solutions, not-attempted answers,
+the wording of messages (the section pointer, what a message must not show, several facts of one message), library
+shortcuts (transformers, torch.compile), properties of the drawn inputs over many seeds, and the chapter's own
+cells."""
 import importlib
 import io
 import math
@@ -31,14 +35,6 @@ def test_10_1_reference_matches_published_sizes(solutions):
     assert kv_cache_bytes(32, 32, 128, 4096) == 2 * 2**30  # LLaMA-2 7B, float16: 2 GiB, computed by hand
     assert kv_cache_bytes(32, 8, 128, 4096) == 2**29  # Mistral 7B: a quarter of that
     assert kv_cache_bytes(1, 1, 1, 1) == 4  # one key and one value of 2 bytes
-
-
-def test_10_1_a_correct_variant_passes():
-    def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
-        numbers_per_layer = 2 * batch * seq_len * n_kv_heads * d_head
-        return int(numbers_per_layer * n_layers * bytes_per_el)
-
-    assert check("10.1", kv_cache_bytes).passed
 
 
 def no_factor_two(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
@@ -157,34 +153,6 @@ def test_10_1_forgotten_bytes_is_not_called_a_fixed_byte():
     assert "multiply by bytes_per_el" in result.message and "fixed 1 byte" not in result.message, result.message
 
 
-def test_10_1_wrong_defaults_are_named():
-    def fp32_default(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=4):
-        return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
-
-    result = check("10.1", fp32_default)
-    assert not result.passed and "wrong with the defaults" in result.message, result.message
-
-
-def test_10_1_k_and_v_counted_twice_and_a_forgotten_d_head():
-    def four(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
-        return 4 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
-
-    def no_d_head(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
-        return 2 * n_layers * n_kv_heads * seq_len * batch * bytes_per_el
-
-    assert "the factor for them is 2, and it appears once" in check("10.1", four).message
-    assert "multiply by d_head" in check("10.1", no_d_head).message
-
-
-def test_10_1_int32_overflow_is_explained():
-    def int32_product(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
-        n = 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
-        return int(np.array(n % 2**32, dtype=np.uint32).astype(np.int32))  # what int32 arithmetic keeps
-
-    result = check("10.1", int32_product)
-    assert not result.passed and "overflowed" in result.message, result.message
-
-
 @pytest.mark.parametrize("wrap", [
     lambda n: torch.tensor(n),                 # a 0-d int64 tensor
     lambda n: torch.tensor([n]),               # shape (1,)
@@ -220,14 +188,6 @@ def test_10_1_task_text_says_what_the_check_accepts():
     nb = nbformat.read(chapter_path(10), as_version=4)
     text = next(c.source for c in nb.cells if c.source.startswith(":::{exercise} 10.1"))
     assert "a Python `int` (not a tensor or a NumPy integer)" in text
-
-
-def test_10_1_one_position_too_few_is_named():
-    def one_short(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
-        return 2 * n_layers * n_kv_heads * d_head * (seq_len - 1) * batch * bytes_per_el
-
-    result = check("10.1", one_short)
-    assert not result.passed and "not seq_len - 1" in result.message, result.message
 
 
 @pytest.mark.parametrize("unit, size, whole", [
@@ -321,44 +281,6 @@ def test_10_2_reference_agrees_with_transformers_and_gives_the_grouping_of_sdpa(
     assert torch.allclose(F.scaled_dot_product_attention(q, repeat_kv(x, 4), repeat_kv(v, 4)), shared, atol=1e-12)
 
 
-def test_10_2_a_correct_variant_passes():
-    assert check("10.2", lambda x, n_rep: x.repeat_interleave(n_rep, dim=1)).passed
-
-
-@pytest.mark.parametrize(
-    "fn, hint",
-    [
-        (lambda x, n_rep: x.repeat(1, n_rep, 1, 1), "tiled order kv0, kv1, kv0, kv1"),
-        (lambda x, n_rep: x.repeat_interleave(n_rep, dim=2), "repeated along dim 2, the sequence"),
-        (lambda x, n_rep: x.repeat_interleave(n_rep, dim=0), "repeated along dim 0, the batch"),
-        (lambda x, n_rep: x.repeat(1, 1, 1, n_rep), "repeated along dim 3"),
-        (lambda x, n_rep: torch.cat([x] * n_rep, dim=1), "tiled order"),
-        (lambda x, n_rep: x.repeat_interleave(n_rep, dim=1).float(), "dtype"),
-        (lambda x, n_rep: x.expand(x.size(0), x.size(1) * n_rep, x.size(2), x.size(3)), "expand can only stretch"),
-        (lambda x, n_rep: x[:, :, None].expand(-1, -1, n_rep, -1, -1).view(x.size(0), -1, x.size(2), x.size(3)),
-         "expand makes a view with zero strides"),
-    ],
-    ids=["tiled", "dim2", "dim0", "dim3", "cat", "float", "expand", "view"],
-)
-def test_10_2_wrong_answers_get_hints(fn, hint):
-    result = check("10.2", fn)
-    assert not result.passed
-    assert hint in result.message, result.message
-
-
-def test_10_2_total_heads_instead_of_copies_per_head():
-    def repeat_kv(x, n_rep):  # reads n_rep as the number of query heads
-        return x.repeat_interleave(n_rep // x.size(1), dim=1)
-
-    result = check("10.2", repeat_kv)
-    assert not result.passed and "not the total number of query heads" in result.message, result.message
-
-
-def test_10_2_returning_x_unchanged():
-    result = check("10.2", lambda x, n_rep: x.clone())
-    assert not result.passed and "repeat each of them n_rep=2 times" in result.message, result.message
-
-
 def test_10_2_view_of_a_non_contiguous_x_names_the_transpose():
     def repeat_kv(x, n_rep):
         B, n_kv, S, d = x.shape
@@ -377,12 +299,6 @@ def test_10_2_float16_keeps_its_dtype():
     assert not result.passed, result.message
     assert "dtype torch.float32 on float16 x" in result.message and "expected torch.float16" in result.message
     assert "torch.ones or torch.zeros without dtype=x.dtype" in result.message
-
-
-def test_10_2_reshape_with_minus_one_on_an_empty_cache():
-    result = check("10.2", lambda x, n_rep: x.repeat_interleave(n_rep, dim=1).reshape(x.size(0), -1, x.size(2),
-                                                                                       x.size(3)))
-    assert not result.passed and "an empty x has 0 elements" in result.message, result.message
 
 
 def test_10_2_a_compiled_answer_passes():
@@ -410,12 +326,7 @@ def test_10_2_forbids_transformers_imported_inside_by_name():
     assert not result.passed and "modeling_qwen2.repeat_kv" in result.message, result.message
 
 
-def test_10_2_forbids_the_package_and_transformers():
-    from attnbook import multihead
-
-    result = check("10.2", lambda x, n_rep: multihead.repeat_kv(x, n_rep))
-    assert not result.passed and "the package's own solution" in result.message, result.message
-
+def test_10_2_forbids_transformers_imported_inside():
     def via_transformers(x, n_rep):
         from transformers.models.mistral.modeling_mistral import repeat_kv
 
@@ -493,10 +404,6 @@ def make_attend(*, cat_dim=-2, prepend=False, use_new=True, use_cache=True, scal
     return attend_with_cache
 
 
-def test_10_3_a_correct_variant_passes():
-    assert check("10.3", make_attend()).passed
-
-
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
@@ -527,13 +434,7 @@ def test_10_3_messages_name_the_input():
     assert "a chunk of 3 new tokens" in check("10.3", make_attend(mask="none")).message
 
 
-def test_10_3_forbids_attention_functions_and_the_cache_class():
-    def with_sdpa(q, k_cache, v_cache, k_new, v_new):
-        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
-        L, S = q.size(-2), k.size(-2)
-        mask = torch.ones(L, S, dtype=torch.bool).tril(S - L)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), k, v
-
+def test_10_3_forbids_the_cache_class_and_the_attention_module():
     def with_kv_cache(q, k_cache, v_cache, k_new, v_new):
         from attnbook.multihead import KVCache
 
@@ -542,8 +443,6 @@ def test_10_3_forbids_attention_functions_and_the_cache_class():
         k, v = cache.update(k_new, v_new)
         return make_attend()(q, k[..., :0, :], v[..., :0, :], k, v)
 
-    result = check("10.3", with_sdpa)
-    assert not result.passed and "scaled_dot_product_attention" in result.message, result.message
     result = check("10.3", with_kv_cache)
     assert not result.passed and "without attnbook.multihead.KVCache" in result.message, result.message
     assert "package's own solution" not in result.message, result.message
@@ -562,15 +461,6 @@ def test_10_3_forbids_attention_functions_and_the_cache_class():
     result = check("10.3", with_mha)
     assert not result.passed and "attnbook.multihead.MultiHeadAttention" in result.message, result.message
     assert "the package's own solution" in result.message, result.message
-
-
-def test_10_3_in_place_append_is_reported():
-    def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
-        k_cache.mul_(1.0).add_(1.0)  # changes the caller's cache
-        return make_attend()(q, k_cache, v_cache, k_new, v_new)
-
-    result = check("10.3", attend_with_cache)
-    assert not result.passed and "in place" in result.message, result.message
 
 
 def test_10_3_not_attempted():
@@ -701,12 +591,6 @@ def test_10_3_mistakes_that_look_alike_on_one_token_get_their_own_hint(fn, hint,
     assert "one new token: q (2, 3, 1, 4)" in result.message  # reported on the first input that fails
 
 
-def test_10_3_the_mistakes_they_look_like_keep_their_hints():
-    assert "ignores the new tokens' own keys" in check("10.3", make_attend(use_new=False)).message
-    assert "attends only to the new tokens" in check("10.3", make_attend(use_cache=False)).message
-    assert "left out the scale" in check("10.3", make_attend(scale="none")).message
-
-
 def test_10_3_float16_keeps_its_dtype():
     def float32_bias(q, k_cache, v_cache, k_new, v_new):  # an additive mask in float32 promotes float16 scores
         k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
@@ -725,18 +609,6 @@ def test_10_3_float16_keeps_its_dtype():
 
     result = check("10.3", upcasts_half)
     assert not result.passed and "the output has dtype torch.float32 on float16" in result.message, result.message
-
-
-def test_10_3_a_fill_value_that_overflows_float16_is_explained():
-    def large_negative(q, k_cache, v_cache, k_new, v_new):
-        k, v = torch.cat([k_cache, k_new], dim=-2), torch.cat([v_cache, v_new], dim=-2)
-        L, S = q.size(-2), k.size(-2)
-        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(
-            ~torch.ones(L, S, dtype=torch.bool).tril(S - L), -1e9)
-        return torch.softmax(scores, dim=-1) @ v, k, v
-
-    result = check("10.3", large_negative)
-    assert not result.passed and "float16 holds numbers up to about 65504" in result.message, result.message
 
 
 def test_10_3_the_forbidden_hint_does_not_give_the_recipe_away():

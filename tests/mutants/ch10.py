@@ -55,7 +55,7 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     return round(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el / 2**30)
 
 
-@wrong("10.1", hint="seq_len - 1")
+@wrong("10.1", hint="not seq_len - 1")
 def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
     """counts seq_len - 1 positions (the last token is 'never fed back')"""
     return 2 * n_layers * n_kv_heads * d_head * (seq_len - 1) * batch * bytes_per_el
@@ -79,7 +79,7 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * 2
 
 
-@wrong("10.1", hint="defaults")
+@wrong("10.1", hint="wrong with the defaults")
 def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=4):
     """default bytes_per_el=4 (float32, the chapter's dtype) instead of 2"""
     return 2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
@@ -239,7 +239,7 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     return 2 * n_layers * n_kv_heads * seq_len * batch * bytes_per_el
 
 
-@wrong("10.1", hint="it appears once")
+@wrong("10.1", hint="the factor for them is 2, and it appears once")
 def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
     """the factor 2 for K and V written twice (2 * 2)"""
     per_position = 2 * n_kv_heads * d_head  # K and V ...
@@ -346,17 +346,24 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     return int(per_token * seq_len * batch)
 
 
+@right("10.1")
+def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2):
+    """the numbers of K and V in one layer first, then times the layers and the bytes; int() around it"""
+    numbers_per_layer = 2 * batch * seq_len * n_kv_heads * d_head
+    return int(numbers_per_layer * n_layers * bytes_per_el)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 10.2 repeat_kv(x, n_rep)
 # ----------------------------------------------------------------------------------------------------------------
 
-@wrong("10.2", hint="tiled")
+@wrong("10.2", hint="tiled order kv0, kv1, kv0, kv1")
 def repeat_kv(x, n_rep):
     """Tensor.repeat along the heads: tiled order kv0, kv1, kv0, kv1"""
     return x.repeat(1, n_rep, 1, 1)
 
 
-@wrong("10.2", hint="tiled")
+@wrong("10.2", hint="tiled order")
 def repeat_kv(x, n_rep):
     """torch.cat of n_rep copies along dim 1: tiled order"""
     return torch.cat([x] * n_rep, dim=1)
@@ -377,13 +384,13 @@ def repeat_kv(x, n_rep):
     return x[:, idx]
 
 
-@wrong("10.2", hint="the heads, dim 1")
+@wrong("10.2", hint="repeated along dim 2, the sequence; repeat the heads, dim 1")
 def repeat_kv(x, n_rep):
     """repeat_interleave along the sequence dim (2) instead of the heads"""
     return x.repeat_interleave(n_rep, dim=2)
 
 
-@wrong("10.2", hint="the heads, dim 1")
+@wrong("10.2", hint="repeated along dim 0, the batch; repeat the heads, dim 1")
 def repeat_kv(x, n_rep):
     """repeat_interleave along the batch dim (0)"""
     return x.repeat_interleave(n_rep, dim=0)
@@ -432,7 +439,7 @@ def repeat_kv(x, n_rep):
     return x.unsqueeze_(2).expand(B, n_kv, n_rep, S, d).reshape(B, n_kv * n_rep, S, d)
 
 
-@wrong("10.2", hint="every size")
+@wrong("10.2", hint="an empty x has 0 elements, so reshape cannot work out a -1: write every size")
 def repeat_kv(x, n_rep):
     """reshape with -1 for the heads: ambiguous when S is 0"""
     B, n_kv, S, d = x.shape
@@ -458,7 +465,7 @@ def repeat_kv(x, n_rep):
 
 
 wrong("10.2", hint="package's own", name="attnbook.multihead.repeat_kv handed in itself")(_multihead.repeat_kv)
-wrong("10.2", hint="package's own", name="a lambda around attnbook.multihead.repeat_kv")(
+wrong("10.2", hint="the package's own solution", name="a lambda around attnbook.multihead.repeat_kv")(
     lambda x, n_rep: _multihead.repeat_kv(x, n_rep))
 wrong("10.2", hint="package's own", name="a types.FunctionType copy of attnbook.multihead.repeat_kv")(
     _function_copy(_multihead.repeat_kv))
@@ -486,7 +493,7 @@ def repeat_kv(x, n_rep):
     return x.repeat(1, 1, 1, n_rep)
 
 
-@wrong("10.2", hint="repeat each of them")
+@wrong("10.2", hint="repeat each of them n_rep=2 times")
 def repeat_kv(x, n_rep):
     """returns x unchanged (a copy)"""
     return x.clone()
@@ -621,7 +628,7 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     return _attend(q, k, v, allowed), k, v
 
 
-@wrong("10.3", hint="only to the new")
+@wrong("10.3", hint="attends only to the new tokens")
 def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     """square tril(L) mask applied to the new keys only, cached keys dropped from attention"""
     k, v = _grow(k_cache, v_cache, k_new, v_new)
@@ -703,7 +710,7 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     return _attend(q, kk, vv, allowed), k, v
 
 
-@wrong("10.3", hint="scale")
+@wrong("10.3", hint="left out the scale")
 def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     """forgets the 1/sqrt(d) scale"""
     k, v = _grow(k_cache, v_cache, k_new, v_new)
@@ -757,6 +764,15 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     if k_cache.size(-2) == 0:
         return _attend(q, k, v, torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).tril()), k, v
     return _attend(q, k_cache, v_cache), k, v
+
+
+@wrong("10.3", hint="ignores the new tokens' own keys and values")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """attends over the old cache only, with the bottom-right mask of its length, even when it is empty"""
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k_cache.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return _attend(q, k_cache, v_cache, allowed), k, v
 
 
 @wrong("10.3", hint="order")
@@ -825,7 +841,7 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     return _attend(q, k, v, allowed), k, v
 
 
-@wrong("10.3")
+@wrong("10.3", hint="float16 holds numbers up to about 65504")
 def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     """masked_fill with -1e9 (overflows float16)"""
     k, v = _grow(k_cache, v_cache, k_new, v_new)
@@ -833,6 +849,16 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
     scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~allowed, -1e9)
     return torch.softmax(scores, dim=-1) @ v, k, v
+
+
+@wrong("10.3", hint="in place")
+def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
+    """changes the caller's k_cache in place (k_cache.mul_(1.0).add_(1.0)), then attends right"""
+    k_cache.mul_(1.0).add_(1.0)
+    k, v = _grow(k_cache, v_cache, k_new, v_new)
+    L, S = q.size(-2), k.size(-2)
+    allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+    return _attend(q, k, v, allowed), k, v
 
 
 @wrong("10.3")
@@ -845,7 +871,7 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     return _attend(q, k, v, allowed, scale=1.0), k, v
 
 
-@wrong("10.3", hint="without")
+@wrong("10.3", hint="without torch.nn.functional.scaled_dot_product_attention")
 def attend_with_cache(q, k_cache, v_cache, k_new, v_new):
     """torch's F.scaled_dot_product_attention with the bottom-right boolean mask"""
     k, v = _grow(k_cache, v_cache, k_new, v_new)
