@@ -1,8 +1,9 @@
-"""Chapter 6 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint;
-the forbidden shortcuts are refused."""
+"""Chapter 6 checkers, what the mutant catalogue (tests/mutants/ch06.py, the home of "this answer -> this verdict")
+cannot say: the book's reference solutions pass; the hinted mistakes name their hint AND the section to re-read;
+messages name the input, the entry, the cap or the package function, and give nothing away; the checker's cases keep
+every mistake apart, under every drawn seed."""
 import pytest
 import torch
-from torch import nn
 
 import attnbook
 from attnbook.exercises import check
@@ -15,22 +16,6 @@ from attnbook.exercises import check
 def test_6_1_reference_passes(solutions):
     result = check("6.1", solutions(6)["causal_mask"])
     assert result.passed, result.message
-
-
-def test_6_1_other_correct_answers_pass():
-    def by_arange(n):
-        i = torch.arange(n)
-        return i[None, :] <= i[:, None]
-
-    def by_loops(n):
-        m = torch.zeros(n, n, dtype=torch.bool)
-        for i in range(n):
-            m[i, : i + 1] = True
-        return m
-
-    for answer in (by_arange, by_loops, lambda n: torch.tril(torch.ones(n, n)).bool()):
-        result = check("6.1", answer)
-        assert result.passed, result.message
 
 
 @pytest.mark.parametrize(
@@ -87,20 +72,11 @@ def test_6_1_wrong_values_name_the_input_and_the_first_wrong_entry():
     assert "[1 1 1 1]" not in result.message and "[1 0 0 0]" not in result.message, result.message  # no whole mask
 
 
-@pytest.mark.parametrize("name", ["masks.causal_mask", "transformer"])
-def test_6_1_forbidden_shortcuts_are_refused(name):
-    if name == "transformer":
-        answer = lambda n: nn.Transformer.generate_square_subsequent_mask(n) == 0  # noqa: E731
-        forbidden = "torch.nn.Transformer.generate_square_subsequent_mask"
-    else:
-        answer = lambda n: attnbook.masks.causal_mask(n)  # noqa: E731
-        forbidden = "attnbook.masks.causal_mask"
-    result = check("6.1", answer)
+def test_6_1_the_package_function_is_named_as_its_own_solution():
+    result = check("6.1", lambda n: attnbook.masks.causal_mask(n))
     assert not result.passed, result.message
-    if name == "transformer":
-        assert f"without {forbidden}" in result.message, result.message
-    else:  # the exercise's reference
-        assert forbidden in result.message and "the package's own solution" in result.message, result.message
+    assert "attnbook.masks.causal_mask" in result.message and "the package's own solution" in result.message, \
+        result.message
     assert check("6.1", attnbook.causal_mask).passed is False  # the function itself, passed directly
 
 
@@ -141,10 +117,6 @@ def make_self_mask(*, causal=True, padding=True, axis="keys", combine="and", hea
     return decoder_self_mask
 
 
-def test_6_2_a_correct_variant_passes():
-    assert check("6.2", make_self_mask()).passed
-
-
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
@@ -166,35 +138,8 @@ def test_6_2_wrong_answers_get_hints(kwargs, hint):
     assert '(Re-read "Padding and causal together".)' in result.message
 
 
-def test_6_2_returning_one_half_gets_a_shape_hint():
-    def only_padding(lengths, n):
-        return (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, n)
-
-    def only_causal(lengths, n):
-        return torch.ones(n, n, dtype=torch.bool).tril()
-
-    result = check("6.2", only_padding)
-    assert not result.passed and "only the padding part" in result.message, result.message
-    result = check("6.2", only_causal)
-    assert not result.passed and "only the causal part" in result.message, result.message
-
-
-def test_6_2_float_mask_and_forbidden_helpers():
-    def float_mask(lengths, n):
-        return make_self_mask()(lengths, n).float()
-
-    result = check("6.2", float_mask)
-    assert not result.passed and "expected torch.bool" in result.message, result.message
-
-    def with_package(lengths, n):
-        return attnbook.masks.combine_masks(attnbook.masks.causal_mask(n),
-                                            attnbook.masks.padding_mask(lengths, n)[:, None, None, :])
-
-    result = check("6.2", with_package)
-    assert not result.passed and "without attnbook.masks." in result.message, result.message
-
-
 def test_6_2_wrong_values_name_the_sequence():
+    """Kept here, not in the catalogue: the sequence's length in the message is drawn from the run's seed."""
     def wrong(lengths, n):  # blocks the first key of every sequence
         m = make_self_mask()(lengths, n).clone()
         m[..., 0] = False
@@ -215,7 +160,7 @@ def test_6_3_reference_passes(solutions):
 
 
 def make_greedy(*, eval_mode=True, feed="prediction", pick="argmax", stop="all", fill="pad", bos=True,
-                extra=False, memory_mask=True, use_forward=False):
+                extra=False, memory_mask=True):
     """A greedy decoder with one deliberate mistake (the defaults give a correct one), written against the
     model's public API like a learner's."""
 
@@ -230,7 +175,7 @@ def make_greedy(*, eval_mode=True, feed="prediction", pick="argmax", stop="all",
         for step in range(max_len if extra else max_len - 1):
             inp = ys if feed == "prediction" else ys[:, :1]
             with torch.no_grad():
-                logits = model(src, inp) if use_forward else model.decode(inp, memory, src_mask)
+                logits = model.decode(inp, memory, src_mask)
             last = logits[:, -1]  # (B, V)
             if pick == "argmax":
                 nxt = last.argmax(dim=-1)
@@ -251,11 +196,6 @@ def make_greedy(*, eval_mode=True, feed="prediction", pick="argmax", stop="all",
         return ys if bos else ys[:, 1:]
 
     return greedy_decode
-
-
-def test_6_3_correct_variants_pass():
-    assert check("6.3", make_greedy()).passed
-    assert check("6.3", make_greedy(use_forward=True)).passed  # model(src, ys) builds the masks itself
 
 
 @pytest.mark.parametrize(
@@ -282,47 +222,7 @@ def test_6_3_wrong_answers_get_hints(kwargs, hint):
     assert '(Re-read "Greedy decoding".)' in result.message
 
 
-def test_6_3_batch_of_one_code_and_teacher_forcing_with_the_source():
-    def one_row_at_a_time(model, src, max_len, bos_id, eos_id):  # `if next_id == eos_id` on a whole batch
-        model.eval()
-        ys = torch.full((src.size(0), 1), bos_id)
-        for _ in range(max_len - 1):
-            next_id = model(src, ys)[:, -1].argmax(dim=-1)
-            ys = torch.cat([ys, next_id[:, None]], dim=1)
-            if next_id == eos_id:
-                break
-        return ys
-
-    result = check("6.3", one_row_at_a_time)
-    assert not result.passed and "one boolean per row" in result.message, result.message
-
-    def source_as_input(model, src, max_len, bos_id, eos_id):  # teacher forcing with the source tokens
-        model.eval()
-        ys = torch.full((src.size(0), 1), bos_id)
-        done = torch.zeros(src.size(0), dtype=torch.bool)
-        for t in range(max_len - 1):
-            inp = torch.cat([ys[:, :1], src[:, :t]], dim=1)
-            next_id = model(src, inp)[:, -1].argmax(dim=-1).masked_fill(done, 0)
-            ys = torch.cat([ys, next_id[:, None]], dim=1)
-            done = done | (next_id == eos_id)
-            if done.all():
-                break
-        return ys
-
-    result = check("6.3", source_as_input)
-    assert not result.passed and "not the source tokens" in result.message, result.message
-
-
-def test_6_3_float_ids_list_and_forbidden_function():
-    def float_ids(model, src, max_len, bos_id, eos_id):
-        return make_greedy()(model, src, max_len, bos_id, eos_id).float()
-
-    result = check("6.3", float_ids)
-    assert not result.passed and "expected torch.long" in result.message, result.message
-
-    result = check("6.3", lambda model, src, max_len, bos_id, eos_id: [[bos_id]])
-    assert not result.passed and "expected a (batch, length) tensor" in result.message, result.message
-
+def test_6_3_the_package_function_is_named_as_its_own_solution():
     def with_package(model, src, max_len, bos_id, eos_id):
         return attnbook.models.greedy_decode(model, src, max_len, bos_id, eos_id)
 
@@ -377,20 +277,6 @@ def test_6_4_reference_passes(solutions):
     assert result.passed, result.message
 
 
-def test_6_4_other_correct_answers_pass():
-    def by_equality(mask):
-        return mask == 0  # for a bool mask, mask == 0 is ~mask
-
-    def by_where(mask):
-        if mask.dtype == torch.bool:
-            return mask.logical_not()
-        return torch.where(mask < -1.0, False, True)
-
-    for answer in (by_equality, by_where):
-        result = check("6.4", answer)
-        assert result.passed, result.message
-
-
 @pytest.mark.parametrize(
     "wrong, hint",
     [
@@ -413,56 +299,13 @@ def test_6_4_wrong_answers_get_hints(wrong, hint):
     assert '(Re-read "Three mask conventions".)' in result.message
 
 
-def test_6_4_shape_change_and_forbidden_function():
-    def broadcastable(mask):  # tries to make a key padding mask broadcastable: changes the shape
-        allow = ~mask if mask.dtype == torch.bool else mask == 0
-        return allow[:, None, None, :] if allow.dim() == 2 else allow
-
-    result = check("6.4", broadcastable)
-    assert not result.passed and "keep the shape of the input" in result.message, result.message
-
+def test_6_4_the_package_function_is_named_as_its_own_solution():
     def with_package(mask):
         return attnbook.masks.convert_mask(mask, "block" if mask.dtype == torch.bool else "additive", "allow")
 
     result = check("6.4", with_package)
     assert not result.passed and "attnbook.masks.convert_mask" in result.message, result.message
     assert "the package's own solution" in result.message, result.message
-
-
-# Learner trial: hints that named the wrong mistake in 6.3
-
-
-def _loop(feed_last=False, first_position=False, overwrite_eos=False):
-    def greedy_decode(model, src, max_len, bos_id, eos_id):
-        model.eval()
-        m = model.make_src_mask(src)
-        mem = model.encode(src, m)
-        ys = torch.full((src.size(0), 1), bos_id)
-        done = torch.zeros(src.size(0), dtype=torch.bool)
-        with torch.no_grad():
-            while ys.size(1) < max_len and not done.all():
-                logits = model.decode(ys[:, -1:] if feed_last else ys, mem, m)
-                nxt = (logits[:, 0] if first_position else logits[:, -1]).argmax(-1)
-                if overwrite_eos:
-                    done |= nxt == eos_id
-                    nxt = torch.where(done, 0, nxt)
-                else:
-                    nxt = torch.where(done, 0, nxt)
-                    done |= nxt == eos_id
-                ys = torch.cat([ys, nxt[:, None]], 1)
-        return ys
-    return greedy_decode
-
-
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"feed_last": True}, "not only the latest token"),
-    ({"first_position": True}, "LAST position's logits"),
-    ({"overwrite_eos": True}, "keep the EOS token itself"),
-])
-def test_6_3_learner_trial_mistakes_get_their_own_hint(kwargs, hint):
-    assert check("6.3", _loop()).passed
-    result = check("6.3", _loop(**kwargs))
-    assert not result.passed and hint in result.message, result.message
 
 
 # Fixes from the learner's report: hard-coded values fail, hints name a mistake only when it explains every case,
@@ -477,7 +320,7 @@ def _no_give_away(message):
         assert piece not in message, (piece, message)
 
 
-def test_6_2_both_axes_strict_and_triu_get_their_hints():
+def test_6_2_both_axes_and_triu_get_their_hints():
     def both(lengths, n):
         i = torch.arange(n)
         real = i[None, :] < lengths[:, None]  # (B, n)
@@ -486,8 +329,6 @@ def test_6_2_both_axes_strict_and_triu_get_their_hints():
     result = check("6.2", both)
     assert not result.passed and "padding queries are not blocked" in result.message and "both axes" in result.message
     real = lambda lengths, n: (torch.arange(n)[None, :] < lengths[:, None])[:, None, None, :]  # noqa: E731
-    result = check("6.2", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).tril(-1) & real(lengths, n))
-    assert not result.passed and "keep the diagonal" in result.message, result.message
     result = check("6.2", lambda lengths, n: torch.ones(n, n, dtype=torch.bool).triu() & real(lengths, n))
     assert not result.passed and "use tril, not triu" in result.message, result.message
     _no_give_away(result.message)
@@ -521,10 +362,6 @@ def test_6_3_ids_vary_and_fixed_ids_fail():
             return make_greedy()(model, src, max_len, bos_id if bos is None else bos, eos_id if eos is None else eos)
         return greedy_decode
 
-    result = check("6.3", fixed(bos=1))
-    assert not result.passed and "bos_id argument" in result.message, result.message
-    result = check("6.3", fixed(eos=2))
-    assert not result.passed and "eos_id argument" in result.message, result.message
     result = check("6.3", fixed(bos=1, eos=2))
     assert not result.passed and "bos_id" in result.message, result.message
     _no_give_away(result.message)
@@ -533,24 +370,6 @@ def test_6_3_ids_vary_and_fixed_ids_fail():
 def test_6_3_int32_ids_fail():
     result = check("6.3", lambda *args: make_greedy()(*args).int())
     assert not result.passed and "torch.int32" in result.message and "torch.long" in result.message, result.message
-
-
-def test_6_3_row_zero_is_not_always_the_last_to_end():
-    def first_row_only(model, src, max_len, bos_id, eos_id):  # stops when row 0 has ended
-        model.eval()
-        ys = torch.full((src.size(0), 1), bos_id)
-        done = torch.zeros(src.size(0), dtype=torch.bool)
-        with torch.no_grad():
-            for _ in range(max_len - 1):
-                nxt = model(src, ys)[:, -1].argmax(-1).masked_fill(done, 0)
-                ys = torch.cat([ys, nxt[:, None]], 1)
-                done |= nxt == eos_id
-                if done[0]:
-                    break
-        return ys
-
-    result = check("6.3", first_row_only)
-    assert not result.passed and "EVERY row" in result.message, result.message
 
 
 def test_6_3_sampling_and_time_axis_are_not_told_to_stop_earlier():
@@ -574,15 +393,6 @@ def test_6_3_sampling_and_time_axis_are_not_told_to_stop_earlier():
     result = check("6.3", make_greedy(pick="positions"))
     assert not result.passed and "vocabulary" in result.message and "stop as soon" not in result.message
     _no_give_away(result.message)
-
-
-def test_6_3_one_step_short_is_told_about_max_len():
-    def short(model, src, max_len, bos_id, eos_id):
-        return make_greedy()(model, src, max_len - 1, bos_id, eos_id) if max_len > 1 else \
-            make_greedy()(model, src, max_len, bos_id, eos_id)
-
-    result = check("6.3", short)
-    assert not result.passed and "max_len" in result.message, result.message
 
 
 def test_6_3_messages_give_nothing_away():

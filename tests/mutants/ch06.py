@@ -62,7 +62,7 @@ def causal_mask_additive(n):
     return torch.zeros(n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
 
 
-@wrong("6.1", hint="without")
+@wrong("6.1", hint="without torch.nn.Transformer.generate_square_subsequent_mask")
 def causal_mask_generate_square(n):
     """calls nn.Transformer.generate_square_subsequent_mask, which the task forbids, and converts it"""
     return nn.Transformer.generate_square_subsequent_mask(n) == 0
@@ -155,6 +155,15 @@ def causal_mask_with_device(n, device=None):
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
+@right("6.1")
+def causal_mask_row_slices(n):
+    """one Python loop setting each row's prefix m[i, :i + 1] = True in a zeros(bool) tensor"""
+    m = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        m[i, : i + 1] = True
+    return m
+
+
 # A learner trial (F5): a mask made once at a fixed size and sliced to n; the largest n checked used to be 24
 _BLOCK_32 = torch.tril(torch.ones(32, 32, dtype=torch.bool))
 _BLOCK_64 = torch.tril(torch.ones(64, 64, dtype=torch.bool))
@@ -243,7 +252,7 @@ def decoder_self_mask_length_off_by_one(lengths, n):
     return _causal(n) & real[:, None, None, :]
 
 
-@wrong("6.2", hint="diagonal")
+@wrong("6.2", hint="keep the diagonal")
 def decoder_self_mask_strict(lengths, n):
     """strict causal mask j < i: no query may attend to itself"""
     return torch.ones(n, n, dtype=torch.bool).tril(-1) & _real(lengths, n)[:, None, None, :]
@@ -255,7 +264,7 @@ def decoder_self_mask_blocked(lengths, n):
     return ~(_causal(n) & _real(lengths, n)[:, None, None, :])
 
 
-@wrong("6.2", hint="bool")
+@wrong("6.2", hint="expected torch.bool")
 def decoder_self_mask_float(lengths, n):
     """float 0/1 mask: product of float masks, never converted to bool"""
     return torch.ones(n, n).tril() * _real(lengths, n).float()[:, None, None, :]
@@ -267,13 +276,13 @@ def decoder_self_mask_upper(lengths, n):
     return torch.ones(n, n, dtype=torch.bool).triu() & _real(lengths, n)[:, None, None, :]
 
 
-@wrong("6.2", hint="without")
+@wrong("6.2", hint="without attnbook.masks.")
 def decoder_self_mask_attnbook_masks(lengths, n):
     """builds it from attnbook.masks.causal_mask and padding_mask, which the task forbids"""
     return _masks.causal_mask(n) & _masks.padding_mask(lengths, n)[:, None, None, :]
 
 
-@wrong("6.2", hint="without")
+@wrong("6.2", hint="without attnbook.masks.")
 def decoder_self_mask_combine_masks(lengths, n):
     """uses attnbook.masks.combine_masks to AND them"""
     i = torch.arange(n)
@@ -314,6 +323,18 @@ def decoder_self_mask_tril_rows(lengths, n):
     """picks row lengths[b] - 1 of a tril as the key mask: an empty sequence (length 0) indexes row -1, all True"""
     real = torch.ones(n, n, dtype=torch.bool).tril()[lengths - 1]  # (batch, n)
     return torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]
+
+
+@wrong("6.2", hint="only the padding part")
+def decoder_self_mask_only_padding(lengths, n):
+    """returns only the (batch, 1, 1, n) key padding mask, no causal part"""
+    return _real(lengths, n)[:, None, None, :]
+
+
+@wrong("6.2", hint="only the causal part")
+def decoder_self_mask_only_causal(lengths, n):
+    """returns only the (n, n) causal mask, the lengths ignored"""
+    return _causal(n)
 
 
 @right("6.2")
@@ -361,6 +382,14 @@ def decoder_self_mask_einsum(lengths, n, device=None):
     return (torch.einsum("ij,bj->bij", causal, keys) > 0)[:, None]
 
 
+@right("6.2")
+def decoder_self_mask_expand_keys(lengths, n):
+    """float tril turned .bool(), the key mask expanded over the queries, AND, then the head axis with [:, None]"""
+    tri = torch.tril(torch.ones(n, n)).bool()
+    real = torch.arange(n)[None, :] < lengths[:, None]  # (batch, n)
+    return (tri & real[:, None, :].expand(-1, n, -1))[:, None]
+
+
 # ----------------------------------------------------------------------------------------------------------
 # 6.3 greedy_decode(model, src, max_len, bos_id, eos_id)
 # ----------------------------------------------------------------------------------------------------------
@@ -403,8 +432,8 @@ def _make_greedy(*, eval_mode=True, bos=None, eos=None, stop="all", fill="pad", 
     return greedy_decode
 
 
-wrong("6.3", hint="bos", name="hard-codes bos_id = 1 (the chapter's <bos>)")(_make_greedy(bos=1))
-wrong("6.3", hint="eos", name="hard-codes eos_id = 2 (the chapter's <eos>)")(_make_greedy(eos=2))
+wrong("6.3", hint="bos_id argument", name="hard-codes bos_id = 1 (the chapter's <bos>)")(_make_greedy(bos=1))
+wrong("6.3", hint="eos_id argument", name="hard-codes eos_id = 2 (the chapter's <eos>)")(_make_greedy(eos=2))
 wrong("6.3", name="hard-codes both bos 1 and eos 2")(_make_greedy(bos=1, eos=2))
 wrong("6.3", hint="every row", name="stops as soon as the FIRST row has produced <eos> (done.any())")(
     _make_greedy(stop="any"))
@@ -415,11 +444,13 @@ wrong("6.3", hint="max_len", name="range(max_len) steps: <bos> not counted, max_
     _make_greedy(steps=lambda m: m))
 wrong("6.3", hint="max_len", name="range(max_len - 2) steps: one token short")(_make_greedy(steps=lambda m: m - 2))
 wrong("6.3", hint="eval", name="never switches to eval mode (dropout stays on)")(_make_greedy(eval_mode=False))
-wrong("6.3", hint="last", name="argmax of the FIRST position's logits instead of the last")(_make_greedy(position=0))
+wrong("6.3", hint="LAST position's logits", name="argmax of the FIRST position's logits instead of the last")(
+    _make_greedy(position=0))
 wrong("6.3", hint="bos", name="drops the leading <bos> from the result")(_make_greedy(keep_bos=False))
-wrong("6.3", hint="tensor", name="returns a list of lists (ys.tolist())")(_make_greedy(out=lambda ys: ys.tolist()))
+wrong("6.3", hint="expected a (batch, length) tensor", name="returns a list of lists (ys.tolist())")(
+    _make_greedy(out=lambda ys: ys.tolist()))
 wrong("6.3", hint="long", name="returns int32 ids")(_make_greedy(out=lambda ys: ys.int()))
-wrong("6.3", hint="long", name="returns float ids")(_make_greedy(out=lambda ys: ys.float()))
+wrong("6.3", hint="expected torch.long", name="returns float ids")(_make_greedy(out=lambda ys: ys.float()))
 wrong("6.3", hint="argmax", name="samples from the softmax instead of the argmax")(_make_greedy(sample=True))
 
 
@@ -473,6 +504,19 @@ def greedy_decode_notebook_loop(model, src, max_len, bos_id, eos_id):
             ys = torch.cat([ys, next_id[:, None]], dim=1)
             if next_id.item() == eos_id:
                 break
+    return ys
+
+
+@wrong("6.3", hint="one boolean per row")
+def greedy_decode_one_row_at_a_time(model, src, max_len, bos_id, eos_id):
+    """one-row code on a whole batch: `if next_id == eos_id: break` on a tensor of ids, no padding"""
+    model.eval()
+    ys = torch.full((src.size(0), 1), bos_id)
+    for _ in range(max_len - 1):
+        next_id = model(src, ys)[:, -1].argmax(dim=-1)
+        ys = torch.cat([ys, next_id[:, None]], dim=1)
+        if next_id == eos_id:
+            break
     return ys
 
 
@@ -707,6 +751,23 @@ def greedy_decode_row_by_row(model, src, max_len, bos_id, eos_id):
     return torch.tensor([r + [pad] * (length - len(r)) for r in rows], dtype=torch.long)
 
 
+@right("6.3")
+def greedy_decode_while_decode(model, src, max_len, bos_id, eos_id):
+    """encode once, a while loop on ys.size(1) < max_len, torch.where(done, 0, nxt) before marking rows done"""
+    model.eval()
+    m = model.make_src_mask(src)
+    mem = model.encode(src, m)
+    ys = torch.full((src.size(0), 1), bos_id)
+    done = torch.zeros(src.size(0), dtype=torch.bool)
+    with torch.no_grad():
+        while ys.size(1) < max_len and not done.all():
+            nxt = model.decode(ys, mem, m)[:, -1].argmax(-1)
+            nxt = torch.where(done, 0, nxt)
+            done |= nxt == eos_id
+            ys = torch.cat([ys, nxt[:, None]], 1)
+    return ys
+
+
 # ----------------------------------------------------------------------------------------------------------
 # 6.4 to_allow_mask(mask): nn.MultiheadAttention's bool (True = blocked) or additive float -> True = may attend
 # ----------------------------------------------------------------------------------------------------------
@@ -800,7 +861,7 @@ def to_allow_mask_convert_mask(mask):
     return _masks.convert_mask(mask, src, "allow")
 
 
-@wrong("6.4", hint="shape")
+@wrong("6.4", hint="keep the shape of the input")
 def to_allow_mask_key_padding_4d(mask):
     """broadcasts a 2-D key_padding_mask to (batch, 1, 1, S): the shape changes"""
     allow = ~mask if mask.dtype == torch.bool else mask > -1e4
@@ -879,6 +940,14 @@ def to_allow_mask_where(mask):
     """torch.where on a float view, then compare with 0.5"""
     blocked = mask if mask.dtype == torch.bool else mask <= -1e4
     return torch.where(blocked, torch.zeros_like(mask, dtype=torch.float), torch.ones_like(mask, dtype=torch.float)) > 0.5
+
+
+@right("6.4")
+def to_allow_mask_where_threshold(mask):
+    """logical_not for bool; additive: torch.where(mask < -1.0, False, True)"""
+    if mask.dtype == torch.bool:
+        return mask.logical_not()
+    return torch.where(mask < -1.0, False, True)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -964,13 +1033,14 @@ def _loop(*, feed="prefix", overwrite=False, stop="all", fill=True, decode_mask=
 
 wrong("6.3", hint="BOS alone", name="decodes BOS alone every step (ys[:, :1]): the prediction is never fed back")(
     _loop(feed="bos"))
-wrong("6.3", hint="latest token", name="feeds only the latest token (ys[:, -1:]) to the decoder")(_loop(feed="last"))
-wrong("6.3", hint="source tokens", name="feeds the source tokens behind BOS (teacher forcing with src)")(
+wrong("6.3", hint="not only the latest token", name="feeds only the latest token (ys[:, -1:]) to the decoder")(
+    _loop(feed="last"))
+wrong("6.3", hint="not the source tokens", name="feeds the source tokens behind BOS (teacher forcing with src)")(
     _loop(feed="source"))
-wrong("6.3", hint="keep the EOS", name="marks the row done before padding: its EOS itself becomes <pad>")(
+wrong("6.3", hint="keep the EOS token itself", name="marks the row done before padding: its EOS itself becomes <pad>")(
     _loop(overwrite=True))
-wrong("6.3", hint="first row", name="stops when the FIRST row has ended (done[0]), not every row")(
-    _loop(stop="first"))
+wrong("6.3", hint="stop once EVERY row has produced EOS, not when the first row has",
+      name="stops when the FIRST row has ended (done[0]), not every row")(_loop(stop="first"))
 wrong("6.3", hint="fill the finished rows", name="never stops and never pads: max_len - 1 raw argmax tokens")(
     _loop(stop="never", fill=False))
 wrong("6.3", hint="source padding", name="decodes with src_mask=None (the encoder had the mask)")(
