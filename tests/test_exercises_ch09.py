@@ -1,4 +1,10 @@
-"""Chapter 9 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint."""
+"""Chapter 9 checkers: what the mutant catalogue (tests/mutants/ch09.py) cannot say.
+
+The catalogue holds the "this answer passes / fails with this hint" facts. Here: the book's reference solutions
+pass; not-attempted answers; messages that must hold several things at once (the input they name, the
+"Re-read ..." pointer, numbers they must or must not show); 9.3's verdicts repeated and independent of the real
+clock, and the clocks put back; and the properties of the drawn inputs over many seed offsets.
+"""
 import math
 import random
 import re
@@ -85,10 +91,6 @@ def streaming(*, rescale_sum=True, common_max=True, rescale_at_end=True, per_blo
     return online_softmax
 
 
-def test_9_1_a_correct_variant_passes():
-    assert check("9.1", streaming()).passed
-
-
 @pytest.mark.parametrize(
     "kwargs, hint",
     [
@@ -141,17 +143,6 @@ def test_9_1_empty_block_that_crashes_gets_a_hint():
 
     result = check("9.1", online_softmax)
     assert not result.passed and "empty block" in result.message and "skip" in result.message, result.message
-
-
-def test_9_1_list_of_blocks_is_refused_with_a_cat_hint():
-    def online_softmax(blocks):
-        x = torch.cat(blocks)
-        e = torch.exp(x - x.max())
-        w = e / e.sum()
-        return list(w.split([b.numel() for b in blocks]))
-
-    result = check("9.1", online_softmax)
-    assert not result.passed and "torch.cat" in result.message, result.message
 
 
 def _lse_numpy(x):
@@ -216,40 +207,6 @@ def test_9_1_package_softmax_is_refused():
     assert "the package's own solution" in result.message, result.message
 
 
-def test_9_1_in_place_changes_are_reported():
-    def online_softmax(blocks):
-        m = max(b.max().item() for b in blocks if b.numel())
-        for b in blocks:
-            b.sub_(m)  # changes the caller's blocks
-        e = torch.cat([torch.exp(b) for b in blocks])
-        return e / e.sum()
-
-    result = check("9.1", online_softmax)
-    assert not result.passed and "in place" in result.message, result.message
-
-
-def test_9_1_two_pass_and_log_domain_answers_pass():
-    def two_pass(blocks):  # not streaming, but right: the check can only see the result
-        x = torch.cat([b.double() for b in blocks])
-        finite = x[torch.isfinite(x)]
-        e = torch.exp(x - finite.max())
-        return (e / e.sum()).to(blocks[0].dtype)  # the weights in the blocks' dtype, as the task asks
-
-    def log_domain(blocks):  # a running log-sum-exp combined by hand (math.log1p), no library log-sum-exp
-        lse = -math.inf
-        for b in blocks:
-            if b.numel() == 0 or b.max().item() == -math.inf:
-                continue
-            bm = b.max().item()
-            block = bm + math.log(torch.exp(b - bm).sum().item())
-            hi, lo = max(lse, block), min(lse, block)
-            lse = hi + math.log1p(math.exp(lo - hi))
-        return torch.exp(torch.cat(blocks) - lse)
-
-    assert check("9.1", two_pass).passed
-    assert check("9.1", log_domain).passed
-
-
 # ---------------------------------------------------------------------------------------------------------
 # 9.2 FLOPs and bytes of attention
 # ---------------------------------------------------------------------------------------------------------
@@ -268,14 +225,6 @@ def test_9_2_not_attempted():
         raise NotImplementedError
 
     assert check("9.2", attention_cost).status == "not attempted"
-
-
-def test_9_2_numpy_integers_and_a_list_pass():
-    def attention_cost(batch, heads, n, d_head, bytes_per_el):
-        pairs = np.int64(batch) * heads * n * n
-        return [pairs * 4 * d_head, pairs * bytes_per_el]
-
-    assert check("9.2", attention_cost).passed
 
 
 def test_9_2_tensors_are_refused_as_the_task_says():
@@ -500,38 +449,6 @@ def timer(*, warmup=True, n_warmup_fixed=None, n_runs_fixed=None, stat="median",
     return time_it
 
 
-def test_9_3_correct_variants_and_other_return_types_pass():
-    def tensor_median(fn, n_warmup=3, n_runs=10):  # a 0-d tensor (torch.quantile interpolates: the median)
-        return torch.tensor(_times(fn, n_warmup, n_runs), dtype=torch.float64).quantile(0.5)
-
-    def numpy_median(fn, n_warmup=3, n_runs=10):  # a NumPy float
-        return np.median(_times(fn, n_warmup, n_runs))
-
-    def nanoseconds(fn, n_warmup=3, n_runs=10):
-        return statistics.median(_times(fn, n_warmup, n_runs, time.perf_counter_ns)) / 1e9
-
-    def laps(fn, n_warmup=3, n_runs=10):  # one reading between calls
-        for _ in range(n_warmup):
-            fn()
-        _sync()
-        stamps = [time.perf_counter()]
-        for _ in range(n_runs):
-            fn()
-            _sync()
-            stamps.append(time.perf_counter())
-        return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
-
-    def captured_clock(fn, n_warmup=3, n_runs=10, clock=time.perf_counter):  # a default argument
-        return statistics.median(_times(fn, n_warmup, n_runs, clock))
-
-    answers = [timer(), timer(clock=timeit.default_timer), tensor_median, numpy_median, nanoseconds, laps,
-               captured_clock]
-    for answer in answers:
-        for _ in range(REPEATS):
-            result = check("9.3", answer)
-            assert result.passed, (getattr(answer, "__name__", answer), result.message)
-
-
 def test_9_3_verdicts_do_not_depend_on_real_time():
     # The learner's code is slow or stalls at random (another program takes the processor): the check's clock
     # moves only when fn is called, so the verdict and the message stay the same.
@@ -615,7 +532,9 @@ def test_9_3_messages_quote_the_exact_times():
     assert f"returned {statistics.mean(timed) / 1e3:.6g} s" in message, message  # the exact mean of the timed calls
 
 
-def test_9_3_hints_found_in_the_learner_trial():
+def test_9_3_two_calls_per_run_with_an_odd_n_runs_names_the_call_count():
+    # With an odd n_runs the call count is off too, and the hint says why (n_warmup=9, n_runs=7: 9 + 3 * 2 calls).
+    # (Two calls per measurement on every case is in the catalogue.)
     def twice_per_run(fn, n_warmup=3, n_runs=10):  # two calls per measurement
         for _ in range(n_warmup):
             fn()
@@ -627,56 +546,6 @@ def test_9_3_hints_found_in_the_learner_trial():
             times.append((time.perf_counter() - start) / 2)
         return statistics.median(times)
 
-    def timestamps(fn, n_warmup=3, n_runs=10):  # times since the start of the loop
-        for _ in range(n_warmup):
-            fn()
-        t0, stamps = time.perf_counter(), []
-        for _ in range(n_runs):
-            fn()
-            stamps.append(time.perf_counter() - t0)
-        return statistics.median(stamps)
-
-    def truncated(fn, n_warmup=3, n_runs=10):
-        return int(statistics.median(_times(fn, n_warmup, n_runs)))
-
-    def one_block(fn, n_warmup=3, n_runs=10):
-        for _ in range(n_warmup):
-            fn()
-        start = time.perf_counter()
-        for _ in range(n_runs):
-            fn()
-        return (time.perf_counter() - start) / n_runs
-
-    def no_call_in_timed_loop(fn, n_warmup=3, n_runs=10):
-        for _ in range(n_warmup):
-            fn()
-        times = []
-        for _ in range(n_runs):
-            start = time.perf_counter()
-            fn  # noqa: B018 (no parentheses: not a call)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    def other_defaults(fn, n_warmup=1, n_runs=5):
-        return statistics.median(_times(fn, n_warmup, n_runs))
-
-    def as_string(fn, n_warmup=3, n_runs=10):
-        return f"{statistics.median(_times(fn, n_warmup, n_runs)):.6f}"
-
-    expected = [
-        (twice_per_run, "each of your times covered two calls of fn"),
-        (timestamps, "time stamps"),
-        (truncated, "int() (or //) cut a time of a few milliseconds down to 0"),
-        (one_block, "timed the n_runs calls as one block"),
-        (no_call_in_timed_loop, "call fn() (with parentheses)"),
-        (other_defaults, "keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are 1 and 5)"),
-        (as_string, "not a formatted string"),
-    ]
-    for answer, hint in expected:
-        for _ in range(2):
-            result = check("9.3", answer)
-            assert not result.passed and hint in result.message, (answer.__name__, result.message)
-    # With an odd n_runs the call count is off too, and the hint says why (n_warmup=9, n_runs=7: 9 + 3 * 2 calls).
     def twice_unless_defaults(fn, n_warmup=3, n_runs=10):
         if (n_warmup, n_runs) == (3, 10):
             return statistics.median(_times(fn, n_warmup, n_runs))
@@ -693,11 +562,6 @@ def test_9_3_checking_another_exercises_function_gets_a_readable_message():
     message = check("9.3", online_softmax).message
     assert "'function' object is not iterable" in message, message
     assert "Workload" not in message and "Is this the function for exercise 9.3" in message, message
-
-
-def test_9_3_never_calling_fn_is_reported():
-    result = check("9.3", lambda fn, n_warmup=3, n_runs=10: 0.002)
-    assert not result.passed and "called fn 0 times" in result.message, result.message
 
 
 def test_9_3_the_real_clocks_are_back_after_a_check():
@@ -740,23 +604,6 @@ def test_9_3_other_threads_keep_the_real_clock():
     real_end = time.perf_counter()
     other_thread = seen[0]
     assert real_start <= other_thread <= real_end  # the real clock, not the check's
-
-
-def test_9_3_timing_shortcuts_are_refused():
-    def with_benchmark(fn, n_warmup=3, n_runs=10):
-        from attnbook.timing import benchmark
-
-        return benchmark(fn).median_s
-
-    def with_timer(fn, n_warmup=3, n_runs=10):
-        import torch.utils.benchmark as tb
-
-        return tb.Timer(stmt="fn()", globals={"fn": fn}).timeit(n_runs).median
-
-    result = check("9.3", with_benchmark)
-    assert not result.passed and "the package's own solution" in result.message, result.message
-    result = check("9.3", with_timer)
-    assert not result.passed and "the task asks you to write this without" in result.message, result.message
 
 
 @pytest.mark.parametrize("offset", range(0, 200 * 7919, 7919))
@@ -854,14 +701,6 @@ def test_9_2_int32_overflow_is_named(kind):
     assert "flops is 0 " not in message, message  # a non-power-of-two size comes first: a wrong non-zero count
 
 
-def test_9_2_a_list_is_accepted_as_the_task_says():
-    def attention_cost(batch, heads, n, d_head, bytes_per_el):
-        pairs = batch * heads * n * n
-        return [4 * pairs * d_head, pairs * bytes_per_el]
-
-    assert check("9.2", attention_cost).passed
-
-
 @pytest.mark.parametrize("stat, which", [("median_low", "lower"), ("median_high", "upper")])
 def test_9_3_only_statistics_median_passes(stat, which):
     message = check("9.3", timer(stat=stat)).message
@@ -922,12 +761,6 @@ def test_9_3_synchronisation_is_checked_on_a_pretended_gpu(kwargs, piece):
     result = check("9.3", _sync_variant(**kwargs))
     assert not result.passed and piece in result.message, result.message
     assert "as if on a machine with a GPU" in result.message, result.message
-
-
-def test_9_3_synchronising_once_between_calls_passes():
-    # sync before stopping, plus once after the warm-up: the stop of one call is the start of the next
-    assert check("9.3", _sync_variant(before_start=False)).passed
-    assert check("9.3", _sync_variant()).passed
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -277,7 +277,7 @@ def online_softmax(blocks):
     return _reference_online(blocks).numpy()
 
 
-@wrong("9.1")
+@wrong("9.1", hint="torch.cat")
 def online_softmax(blocks):
     """returns a list of per-block weight tensors instead of one 1-D tensor"""
     out = _reference_online(blocks)
@@ -541,6 +541,20 @@ def online_softmax(blocks):
     return _reference_online([b.double() for b in blocks]).to(dtype)
 
 
+@right("9.1")
+def online_softmax(blocks):
+    """a running log-sum-exp combined by hand (math.log1p), no library log-sum-exp"""
+    lse = -math.inf
+    for b in blocks:
+        if b.numel() == 0 or b.max().item() == -math.inf:
+            continue
+        bm = b.max().item()
+        block = bm + math.log(torch.exp(b - bm).sum().item())
+        hi, lo = max(lse, block), min(lse, block)
+        lse = hi + math.log1p(math.exp(lo - hi))
+    return torch.exp(torch.cat(blocks) - lse)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 9.2 · FLOPs and bytes of attention
 # ----------------------------------------------------------------------------------------------------------------
@@ -786,6 +800,13 @@ def attention_cost(batch, heads, n, d_head, bytes_per_el):
     pairs = b * h * n * n
     return (pairs * d) << 2, pairs * e
 
+
+@right("9.2")
+def attention_cost(batch, heads, n, d_head, bytes_per_el):
+    """NumPy int64 results returned in a list"""
+    pairs = np.int64(batch) * heads * n * n
+    return [pairs * 4 * d_head, pairs * bytes_per_el]
+
 @wrong("9.2", hint="overflow")
 def attention_cost(batch, heads, n, d_head, bytes_per_el):
     """NumPy int32 for the FLOPs only, Python ints for the bytes"""
@@ -929,7 +950,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return statistics.mean(_timed_runs(fn, n_runs))
 
 
-@wrong("9.3", hint="mean")
+@wrong("9.3", hint="timed the n_runs calls as one block")
 def time_it(fn, n_warmup=3, n_runs=10):
     """times the whole loop once and divides by n_runs (a mean)"""
     for _ in range(n_warmup):
@@ -1109,7 +1130,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return statistics.median(times), q3 - q1
 
 
-@wrong("9.3", hint="package's own")
+@wrong("9.3", hint="the package's own solution")
 def time_it(fn, n_warmup=3, n_runs=10):
     """def wrapper around attnbook.timing.benchmark"""
     return attnbook.timing.benchmark(fn, min_run_time=0.01).median_s
@@ -1133,7 +1154,7 @@ def time_it(fn, n_warmup=3, n_runs=10):
     return _timing_second.benchmark(fn, min_run_time=0.01).median_s
 
 
-@wrong("9.3", hint="without")
+@wrong("9.3", hint="the task asks you to write this without")
 def time_it(fn, n_warmup=3, n_runs=10):
     """torch.utils.benchmark.Timer's median"""
     from torch.utils.benchmark import Timer
@@ -1250,6 +1271,95 @@ def time_it(fn, n_warmup=3, n_runs=10):
         _sync()
         times.append((time.perf_counter_ns() - start) / 1e9)
     return statistics.median(times)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """a 0-d tensor from torch.quantile(times, 0.5) (interpolates: the median)"""
+    for _ in range(n_warmup):
+        fn()
+    return torch.tensor(_timed_runs(fn, n_runs), dtype=torch.float64).quantile(0.5)
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter):
+    """the clock captured in a default argument (clock=time.perf_counter)"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs, clock))
+
+
+@right("9.3")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """synchronises once after the warm-up and before each stop (the stop of one call starts the next)"""
+    cuda = torch.cuda.is_available()
+    for _ in range(n_warmup):
+        fn()
+    if cuda:
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(n_runs):
+        start = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="each of your times covered two calls of fn")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """two calls per measurement, halved (n_runs // 2 measurements)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs // 2):
+        start = time.perf_counter()
+        fn()
+        fn()
+        times.append((time.perf_counter() - start) / 2)
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="int() (or //) cut a time of a few milliseconds down to 0")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """int() of the median in seconds"""
+    for _ in range(n_warmup):
+        fn()
+    return int(statistics.median(_timed_runs(fn, n_runs)))
+
+
+@wrong("9.3", hint="call fn() (with parentheses)")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """timed loop writes `fn` without parentheses (times nothing)"""
+    for _ in range(n_warmup):
+        fn()
+    times = []
+    for _ in range(n_runs):
+        start = time.perf_counter()
+        fn  # noqa: B018 (no parentheses: not a call)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@wrong("9.3", hint="keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are 1 and 5)")
+def time_it(fn, n_warmup=1, n_runs=5):
+    """other defaults: n_warmup=1, n_runs=5"""
+    for _ in range(n_warmup):
+        fn()
+    return statistics.median(_timed_runs(fn, n_runs))
+
+
+@wrong("9.3", hint="not a formatted string")
+def time_it(fn, n_warmup=3, n_runs=10):
+    """returns the median as a formatted string (f"{median:.6f}")"""
+    for _ in range(n_warmup):
+        fn()
+    return f"{statistics.median(_timed_runs(fn, n_runs)):.6f}"
+
+
+wrong("9.3", hint="called fn 0 times", name="never calls fn, returns a fixed 0.002")(
+    lambda fn, n_warmup=3, n_runs=10: 0.002)
 
 
 @wrong("9.3", hint="time.perf_counter()")
