@@ -12,6 +12,7 @@ import torch
 
 from attnbook import positional
 from attnbook.exercises import check, reset_session
+from mutants.ch05 import loop_table  # one mistake at a time, written as a learner would loop
 
 
 @pytest.fixture(autouse=True)
@@ -37,24 +38,6 @@ def test_5_1_not_attempted():
         raise NotImplementedError("replace this line with your code")
 
     assert check("5.1", sinusoidal_table).status == "not attempted"
-
-
-def make_table(*, layout="interleaved", exponent="2i/d", start=0):
-    """A sinusoidal_table with one deliberate mistake, written with explicit loops (the defaults are correct)."""
-
-    def sinusoidal_table(max_len, d_model):
-        pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-        for pos in range(start, start + max_len):
-            for j in range(d_model):
-                i = j // 2
-                power = {"2i/d": 2 * i / d_model, "i/d": i / d_model, "j/d": j / d_model}[exponent]
-                angle = pos / 10000 ** power
-                value = math.sin(angle) if j % 2 == 0 else math.cos(angle)
-                column = j if layout == "interleaved" else (i if j % 2 == 0 else d_model // 2 + i)
-                pe[pos - start, column] = value
-        return pe.float()
-
-    return sinusoidal_table
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
@@ -137,7 +120,7 @@ def test_5_1_a_mistake_that_explains_one_size_only_is_not_named():
 
 def test_5_1_hints_print_no_solution_code():
     for kwargs in ({"layout": "halves"}, {"exponent": "j/d"}, {"start": 1}):
-        message = check("5.1", make_table(**kwargs)).message
+        message = check("5.1", loop_table(**kwargs)).message
         assert '(Re-read "The formula".)' in message, (kwargs, message)
         for code in ("pe[:, 0::2]", "torch.arange(0, d_model, 2)", "torch.arange(max_len)"):
             assert code not in message, (kwargs, message)

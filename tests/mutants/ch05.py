@@ -403,7 +403,7 @@ def sinusoidal_table(max_len, d_model):
     return pe
 
 
-def _loop_table(*, layout="interleaved", exponent="2i/d", start=0, transpose=False):
+def loop_table(*, layout="interleaved", exponent="2i/d", start=0, transpose=False):
     """A sinusoidal_table written with a loop over every entry, in float64 and cast to float32 at the end, with at
     most one mistake (the defaults are right)."""
 
@@ -423,16 +423,16 @@ def _loop_table(*, layout="interleaved", exponent="2i/d", start=0, transpose=Fal
     return sinusoidal_table
 
 
-right("5.1", name="a loop over every entry into a float64 tensor, cast to float32 at the end")(_loop_table())
+right("5.1", name="a loop over every entry into a float64 tensor, cast to float32 at the end")(loop_table())
 wrong("5.1", hint="interleaved layout", name="a loop over every entry, sines into the first half of the columns and "
-      "cosines into the second")(_loop_table(layout="halves"))
+      "cosines into the second")(loop_table(layout="halves"))
 wrong("5.1", hint="you used i/d_model", name="a loop over every entry, exponent i/d with the pair index i")(
-    _loop_table(exponent="i/d"))
+    loop_table(exponent="i/d"))
 wrong("5.1", hint="column index j", name="a loop over every entry, exponent j/d with the column index j")(
-    _loop_table(exponent="j/d"))
-wrong("5.1", hint="positions start at 0", name="a loop over the positions 1 to max_len")(_loop_table(start=1))
+    loop_table(exponent="j/d"))
+wrong("5.1", hint="positions start at 0", name="a loop over the positions 1 to max_len")(loop_table(start=1))
 wrong("5.1", hint="transposed", name="a loop over every entry, then returns the transpose, (d_model, max_len)")(
-    _loop_table(transpose=True))
+    loop_table(transpose=True))
 
 
 @wrong("5.1", hint="Hint: math.exp, math.sqrt, float() and int() work on single numbers, not on tensors")
