@@ -1,7 +1,9 @@
-"""Chapter 12 checkers: the book's reference solutions pass; plausible wrong answers fail with the right hint.
-
-The wrong answers are written here from scratch, each with one deliberate mistake, independently of the checker's
-own table of mistakes.
+"""Chapter 12 checkers, what the mutant catalogue (tests/mutants/ch12.py, the home of "this answer passes" and "this
+answer fails with a message containing X") cannot say: the book's reference solutions pass, stubs are not attempted,
+the hinted mistakes name their hint AND the section to re-read, a message has several properties at once (what it
+names and what it must not show), and the inputs drawn from the run's seed keep every mistake of the checkers' tables
+apart. The wrong answers made here are written from scratch, each with one deliberate mistake, independently of the
+checker's own table of mistakes.
 """
 import math
 
@@ -36,10 +38,6 @@ def make_lr_at(*, warm_num=1, warm_den=0, span="decay", angle=math.pi, use_min=T
     return lr_at
 
 
-def test_12_1_a_correct_variant_passes():
-    assert check("12.1", make_lr_at()).passed
-
-
 @pytest.mark.parametrize("kwargs, hint", [
     ({"warm_num": 0}, "off by one"),
     ({"warm_den": 1}, "warmup_steps + 1"),
@@ -54,42 +52,6 @@ def test_12_1_wrong_answers_get_hints(kwargs, hint):
     assert not result.passed, kwargs
     assert hint in result.message, (kwargs, result.message)
     assert 'Re-read "The learning-rate schedule"' in result.message
-
-
-def test_12_1_linear_decay_is_named():
-    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
-        if step < warmup_steps:
-            return max_lr * (step + 1) / warmup_steps
-        t = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
-        return max_lr - (max_lr - min_lr) * t
-
-    result = check("12.1", lr_at)
-    assert not result.passed and "linear" in result.message, result.message
-
-
-def test_12_1_a_tensor_is_not_a_float():
-    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
-        return torch.tensor(float(make_lr_at()(step, max_lr, warmup_steps, total_steps, min_lr)))
-
-    result = check("12.1", lr_at)
-    assert not result.passed and "expected a Python float" in result.message, result.message
-
-
-def test_12_1_pytorchs_scheduler_and_the_package_are_refused():
-    from attnbook.training import warmup_cosine_lr
-
-    def with_scheduler(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
-        opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=max_lr)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total_steps, eta_min=min_lr)
-        for _ in range(step):
-            opt.step()
-            sched.step()
-        return opt.param_groups[0]["lr"]
-
-    result = check("12.1", with_scheduler)
-    assert not result.passed and "torch.optim.lr_scheduler" in result.message, result.message
-    result = check("12.1", lambda *args, **kwargs: warmup_cosine_lr(*args, **kwargs))
-    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_12_1_not_attempted():
@@ -107,20 +69,6 @@ def test_12_1_not_attempted():
 def test_12_2_reference_passes(solutions):
     result = check("12.2", solutions(12)["perplexity"])
     assert result.passed, result.message
-
-
-def test_12_2_other_right_answers_pass():
-    def with_torch(mean_loss):
-        return torch.as_tensor(mean_loss, dtype=torch.float64).detach().mean().exp().item()
-
-    def with_e(mean_loss):
-        if isinstance(mean_loss, torch.Tensor):
-            mean_loss = mean_loss.detach().mean().item()
-        return math.e ** mean_loss
-
-    for answer in (with_torch, with_e):
-        result = check("12.2", answer)
-        assert result.passed, result.message
 
 
 def _numeric(mean_loss):
@@ -141,20 +89,6 @@ def test_12_2_wrong_answers_get_hints(answer, hint):
     assert not result.passed
     assert hint in result.message, result.message
     assert 'Re-read "Perplexity"' in result.message
-
-
-def test_12_2_returning_a_tensor_or_crashing_on_numbers_is_explained():
-    result = check("12.2", lambda x: torch.exp(torch.as_tensor(x, dtype=torch.float64).mean()))
-    assert not result.passed and "Python float" in result.message, result.message
-    result = check("12.2", lambda x: math.exp(x.mean().item()))
-    assert not result.passed and "plain Python number" in result.message, result.message
-
-
-def test_12_2_the_package_is_refused():
-    from attnbook.lm import perplexity as package_perplexity
-
-    result = check("12.2", lambda x: package_perplexity(x))
-    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -192,10 +126,6 @@ def make_merge_pair(*, order="left", step_after=2, keep_last=True, in_place=Fals
         return out_type(out)
 
     return merge_pair
-
-
-def test_12_3_a_correct_variant_passes():
-    assert check("12.3", make_merge_pair()).passed
 
 
 @pytest.mark.parametrize("kwargs, hint", [
@@ -291,13 +221,6 @@ def test_12_3_a_left_out_occurrence_is_the_first_difference_of_any_reading(monke
                     if any(b - a < 2 for a, b in zip(chosen, chosen[1:])) or set(chosen) == right:
                         continue  # overlapping: not a reading of ids; or the right one
                     assert min(set(chosen) ^ right) in right, (ids, pair, chosen)
-
-
-def test_12_3_the_package_is_refused():
-    from attnbook.text import merge_pair as package_merge
-
-    result = check("12.3", lambda ids, pair, new_id: package_merge(ids, pair, new_id))
-    assert not result.passed and "the package's own solution" in result.message, result.message
 
 
 def test_12_3_not_attempted():

@@ -18,7 +18,7 @@ from mutants import fresh_import as _fresh, function_copy as _copy, right, wrong
 
 wrong("12.1", hint="package's own", name="handed in attnbook.training.warmup_cosine_lr itself")(
     _training.warmup_cosine_lr)
-wrong("12.1", hint="package's own", name="a lambda around attnbook.training.warmup_cosine_lr")(
+wrong("12.1", hint="the package's own solution", name="a lambda around attnbook.training.warmup_cosine_lr")(
     lambda step, max_lr, warmup_steps, total_steps, min_lr=0.0: _training.warmup_cosine_lr(
         step, max_lr, warmup_steps, total_steps, min_lr))
 
@@ -188,7 +188,7 @@ def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     return _schedule(step, max_lr, warmup_steps, total_steps, min_lr)
 
 
-@wrong("12.1", hint="float(t)")
+@wrong("12.1", hint="expected a Python float. Hint: convert a one-element tensor with float(t)")
 def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     """computed with torch and returned as a tensor"""
     if step < warmup_steps:
@@ -259,12 +259,23 @@ def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
     return max_lr - (max_lr - min_lr) * math.sin(math.pi * t / 2) ** 2
 
 
+@right("12.1")
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+    """math.cos, with min_lr returned past total_steps before t is computed"""
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step > total_steps:
+        return min_lr
+    t = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * t)) / 2
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # 12.2  perplexity(mean_loss) -> float
 # ----------------------------------------------------------------------------------------------------------------
 
 wrong("12.2", hint="package's own", name="handed in attnbook.lm.perplexity itself")(_lm.perplexity)
-wrong("12.2", hint="package's own", name="a lambda around attnbook.lm.perplexity")(
+wrong("12.2", hint="the package's own solution", name="a lambda around attnbook.lm.perplexity")(
     lambda mean_loss: _lm.perplexity(mean_loss))
 
 _lm_fresh = _fresh(_lm, "lm")
@@ -346,7 +357,7 @@ def perplexity(mean_loss):
     return math.exp(mean_loss)
 
 
-@wrong("12.2", hint="float(t)")
+@wrong("12.2", hint="expected a Python float. Hint: convert a one-element tensor with float(t)")
 def perplexity(mean_loss):
     """returns a tensor"""
     return torch.exp(torch.as_tensor(mean_loss, dtype=torch.float64).mean())
@@ -358,7 +369,7 @@ def perplexity(mean_loss):
     return torch.exp(mean_loss.mean() if isinstance(mean_loss, torch.Tensor) and mean_loss.dim() else mean_loss).item()
 
 
-@wrong("12.2", hint="no tensor methods")
+@wrong("12.2", hint="may be a plain Python number, which has no tensor methods")
 def perplexity(mean_loss):
     """mean_loss.mean().item(): fails on a Python number"""
     return math.exp(mean_loss.mean().item())
@@ -424,7 +435,7 @@ def perplexity(mean_loss):
 # ----------------------------------------------------------------------------------------------------------------
 
 wrong("12.3", hint="package's own", name="handed in attnbook.text.merge_pair itself")(_text.merge_pair)
-wrong("12.3", hint="package's own", name="a lambda around attnbook.text.merge_pair")(
+wrong("12.3", hint="the package's own solution", name="a lambda around attnbook.text.merge_pair")(
     lambda ids, pair, new_id: _text.merge_pair(ids, pair, new_id))
 
 _text_fresh = _fresh(_text, "text")
@@ -722,6 +733,21 @@ def merge_pair(ids, pair, new_id):
         else:
             out.append(x)
     return out
+
+
+@right("12.3")
+def merge_pair(ids, pair, new_id):
+    """a while loop over a copy, comparing ids[i] and ids[i + 1] with pair[0] and pair[1]"""
+    seq = list(ids)
+    out, i = [], 0
+    while i < len(seq):
+        if i + 1 < len(seq) and seq[i] == pair[0] and seq[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(seq[i])
+            i += 1
+    return list(out)
 
 
 # ----------------------------------------------------------------------------------------------------------------
