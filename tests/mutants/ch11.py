@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import attnbook.models.llama as _llama
 from attnbook import multihead as _multihead
 from attnbook import positional as _positional
-from mutants import right, wrong
+from mutants import right, value, wrong
 
 
 def _second_import(module):
@@ -58,7 +58,7 @@ def rms_norm(x, weight, eps=1e-6):
     return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * weight
 
 
-@wrong("11.1", hint="left out eps")
+@wrong("11.1", hint="you left out eps")
 def rms_norm(x, weight, eps=1e-6):
     """no eps at all (NaN on an all-zero token)"""
     return x / x.pow(2).mean(-1, keepdim=True).sqrt() * weight
@@ -76,7 +76,20 @@ def rms_norm(x, weight, eps=1e-5):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-@wrong("11.1", hint="forgot the weight")
+@wrong("11.1", hint="default eps=1e-6")
+def rms_norm(x, weight, eps=1e-8):
+    """a default eps of 1e-8 instead of 1e-6"""
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+@wrong("11.1", hint="tiny values")
+def rms_norm(x, weight, eps=1e-6):
+    """adds eps only where the mean square is large (where it makes no difference)"""
+    ms = x.pow(2).mean(-1, keepdim=True)
+    return x / torch.sqrt(torch.where(ms > 1e-3, ms + eps, ms)) * weight
+
+
+@wrong("11.1", hint="you forgot the weight")
 def rms_norm(x, weight, eps=1e-6):
     """forgets to multiply by weight"""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
@@ -88,13 +101,13 @@ def rms_norm(x, weight, eps=1e-6):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + weight)
 
 
-@wrong("11.1", hint="not added")
+@wrong("11.1", hint="it is not added")
 def rms_norm(x, weight, eps=1e-6):
     """adds the weight like a bias"""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) + weight
 
 
-@wrong("11.1", hint="wrong dimension (dim=0)")
+@wrong("11.1", hint="the wrong dimension (dim=0)")
 def rms_norm(x, weight, eps=1e-6):
     """mean over dim 0 (BatchNorm's axis)"""
     return x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight
@@ -106,7 +119,7 @@ def rms_norm(x, weight, eps=1e-6):
     return x * torch.rsqrt(x.pow(2).mean() + eps) * weight
 
 
-@wrong("11.1", hint="summed the squares")
+@wrong("11.1", hint="you summed the squares")
 def rms_norm(x, weight, eps=1e-6):
     """divides by the length of the vector (sum of squares, not mean)"""
     return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * weight
@@ -179,6 +192,9 @@ def rms_norm(x, weight, eps=1e-6):
     return norm(x)
 
 
+value("11.1", _llama.RMSNorm, right=False, hint="package's own", name="the package's RMSNorm class itself")
+
+
 _rms_forward_copy = _fn_copy(_llama.RMSNorm.forward)
 
 
@@ -199,7 +215,7 @@ def rms_norm(x, weight, eps=1e-6):
     return _llama2.RMSNorm.forward(_StandInNorm(weight, eps), x)
 
 
-@wrong("11.1", hint="dtype")
+@wrong("11.1", hint="dtype torch.float32")
 def rms_norm(x, weight, eps=1e-6):
     """returns float32 for a float64 input"""
     x = x.float()
@@ -224,6 +240,12 @@ def rms_norm(x, weight, eps=1e-6):
 def rms_norm(x, weight, eps=1e-6):
     """detaches the root mean square"""
     return x / torch.sqrt(x.detach().pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+@wrong("11.1", hint="with respect to weight is missing")
+def rms_norm(x, weight, eps=1e-6):
+    """detaches the weight"""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.detach()
 
 
 @wrong("11.1", hint="expected a torch.Tensor")
@@ -265,6 +287,26 @@ def rms_norm(x, weight, eps=1e-6):
 def rms_norm(x, weight, eps: float = 1e-6, dim: int = -1):
     """an extra dim argument with the right default"""
     return x / x.square().mean(dim, keepdim=True).add(eps).sqrt() * weight
+
+
+@right("11.1")
+def rms_norm(x, weight, eps=1e-6):
+    """the textbook form: x / sqrt(mean(x * x) + eps) * weight"""
+    return x / (x * x).mean(dim=-1, keepdim=True).add(eps) ** 0.5 * weight
+
+
+@right("11.1")
+def rms_norm(x, weight, eps=1e-6):
+    """off by a factor 1 + 3e-13 on float64 inputs (within the promised relative 1e-12)"""
+    out = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+    return out * (1 + 3e-13) if x.dtype == torch.float64 else out
+
+
+@right("11.1")
+def rms_norm(x, weight, eps=1e-6):
+    """off by a factor 1 - 3e-13 on float64 inputs (within the promised relative 1e-12)"""
+    out = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+    return out * (1 - 3e-13) if x.dtype == torch.float64 else out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -326,7 +368,7 @@ def swiglu(x, W_gate, W_up, W_down):
     return (F.silu(x @ W_gate) + x @ W_up) @ W_down
 
 
-@wrong("11.2", hint="down projection")
+@wrong("11.2", hint="forgot the down projection")
 def swiglu(x, W_gate, W_up, W_down):
     """forgets W_down (returns the d_ff-wide hidden layer)"""
     return F.silu(x @ W_gate) * (x @ W_up)
@@ -338,13 +380,13 @@ def swiglu(x, W_gate, W_up, W_down):
     return F.silu(((x @ W_gate) * (x @ W_up)) @ W_down)
 
 
-@wrong("11.2", hint="no transpose")
+@wrong("11.2", hint="with no transpose")
 def swiglu(x, W_gate, W_up, W_down):
     """applies the weights as nn.Linear does, x @ W.T"""
     return (F.silu(x @ W_gate.T) * (x @ W_up.T)) @ W_down.T
 
 
-@wrong("11.2", hint="residual")
+@wrong("11.2", hint="no residual connection of its own")
 def swiglu(x, W_gate, W_up, W_down):
     """adds the input back (a residual inside the FFN)"""
     return x + (F.silu(x @ W_gate) * (x @ W_up)) @ W_down
@@ -354,6 +396,12 @@ def swiglu(x, W_gate, W_up, W_down):
 def swiglu(x, W_gate, W_up, W_down):
     """F.linear with transposed weights"""
     return F.linear(F.silu(F.linear(x, W_gate.T)) * F.linear(x, W_up.T), W_down.T)
+
+
+@wrong("11.2", hint="without torch.nn.Linear")
+def swiglu(x, W_gate, W_up, W_down):
+    """a fresh nn.Linear layer in place of the network (the given weights unused)"""
+    return torch.nn.Linear(W_gate.shape[0], W_down.shape[1], bias=False).to(x.dtype)(x)
 
 
 @wrong("11.2", hint="package's own")
@@ -434,6 +482,12 @@ def swiglu(x, W_gate, W_up, W_down):
 def swiglu(x, W_gate, W_up, W_down, act=F.silu):
     """the activation as an extra default argument"""
     return (act(x @ W_gate) * (x @ W_up)) @ W_down
+
+
+@right("11.2")
+def swiglu(x, W_gate, W_up, W_down):
+    """torch.matmul for every product"""
+    return torch.matmul(F.silu(torch.matmul(x, W_gate)) * torch.matmul(x, W_up), W_down)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -546,7 +600,7 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     return _block(x, weights, n_heads, n_kv_heads, rope_base, rope_q=False, rope_k=False)
 
 
-@wrong("11.3", hint="rotated v too")
+@wrong("11.3", hint="you rotated v too")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """rotates the values too"""
     return _block(x, weights, n_heads, n_kv_heads, rope_base, rope_v=True)
@@ -558,13 +612,19 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     return _block(x, weights, n_heads, n_kv_heads, rope_base, rope_k=False)
 
 
+@wrong("11.3", hint="you rotated only k")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """rotates k but not q"""
+    return _block(x, weights, n_heads, n_kv_heads, rope_base, rope_q=False)
+
+
 @wrong("11.3", hint="tiled order")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """repeats the kv heads with Tensor.repeat (kv0, kv1, kv0, kv1)"""
     return _block(x, weights, n_heads, n_kv_heads, rope_base, repeat=lambda t, n: t.repeat(1, n, 1, 1))
 
 
-@wrong("11.3", hint="causal mask is missing")
+@wrong("11.3", hint="the causal mask is missing")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """no causal mask"""
     return _block(x, weights, n_heads, n_kv_heads, rope_base, mask="none")
@@ -576,12 +636,20 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     return _block(x, weights, n_heads, n_kv_heads, rope_base, mask="future")
 
 
-@wrong("11.3", hint="first residual")
+@wrong("11.3", hint="forgot the first residual")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """forgets the residual around attention"""
     w = weights
     h = _attn_sublayer(_rms_norm(x, w["norm1"]), w, n_heads, n_kv_heads, rope_base)
     return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
+
+
+@wrong("11.3", hint="forgot the second residual")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """forgets the residual around the feed-forward network"""
+    w = weights
+    h = x + _attn_sublayer(_rms_norm(x, w["norm1"]), w, n_heads, n_kv_heads, rope_base)
+    return _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
 
 
 @wrong("11.3", hint="reads the block's input x")
@@ -613,7 +681,7 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     return _block(x, weights, n_heads, n_kv_heads)
 
 
-@wrong("11.3", hint="output projection")
+@wrong("11.3", hint="forgot the output projection")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """forgets W_o"""
     w = dict(weights, W_o=torch.eye(x.shape[-1], dtype=x.dtype))
@@ -678,6 +746,9 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
         for mine, name in (("W_gate", "gate_proj"), ("W_up", "up_proj"), ("W_down", "down_proj")):
             getattr(block.ffn, name).weight.copy_(w[mine].T)
     return block(x)
+
+
+value("11.3", _llama.LlamaBlock, right=False, hint="package's own", name="the package's LlamaBlock class itself")
 
 
 class _StandInBlock:
@@ -897,6 +968,13 @@ def rms_norm(x, weight, eps=1e-6):
 def rms_norm(x, weight, eps=1e-6):
     """right up to a factor 1 + 1e-5 (a constant written with too few digits)"""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight * (1 + 1e-5)
+
+
+@wrong("11.1", hint="relative 1e-12")
+def rms_norm(x, weight, eps=1e-6):
+    """off by a factor 1 + 3e-11 on float64 inputs (just outside the promised relative 1e-12)"""
+    out = x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+    return out * (1 + 3e-11) if x.dtype == torch.float64 else out
 
 
 @wrong("11.1", hint="relative 1e-12")
@@ -1291,6 +1369,18 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """calls apply_rope without base: its default 10000 where the check passes rope_base"""
     return _rope_block(x, weights, n_heads, n_kv_heads, lambda q, k, pos: (_apply_rope(q, pos), _apply_rope(k, pos)))
+
+
+def _rope_no_base(x, positions):
+    """the chapter 5 apply_rope as it was, with no base parameter"""
+    return _apply_rope(x, positions)
+
+
+@wrong("11.3", hint="base parameter")
+def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
+    """calls the chapter 5 apply_rope, which has no base parameter, with base=rope_base (a TypeError)"""
+    return _rope_block(x, weights, n_heads, n_kv_heads,
+                       lambda q, k, pos: (_rope_no_base(q, pos, base=rope_base), _rope_no_base(k, pos, base=rope_base)))
 
 
 def _rope_fixed_base(x, positions, base=10000.0):
