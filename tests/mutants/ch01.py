@@ -23,25 +23,25 @@ def project_qkv_list(X, W_q, W_k, W_v):
     return [X @ W_q, X @ W_k, X @ W_v]
 
 
-@wrong("1.1", hint="order Q, K, V")
+@wrong("1.1", hint="returned (K, Q, V)")
 def project_qkv_order(X, W_q, W_k, W_v):
     """returns the keys first: (K, Q, V)"""
     return X @ W_k, X @ W_q, X @ W_v
 
 
-@wrong("1.1", hint="own weight matrix")
+@wrong("1.1", hint="your K looks like X @ W_q: each of Q, K and V has its own weight matrix")
 def project_qkv_copy_paste(X, W_q, W_k, W_v):
     """copy-paste slip: the keys are computed with W_q"""
     return X @ W_q, X @ W_q, X @ W_v
 
 
-@wrong("1.1", hint="transpos")
+@wrong("1.1", hint="your Q is transposed")
 def project_qkv_transposed(X, W_q, W_k, W_v):
     """computes W^T X^T, i.e. returns Q^T, K^T, V^T of shape (d_k, n)"""
     return W_q.T @ X.T, W_k.T @ X.T, W_v.T @ X.T
 
 
-@wrong("1.1", hint="batch")
+@wrong("1.1", hint="(batch, n, d): use the @ operator")
 def project_qkv_mm(X, W_q, W_k, W_v):
     """uses torch.mm, which only works without a batch dimension"""
     return torch.mm(X, W_q), torch.mm(X, W_k), torch.mm(X, W_v)
@@ -61,13 +61,13 @@ def project_qkv_flatten_batch(X, W_q, W_k, W_v):
     return X2 @ W_q, X2 @ W_k, X2 @ W_v
 
 
-@wrong("1.1", hint="scale")
+@wrong("1.1", hint="the scale 1/sqrt(d_k) belongs to the attention scores (chapter 2)")
 def project_qkv_scaled(X, W_q, W_k, W_v):
     """divides the queries by sqrt(d_k) already (chapter 2's scale, in the wrong place)"""
     return X @ W_q / math.sqrt(W_q.shape[-1]), X @ W_k, X @ W_v
 
 
-@wrong("1.1", hint="dtype")
+@wrong("1.1", hint="expected torch.float32, the dtype of X")
 def project_qkv_float64(X, W_q, W_k, W_v):
     """casts everything to float64 'for accuracy' and returns float64"""
     X = X.double()
@@ -88,7 +88,7 @@ def project_qkv_in_place(X, W_q, W_k, W_v):
     return X @ W_q, X @ W_k, X @ W_v
 
 
-@wrong("1.1", hint="transposed the weight matrix")
+@wrong("1.1", hint="you transposed the weight matrix")
 def project_qkv_weights_transposed(X, W_q, W_k, W_v):
     """multiplies by the transposed weights, X @ W.T (only runs when the sizes happen to be square)"""
     return X @ W_q.T, X @ W_k.T, X @ W_v.T
@@ -165,13 +165,13 @@ def project_qkv_scaled_by_d(X, W_q, W_k, W_v):
     return X @ W_q / math.sqrt(X.shape[-1]), X @ W_k, X @ W_v
 
 
-@wrong("1.1", hint="dtype")
+@wrong("1.1", hint="expected torch.float64, the dtype of X")
 def project_qkv_always_float32(X, W_q, W_k, W_v):
     """casts to float32 'to be safe' (float64 inputs come back as float32)"""
     return (X @ W_q).float(), (X @ W_k).float(), (X @ W_v).float()
 
 
-@wrong("1.1", hint="float16")
+@wrong("1.1", hint="dtype torch.float16")
 def project_qkv_half(X, W_q, W_k, W_v):
     """half precision to save memory"""
     return (X @ W_q).half(), (X @ W_k).half(), (X @ W_v).half()
@@ -201,21 +201,21 @@ def project_qkv_linear(X, W_q, W_k, W_v):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@wrong("1.2", hint="scale")
+@wrong("1.2", hint="dividing by sqrt(d_k) comes in chapter 2")
 def soft_lookup_scaled(q, K, V):
     """divides the scores by sqrt(d_k) although the task says not to scale"""
     weights = attnbook.softmax(K @ q / math.sqrt(q.shape[-1]), dim=-1)
     return weights @ V, weights
 
 
-@wrong("1.2", hint="order output, weights")
+@wrong("1.2", hint="returned (weights, output)")
 def soft_lookup_swapped(q, K, V):
     """returns (weights, output) instead of (output, weights)"""
     weights = attnbook.softmax(K @ q, dim=-1)
     return weights, weights @ V
 
 
-@wrong("1.2", hint="tuple")
+@wrong("1.2", hint="a tuple, not a list")
 def soft_lookup_list(q, K, V):
     """returns a list [output, weights]"""
     weights = attnbook.softmax(K @ q, dim=-1)
@@ -228,7 +228,7 @@ def soft_lookup_output_only(q, K, V):
     return attnbook.softmax(K @ q, dim=-1) @ V
 
 
-@wrong("1.2", hint="hard")
+@wrong("1.2", hint="hard lookup")
 def soft_lookup_hard(q, K, V):
     """a hard lookup: one-hot weights on the best key"""
     scores = K @ q
@@ -296,7 +296,7 @@ def soft_lookup_softmax_over_values(q, K, V):
 
 
 
-@wrong("1.2", hint="package's own")
+@wrong("1.2", hint="the package's own solution")
 def soft_lookup_package_sdpa(q, K, V):
     """hands the work to attnbook.scaled_dot_product_attention(scale=1.0) with q as a 1-row matrix"""
     out, weights = attnbook.scaled_dot_product_attention(q[None, :], K, V, scale=1.0)
@@ -376,6 +376,27 @@ def soft_lookup_not_summed(q, K, V):
     return weights[:, None] * V, weights
 
 
+@wrong("1.2", hint="the scores are K @ q")
+def soft_lookup_query_times_keys(q, K, V):
+    """scores as q @ K (the product the wrong way round)"""
+    weights = attnbook.softmax(q @ K, dim=-1)
+    return weights @ V, weights
+
+
+@wrong("1.2", hint="use torch.exp")
+def soft_lookup_math_exp(q, K, V):
+    """math.exp on the score tensor"""
+    e = math.exp(K @ q)
+    return e @ V, e
+
+
+@wrong("1.2", hint="count from the end")
+def soft_lookup_softmax_dim1(q, K, V):
+    """softmax over dim=1 of the 1-D scores"""
+    weights = attnbook.softmax(K @ q, dim=1)
+    return weights @ V, weights
+
+
 @wrong("1.2", hint="without weighting")
 def soft_lookup_plain_sum(q, K, V):
     """adds up the values without weights"""
@@ -390,14 +411,14 @@ def soft_lookup_column_weights(q, K, V):
     return (weights * V).sum(dim=0), weights
 
 
-@wrong("1.2", hint="dtype")
+@wrong("1.2", hint="expected torch.float64, the dtype of q")
 def soft_lookup_float32(q, K, V):
     """casts to float32 (float64 inputs come back as float32)"""
     weights = attnbook.softmax((K @ q).float(), dim=-1)
     return weights @ V.float(), weights
 
 
-@wrong("1.2", hint="without torch.nn.functional.scaled_dot_product_attention")
+@wrong("1.2", hint="the task asks you to write this without torch.nn.functional.scaled_dot_product_attention")
 def soft_lookup_torch_sdpa(q, K, V):
     """torch's scaled_dot_product_attention with scale=1 and q as a 1-row matrix"""
     F = torch.nn.functional
@@ -442,7 +463,7 @@ wrong("1.3", hint="package's own", name="attnbook.softmax from a second, separat
     _second_import_softmax())
 
 
-@wrong("1.3", hint="package's own")
+@wrong("1.3", hint="the package's own solution")
 def stable_softmax_wrapper(x, dim=-1):
     """a def wrapper that calls attnbook.softmax"""
     from attnbook.attention import softmax as sm
@@ -461,7 +482,7 @@ def stable_softmax_functional(x, dim=-1):
     return torch.nn.functional.softmax(x, dim=dim)
 
 
-@wrong("1.3", hint="without")
+@wrong("1.3", hint="the task asks you to write this without torch.logsumexp")
 def stable_softmax_logsumexp(x, dim=-1):
     """exp(x - logsumexp(x)), which the task forbids"""
     return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
@@ -473,14 +494,14 @@ def stable_softmax_log_softmax(x, dim=-1):
     return torch.log_softmax(x, dim=dim).exp()
 
 
-@wrong("1.3", hint="max")
+@wrong("1.3", hint="subtract the row maximum")
 def stable_softmax_naive(x, dim=-1):
     """the literal formula without subtracting the maximum (overflows / 0/0 at +-1000)"""
     e = x.exp()
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("1.3", hint="global maximum")
+@wrong("1.3", hint="not the global maximum")
 def stable_softmax_global_max(x, dim=-1):
     """subtracts the maximum of the whole tensor, not of each slice along dim"""
     e = (x - x.max()).exp()
@@ -501,7 +522,7 @@ def stable_softmax_mean(x, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("1.3", hint="dim")
+@wrong("1.3", hint="you normalised over the last dimension whatever `dim` was; normalise over the `dim` you were given")
 def stable_softmax_ignores_dim(x, dim=-1):
     """ignores dim and always normalises over the last axis"""
     e = (x - x.amax(dim=-1, keepdim=True)).exp()
@@ -599,7 +620,7 @@ def stable_softmax_sub_mul(x, dim=-1):
     return e * torch.reciprocal(e.sum(dim, keepdim=True))
 
 
-@wrong("1.3", hint="default must be the last dimension")
+@wrong("1.3", hint="the default dim. Hint: the default must be the last dimension")
 def stable_softmax_default_dim0(x, dim=0):
     """right, but with the default dim=0"""
     e = (x - x.amax(dim=dim, keepdim=True)).exp()
@@ -613,6 +634,27 @@ def stable_softmax_dim0(x, dim=-1):
     return e / e.sum(dim=0, keepdim=True)
 
 
+@wrong("1.3", hint="returns a pair (values, indices)")
+def stable_softmax_max_pair(x, dim=-1):
+    """subtracts x.max(dim=dim), which returns (values, indices), not a tensor"""
+    e = (x - x.max(dim=dim)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+@wrong("1.3", hint="you normalised over dim=1")
+def stable_softmax_dim1(x, dim=-1):
+    """always normalises over dim 1"""
+    e = (x - x.amax(dim=1, keepdim=True)).exp()
+    return e / e.sum(dim=1, keepdim=True)
+
+
+@wrong("1.3", hint="return the dtype you were given")
+def stable_softmax_always_float32(x, dim=-1):
+    """casts the result to float32 (float64 logits come back as float32)"""
+    e = (x - x.amax(dim=dim, keepdim=True)).exp()
+    return (e / e.sum(dim=dim, keepdim=True)).float()
+
+
 @wrong("1.3", hint="the sum drops")
 def stable_softmax_sum_no_keepdim(x, dim=-1):
     """keepdim on the maximum but not on the sum"""
@@ -620,7 +662,7 @@ def stable_softmax_sum_no_keepdim(x, dim=-1):
     return e / e.sum(dim=dim)
 
 
-@wrong("1.3", hint="the maximum drops")
+@wrong("1.3", hint="the maximum drops the dimension it reduces, so it lines up with the wrong entries of x: use x.amax(dim=dim, keepdim=True)")
 def stable_softmax_max_no_keepdim(x, dim=-1):
     """keepdim on the sum but not on the maximum"""
     e = (x - x.amax(dim=dim)).exp()
@@ -635,11 +677,17 @@ def stable_softmax_half(x, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 
 
-@wrong("1.3", hint="without scipy.special.softmax")
+@wrong("1.3", hint="the task asks you to write this without scipy.special.softmax")
 def stable_softmax_scipy(x, dim=-1):
     """scipy.special.softmax"""
     import scipy.special
     return torch.from_numpy(scipy.special.softmax(x.numpy(), axis=dim)).to(x.dtype)
+
+
+@wrong("1.3", hint="the task asks you to write this without torch._softmax")
+def stable_softmax_private_torch(x, dim=-1):
+    """torch._softmax, PyTorch's private softmax"""
+    return torch._softmax(x, dim, False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -677,6 +725,18 @@ def project_qkv_double_T(X, W_q, W_k, W_v):
 def project_qkv_double_T_einsum_free(X, W_q, W_k, W_v):
     """X.T @ ... with torch.matmul: X.T reverses the batch too"""
     return tuple(torch.matmul(W.T, X.T).T for W in (W_q, W_k, W_v))
+
+
+@wrong("1.1", hint="returned a single tensor")
+def project_qkv_only_q(X, W_q, W_k, W_v):
+    """returns only Q, a single tensor"""
+    return X @ W_q
+
+
+@wrong("1.1", hint="torch.bmm needs 3-D tensors")
+def project_qkv_bmm(X, W_q, W_k, W_v):
+    """torch.bmm with the 2-D weights (and 2-D X)"""
+    return torch.bmm(X, W_q), torch.bmm(X, W_k), torch.bmm(X, W_v)
 
 
 @wrong("1.1", hint="tuple")
