@@ -75,3 +75,55 @@ def offset():
 
     yield set_to
     compare.SEED_OFFSET = before
+
+
+def _names(code: str) -> tuple[set[str], set[str]]:
+    """(names a cell's code binds, names it reads)."""
+    import ast
+
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, read
+
+
+def exercise_section(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """An exercise version cut to what it adds to its chapter: the set-up cell, then everything from the heading
+    of the section that holds the first exercise ('## Exercises') to the end.
+
+    The cells in between are the chapter's own, unchanged (no solution cell among them: checked here), and strict
+    nbval runs them in the chapter; running them again here would only repeat that. Raises ValueError when the
+    section reads a name that only those cells define, so cutting them would change what the section does."""
+    import builtins
+
+    cells = nb.cells
+    solutions = [i for i, c in enumerate(cells) if c.cell_type == "code" and "solution" in c.metadata.get("tags", [])]
+    if not solutions:
+        raise ValueError("the notebook has no solution cell")
+    headings = [i for i in range(solutions[0]) if cells[i].cell_type == "markdown" and cells[i].source.startswith("## ")]
+    if not headings:
+        raise ValueError("no '## ' heading before the first solution cell")
+    setup = next(i for i, c in enumerate(cells) if c.cell_type == "code")
+    kept = [cells[setup], *cells[headings[-1]:]]
+    bound, read = set(dir(builtins)), set()
+    for cell in kept:
+        if cell.cell_type == "code":
+            code = "\n".join(line.split("%")[0] + "pass" if line.lstrip().startswith("%") else line
+                             for line in cell.source.splitlines())  # an IPython magic (%pip) reads no name
+            b, r = _names(code)
+            bound |= b
+            read |= r
+    if read - bound:
+        raise ValueError(f"the exercise section reads names the chapter's other cells define: {sorted(read - bound)}")
+    cut = nbformat.from_dict(nb)
+    cut.cells = kept
+    return cut

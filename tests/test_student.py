@@ -6,7 +6,7 @@ from nbclient import NotebookClient
 from attnbook.exercises import REGISTRY
 from attnbook.student import NOTICE, chapter_number, exercise_version, generate, plain_exercise, stub_source
 
-from conftest import BOOK, CHAPTERS
+from conftest import BOOK, CHAPTERS, exercise_section
 
 
 def test_indented_block_becomes_not_implemented():
@@ -96,8 +96,10 @@ def test_committed_exercise_versions_are_up_to_date():
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_exercise_version_runs_and_every_check_is_not_attempted(chapter):
-    """What a learner sees on opening the exercise version: no cell fails, every check says 'not attempted yet'."""
-    nb = nbformat.read(BOOK / "exercises" / chapter.name, as_version=4)
+    """What a learner sees on opening the exercise version: no cell fails, every check says 'not attempted yet'.
+    Only the set-up cell and the exercise section run here (`exercise_section`): the cells between them are the
+    chapter's own, which strict nbval runs; `test_committed_exercise_versions_are_up_to_date` keeps them so."""
+    nb = exercise_section(nbformat.read(BOOK / "exercises" / chapter.name, as_version=4))
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}}).execute()
     records = [out.metadata["attnbook"] for cell in nb.cells if cell.cell_type == "code"
                for out in cell.outputs if "attnbook" in out.get("metadata", {})]
@@ -108,3 +110,18 @@ def test_exercise_version_runs_and_every_check_is_not_attempted(chapter):
     assert all(c["status"] == "not attempted" for c in checks), checks
     (summary,) = [r["summary"] for r in records if "summary" in r]
     assert summary["points"] == 0 and len(summary["exercises"]) == len(expected)
+
+
+def test_exercise_section_keeps_the_set_up_and_the_exercises_and_refuses_a_section_that_needs_the_chapter():
+    nb = _tiny_chapter()
+    setup = nbformat.v4.new_code_cell("from attnbook import setup\nfrom attnbook.exercises import check\nsetup()")
+    body = nbformat.v4.new_code_cell("table = [1, 2]")
+    heading = nbformat.v4.new_markdown_cell("## Exercises")
+    check = nbformat.v4.new_code_cell("check('9.1', f)")
+    nb.cells = [nb.cells[0], setup, nbformat.v4.new_markdown_cell("## Body"), body, heading, *nb.cells[1:3], check]
+    cut = exercise_section(nb)
+    assert [c.source for c in cut.cells] == [setup.source, heading.source, nb.cells[5].source,
+                                             nb.cells[6].source, check.source]
+    check.source = "check('9.1', f, table)"
+    with pytest.raises(ValueError, match=r"\['table'\]"):
+        exercise_section(nb)
