@@ -55,7 +55,8 @@ def colab_python(tmp_path_factory) -> Path:
     env_dir = tmp_path_factory.mktemp("colab") / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # --no-compile: byte-compiling all of torch at install costs about 30 s here; a kernel compiles what it imports
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
     subprocess.run([*pip, *_pins()], check=True)
     subprocess.run([*pip, "--no-deps", str(ROOT)], check=True)  # a regular (built) install, not editable
     return python

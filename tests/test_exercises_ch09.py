@@ -764,7 +764,9 @@ def test_9_3_synchronisation_is_checked_on_a_pretended_gpu(kwargs, piece):
 from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 
-@pytest.mark.parametrize("exercise_id, count", [("9.1", 2), ("9.2", 10), ("9.3", 5)])
+# five offsets at most here (test_remote adds run seeds 0 to 2 for every entry): enough to catch a verdict
+# that flips with the values, within the CI time budget
+@pytest.mark.parametrize("exercise_id, count", [("9.1", 2), ("9.2", 5), ("9.3", 3)])
 def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
     catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
 

@@ -771,7 +771,9 @@ def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_c
 from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 
-@pytest.mark.parametrize("exercise_id, count", [("10.1", 10), ("10.2", 10), ("10.3", 2)])
+# five offsets at most here (test_remote adds run seeds 0 to 2 for every entry): enough to catch a verdict
+# that flips with the values, within the CI time budget
+@pytest.mark.parametrize("exercise_id, count", [("10.1", 5), ("10.2", 5), ("10.3", 2)])
 def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
     catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
 
