@@ -592,3 +592,20 @@ def test_seeded_draws_what_torch_manual_seed_draws_and_restores_the_state():
     after = torch.randn(2)
     torch.manual_seed(7)
     assert torch.equal(inside, torch.randn(3)) and torch.equal(after, outside)
+
+
+def test_resolve_remembers_what_is_not_a_module_and_still_imports_what_is():
+    """reach.resolve skips the import of a name that failed before (torch.ops.aten is an object, not a module),
+    returns what importlib would, and still imports a module that is not loaded yet."""
+    import sys
+
+    import torch
+
+    from attnbook.exercises.reach import resolve, resolve_or_none
+
+    for _ in range(2):  # the second time from what the first remembered
+        assert resolve("torch.ops.aten._softmax.default")[2] is torch.ops.aten._softmax.default
+        assert resolve_or_none("torch.ops.aten.no_such_op_anywhere") is None
+    sys.modules.pop("wave", None)
+    owner, name, obj = resolve("wave.open")
+    assert owner is sys.modules["wave"] and name == "open" and obj is sys.modules["wave"].open

@@ -115,6 +115,28 @@ class Raiser:
         return Raiser(self._path, self._instead, original, self._guard, self._reference)
 
 
+def _holders(originals) -> dict[int, list[tuple[object, str]]]:
+    """{id(object): [(module, attribute), ...]} for every attribute of an attnbook module that holds one of
+    `originals`, in sys.modules order: one pass over the package's modules for all of them (a pass per forbidden
+    path made setting up each call most of a check's time). The caller keeps `originals` alive."""
+    wanted = {id(o) for o in originals}
+    where: dict[int, list[tuple[object, str]]] = {}
+    for n, m in list(sys.modules.items()):
+        if m is not None and (n == "attnbook" or n.startswith("attnbook.")):
+            for attr, value in list(vars(m).items()):
+                if id(value) in wanted:
+                    where.setdefault(id(value), []).append((m, attr))
+    return where
+
+
+def _still(holders: list[tuple[object, str]], original) -> list[tuple[object, str]]:
+    """The (module, attribute) pairs that hold `original` now (an earlier patch may have replaced it)."""
+    return [(m, attr) for m, attr in holders if vars(m).get(attr, _ABSENT) is original]
+
+
+_ABSENT = object()
+
+
 class Forbidding:
     """Make forbidden functions unreachable for the duration of a block, and record every reach (see `call`)."""
 
@@ -216,31 +238,32 @@ class Forbidding:
 
     def _patch(self) -> None:
         self._watch_second_imports()
-        for path in self.references:  # calls through any module attribute, the package's own insides included
+        # Look every path up before patching any (an overload X.default is reached through X), then find where
+        # each object sits in the package's modules, in one pass.
+        references = []
+        for path in self.references:
             try:
-                owner, name, original = resolve(path)
+                references.append((path, *resolve(path)))
             except (ValueError, AttributeError, RuntimeError):
                 continue
-            try:
-                self.patches.set(owner, name, Raiser(path, None, original, self, reference=True))
-            except (AttributeError, TypeError):
-                continue
-            for module in [m for n, m in list(sys.modules.items())
-                           if m is not None and (n == "attnbook" or n.startswith("attnbook."))]:
-                for attr, value in list(vars(module).items()):
-                    if value is original and not (module is owner and attr == name):
-                        self.patches.set(module, attr, Raiser(path, None, original, self, reference=True))
-        if not self.items:
-            return
-        user_globals = getattr(unwrap(self.fn), "__globals__", {})
-        modules = [m for n, m in list(sys.modules.items())
-                   if m is not None and (n == "attnbook" or n.startswith("attnbook."))]
-        resolved = []  # look every path up before patching any: an overload (X.default) is reached through X
+        resolved = []
         for path, instead in self.items:
             try:
                 resolved.append((path, instead, *resolve(path)))
             except (ValueError, AttributeError, RuntimeError):  # not installed here: the learner cannot call it
                 continue
+        holders = _holders([r[-1] for r in references] + [r[-1] for r in resolved])
+        for path, owner, name, original in references:  # calls through any module attribute, the package's own
+            try:                                          # insides included
+                self.patches.set(owner, name, Raiser(path, None, original, self, reference=True))
+            except (AttributeError, TypeError):
+                continue
+            for module, attr in _still(holders.get(id(original), []), original):
+                if not (module is owner and attr == name):
+                    self.patches.set(module, attr, Raiser(path, None, original, self, reference=True))
+        if not self.items:
+            return
+        user_globals = getattr(unwrap(self.fn), "__globals__", {})
         for path, instead, owner, name, original in resolved:
             raiser = Raiser(path, instead, original, self)
             try:
@@ -248,10 +271,9 @@ class Forbidding:
             except (AttributeError, TypeError):  # a read-only C attribute: the profile hook sees its calls
                 continue
             # The same object reached another way: a name imported into the notebook or another module.
-            for namespace_owner in modules:
-                for attr, value in list(vars(namespace_owner).items()):
-                    if value is original and not (namespace_owner is owner and attr == name):
-                        self.patches.set(namespace_owner, attr, raiser)
+            for namespace_owner, attr in _still(holders.get(id(original), []), original):
+                if not (namespace_owner is owner and attr == name):
+                    self.patches.set(namespace_owner, attr, raiser)
             for attr, value in list(user_globals.items()):
                 if value is original or (isinstance(value, functools.partial) and value.func is original):
                     self.patches.set(user_globals, attr, raiser)

@@ -24,12 +24,31 @@ def unwrap(fn):
     return fn
 
 
+# Dotted names that importlib could not import (torch.ops.aten, a class, a function): a forbid list resolves
+# hundreds of paths through them on every call, and a failed import searches the file system each time.
+_NOT_MODULES: set[str] = set()
+
+
+def _import(name: str):
+    """importlib.import_module(name), remembering the names that are not modules."""
+    module = sys.modules.get(name)
+    if module is not None:  # what import_module returns too
+        return module
+    if name in _NOT_MODULES:
+        raise ImportError(name)
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        _NOT_MODULES.add(name)
+        raise
+
+
 def resolve(path: str):
     """(owner, attribute name, object) for a dotted path such as "torch.Tensor.softmax"; ValueError if none."""
     parts = path.split(".")
     for i in range(len(parts) - 1, 0, -1):
         try:
-            owner = importlib.import_module(".".join(parts[:i]))
+            owner = _import(".".join(parts[:i]))
         except ImportError:
             continue
         for name in parts[i:-1]:
