@@ -609,3 +609,22 @@ def test_resolve_remembers_what_is_not_a_module_and_still_imports_what_is():
     sys.modules.pop("wave", None)
     owner, name, obj = resolve("wave.open")
     assert owner is sys.modules["wave"] and name == "open" and obj is sys.modules["wave"].open
+
+
+def test_a_failed_import_under_a_package_is_tried_again():
+    """Only imports that can never succeed are remembered: a submodule of a package whose import failed once (a
+    learner's cell poisoned sys.modules) is imported when asked again, so its forbidden functions are still found."""
+    import sys
+
+    from attnbook.exercises.reach import resolve_or_none
+
+    import email
+
+    sys.modules.pop("email.quoprimime", None)
+    vars(email).pop("quoprimime", None)  # not loaded, not reachable as an attribute
+    sys.modules["email.quoprimime"] = None  # import now fails
+    try:
+        assert resolve_or_none("email.quoprimime.quote") is None
+    finally:
+        del sys.modules["email.quoprimime"]
+    assert resolve_or_none("email.quoprimime.quote") is sys.modules["email.quoprimime"].quote

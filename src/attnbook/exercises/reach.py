@@ -24,22 +24,33 @@ def unwrap(fn):
     return fn
 
 
-# Dotted names that importlib could not import (torch.ops.aten, a class, a function): a forbid list resolves
-# hundreds of paths through them on every call, and a failed import searches the file system each time.
+# Dotted names that importlib could not import and never will: a forbid list resolves hundreds of paths through
+# them on every call, and a failed import searches the file system each time.
 _NOT_MODULES: set[str] = set()
 
 
+def _never_a_module(name: str) -> bool:
+    """True when no import of `name` can succeed: torch.ops's op namespaces (an object, not a package), or a name
+    under a loaded module that is not a package (no __path__: nothing below it is importable). Asked again on
+    every use of what was remembered, so a learner's changes (a __path__ added) cannot make it skip a real import."""
+    if name == "torch.ops" or name.startswith("torch.ops."):
+        return True
+    parent = sys.modules.get(name.rpartition(".")[0])
+    return parent is not None and not hasattr(parent, "__path__")
+
+
 def _import(name: str):
-    """importlib.import_module(name), remembering the names that are not modules."""
+    """importlib.import_module(name), without repeating an import that cannot succeed."""
     module = sys.modules.get(name)
     if module is not None:  # what import_module returns too
         return module
-    if name in _NOT_MODULES:
+    if name in _NOT_MODULES and _never_a_module(name):
         raise ImportError(name)
     try:
         return importlib.import_module(name)
     except ImportError:
-        _NOT_MODULES.add(name)
+        if _never_a_module(name):
+            _NOT_MODULES.add(name)
         raise
 
 
