@@ -1,6 +1,8 @@
 """The mutant catalogue: learner-style answers to every exercise, as data.
 
-Each `tests/mutants/chNN.py` registers answers to chapter NN's exercises:
+Each `tests/mutants/chNN.py` registers answers to chapter NN's exercises, one table per exercise (`table`, below):
+most rows are the exercise's learner template with one mistake switched on; an answer of several statements that
+no template covers is a function of its own:
 
     @wrong("6.3", hint="EOS")          # a plausible mistake: must fail, and its message must contain "EOS"
     def greedy_decode(model, src, ...): ...
@@ -66,6 +68,38 @@ def right(exercise_id: str, name: str | None = None):
 def value(exercise_id: str, answer, *, right: bool, hint: str | None = None, name: str | None = None) -> None:
     """Register a value answer (a by-hand matrix or number, or anything passed to check as it is)."""
     _register(exercise_id, answer, right, hint, name)
+
+
+class _Right:
+    def __repr__(self) -> str:
+        return "RIGHT"
+
+
+RIGHT = _Right()  # a table row's verdict: the answer must pass
+WRONG = None  # a table row's verdict: the answer must fail, with no particular message promised
+
+
+def table(exercise_id: str, rows) -> None:
+    """Register one exercise's answers, a row each: (name, verdict, answer). `verdict` is RIGHT (the answer must
+    pass), WRONG (it must fail), or a piece of the message it must fail with (its hint, case-insensitive):
+
+        table("4.1", [
+            ("torch.var's default correction (divides by d - 1)", "unbiased variance", ln(var="unbiased")),
+            ("LayerNorm written out in float64, cast back", RIGHT, ln(detour=torch.float64)),
+        ])
+
+    An answer is a function (usually made by the exercise's learner template, one keyword per mistake), a lambda
+    or a value (a by-hand matrix or number). Answers of several statements stay `@wrong`/`@right` functions."""
+    for row in rows:
+        if not (isinstance(row, tuple) and len(row) == 3 and isinstance(row[0], str)):
+            raise TypeError(f"{exercise_id}: a table row is (name, verdict, answer), got {row!r:.80}")
+        name, verdict, answer = row
+        if verdict is RIGHT:
+            _register(exercise_id, answer, True, None, name)
+        elif verdict is None or isinstance(verdict, str):
+            _register(exercise_id, answer, False, verdict, name)
+        else:
+            raise TypeError(f"{exercise_id} {name!r}: the verdict is RIGHT, WRONG or a hint (str), got {verdict!r}")
 
 
 def fresh_import(module, name: str):
