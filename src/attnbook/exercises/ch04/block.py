@@ -7,17 +7,20 @@ import torch
 from torch import Tensor, nn
 
 from ...layers import EncoderBlock, LayerNorm
+from ..compare import expect_input_dtype, generator
 from ..guard import call
 from ..inputs import builds
 from ..registry import exercise
-from ..runs import GRAD_HINT, GRAD_TAIL, Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import expect_dtype, randn64, tolerance
+from ..runs import GRAD_TAIL, Run, collect, expect_gradients, expect_shape, verdict
+from ._shared import randn64, tolerance
 from ...i18n import N_, _
 
 
 def _randomize_(module: nn.Module, seed: int) -> nn.Module:
-    """Random values for every parameter: torch's ones and zeros would hide a forgotten gamma, beta or bias."""
-    g = torch.Generator().manual_seed(seed)
+    """Random values for every parameter, new on every run (`generator` adds the run's seed offset; `builds`
+    records it, so the grader's kernel makes the same ones): torch's ones and zeros would hide a forgotten gamma,
+    beta or bias, and weights fixed across runs would let an answer remember them."""
+    g = generator(seed)
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
@@ -188,7 +191,7 @@ def check_pre_norm_block(pre_norm_block) -> str:
             mistakes = _block_mistakes(x, attn, ffn, norm1, norm2)
             got = call(pre_norm_block, x, attn, ffn, norm1, norm2, what="pre_norm_block", on=desc,
                        forbid=BLOCK_FORBIDDEN, explain=_block_error_hint)
-        expect_dtype(got, x, _("your result"), desc)
+        expect_input_dtype(got, x, what=_("your result"), on=desc, same_shape=True)
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=desc)
         return Run(desc, got, ref, mistakes, *tolerance(x))
 
