@@ -274,6 +274,18 @@ def expect_dtype(got: Tensor, dtype: torch.dtype, *, what: str = N_("your result
                     hint or DTYPE_HINT)
 
 
+def expect_input_dtype(got, x: Tensor, *, what: str, on: str, input_name: str = "x", same_shape: bool = False,
+                       hint: str | None = None) -> None:
+    """Wrong if `got`, a floating-point tensor (of x's shape, with `same_shape`), has another dtype than the input
+    `x`; anything else passes, for the shape and value checks that follow. The hint names x's dtype."""
+    if not (isinstance(got, Tensor) and got.is_floating_point()) or (same_shape and got.shape != x.shape):
+        return
+    name = str(x.dtype).removeprefix("torch.")
+    expect_dtype(got, x.dtype, what=what, on=on, input_name=input_name, hint=hint or _(
+        "return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no constants of another "
+        "dtype", name=name))
+
+
 INT_HINT = (N_("a count is a whole number: compute it with integer arithmetic (*, + and //) on the int arguments, "
                "not / or math.pow, which give floats"))
 

@@ -1,12 +1,11 @@
 """What chapter 3's checkers share: the heads and the concatenation written out from the definitions, the
-dtype check of a rearrangement, and the hint for view() on memory out of order."""
+hint for a rearrangement that changed the dtype, and the hint for view() on memory out of order."""
 from __future__ import annotations
 
 
 import torch
 from torch import Tensor
 
-from ..registry import Wrong
 from ...i18n import N_, _
 
 
@@ -22,13 +21,6 @@ def concat_ref(x: Tensor) -> Tensor:
 
 
 REARRANGE_DTYPE_HINT = N_("only rearrange the input (view/reshape, transpose): do not build a new tensor of another dtype")
-
-
-def expect_dtype(got: Tensor, x: Tensor, what: str, on: str, hint: str = REARRANGE_DTYPE_HINT) -> None:
-    """Wrong unless `got` kept the dtype of the input `x`."""
-    if got.dtype != x.dtype:
-        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}, the dtype of x",
-                      what=what, dtype=got.dtype, on=on, dtype2=x.dtype), hint)
 
 
 def merge_error_hint(message: str) -> str | None:

@@ -6,14 +6,14 @@ import math
 import torch
 from torch import Tensor
 
-from ..compare import randn
+from ..compare import expect_dtype, randn
 from ..runs import ATOL, RTOL, Run, collect, expect_gradients, expect_shape, verdict
 from ..forbid import ATTENTION_SHORTCUTS
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
-from ._shared import SPLIT_INTERLEAVED, VIEW_WITHOUT_TRANSPOSE, expect_dtype, heads_ref, merge_error_hint
+from ._shared import SPLIT_INTERLEAVED, VIEW_WITHOUT_TRANSPOSE, heads_ref, merge_error_hint
 
 # ---------------------------------------------------------------------------------------------------------
 # 3.2 multi-head forward from given weight matrices
@@ -174,8 +174,7 @@ def check_multi_head_forward(multi_head_forward) -> str:
                         _("return only the output, of shape (B, n, d_model), not the attention weights too"))
         ref, mistakes = _mha_reference(*args), _forward_mistakes(*args)  # (B, n, d_model)
         got = expect_shape(got, ref, mistakes, runs, what=_("your output"), on=desc)
-        expect_dtype(got, args[0], _("your output"), desc,
-                      _("return the dtype of x: compute in x's dtype (no .float() or .double()), and create any new "
+        expect_dtype(got, args[0].dtype, what=_("your output"), on=desc, input_name="x", hint=_("return the dtype of x: compute in x's dtype (no .float() or .double()), and create any new "
                         "tensor with dtype=x.dtype"))
         tol = (1e-10, 1e-9) if args[0].dtype == torch.float64 else (ATOL, RTOL)
         return Run(desc, got, ref, mistakes, *tol)

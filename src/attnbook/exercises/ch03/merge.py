@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from ..compare import randn
+from ..compare import expect_dtype, randn
 from ..runs import Run, collect, expect_shape, verdict
 from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import _
-from ._shared import MERGE_RULE, concat_ref, expect_dtype, merge_error_hint
+from ._shared import MERGE_RULE, REARRANGE_DTYPE_HINT, concat_ref, merge_error_hint
 
 # ---------------------------------------------------------------------------------------------------------
 # 3.4 merge_heads
@@ -56,7 +56,7 @@ def check_merge_heads(merge_heads) -> str:
               "order"): x.flip(1).transpose(1, 2).reshape(B, n, h * dh),
         }
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=desc)
-        expect_dtype(got, x, _("your result"), desc)
+        expect_dtype(got, x.dtype, what=_("your result"), on=desc, input_name="x", hint=REARRANGE_DTYPE_HINT)
         return Run(desc, got, ref, mistakes)
 
     runs = collect(cases, one)

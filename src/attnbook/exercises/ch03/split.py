@@ -6,12 +6,12 @@ import re
 import torch
 from torch import Tensor
 
-from ..compare import randn
+from ..compare import expect_dtype, randn
 from ..runs import Run, collect, expect_shape, verdict
 from ..guard import call
 from ..registry import exercise
 from ...i18n import _
-from ._shared import SPLIT_INTERLEAVED, SPLIT_RULE, VIEW_WITHOUT_TRANSPOSE, expect_dtype, heads_ref
+from ._shared import SPLIT_INTERLEAVED, REARRANGE_DTYPE_HINT, SPLIT_RULE, VIEW_WITHOUT_TRANSPOSE, heads_ref
 
 # ---------------------------------------------------------------------------------------------------------
 # 3.1 split_heads
@@ -66,7 +66,7 @@ def check_split_heads(split_heads) -> str:
         got = call(split_heads, x, h, what="split_heads", on=desc, forbid=forbid, explain=_split_error_hint)
         ref, mistakes = heads_ref(x, h), _split_mistakes(x, h)  # (B, h, n, d_head)
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=desc)
-        expect_dtype(got, x, _("your result"), desc)
+        expect_dtype(got, x.dtype, what=_("your result"), on=desc, input_name="x", hint=REARRANGE_DTYPE_HINT)
         return Run(desc, got, ref, mistakes)
 
     verdict(collect(cases, one), what=_("your result"), rule=SPLIT_RULE)

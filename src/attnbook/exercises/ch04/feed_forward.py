@@ -4,10 +4,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..compare import expect_input_dtype
 from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import expect_dtype, randn64, tolerance
+from ._shared import randn64, tolerance
 from ...i18n import N_, _
 
 
@@ -82,7 +83,7 @@ def check_feed_forward(feed_forward) -> str:
         got = call(feed_forward, x, W1, b1, W2, b2, what="feed_forward", on=on, forbid=FFN_FORBIDDEN,
                    explain=_ffn_error_hint)
         ref = _ffn_ref(x, W1, b1, W2, b2)  # (..., d)
-        expect_dtype(got, x, _("your result"), on)
+        expect_input_dtype(got, x, what=_("your result"), on=on, same_shape=True)
         mistakes = _ffn_mistakes(x, W1, b1, W2, b2)
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, *tolerance(x))

@@ -4,10 +4,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..compare import expect_input_dtype
 from ..guard import call
 from ..registry import exercise, NotAttempted, Wrong
 from ..runs import Run, collect, compare_gradients, expect_shape, grad_inputs, observe_gradients, verdict
-from ._shared import expect_dtype, randn64, tolerance
+from ._shared import randn64, tolerance
 from ...i18n import N_, _
 
 
@@ -165,7 +166,7 @@ def check_layer_norm(layer_norm) -> str:
         outputs.append(got)
         eps_ = 1e-5 if eps is None else eps
         ref = nn.functional.layer_norm(x.double(), (d,), gamma.double(), beta.double(), eps_)  # PyTorch's own
-        expect_dtype(got, x, _("your result"), on)
+        expect_input_dtype(got, x, what=_("your result"), on=on, same_shape=True)
         mistakes = _layer_norm_mistakes(x, gamma, beta, eps_)
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         # float32 keeps about 7 digits of x ~ 1000: the centred values keep about 4 (E[x^2] - E[x]^2 keeps none)

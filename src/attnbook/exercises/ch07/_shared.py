@@ -7,7 +7,7 @@ import functools
 import torch
 from torch import Tensor, nn
 
-from ..compare import randn
+from ..compare import expect_dtype, randn
 from ..guard import beside_answer
 from ..reach import resolve_or_none
 from ..hints import describe
@@ -45,13 +45,6 @@ DTYPE_HINT = (N_("keep the dtype of the input: no .float(), .double(), .half() o
                  "any new tensor with dtype=<input>.dtype (torch.zeros(...) is float32 unless told otherwise)"))
 
 
-def expect_dtype(got: Tensor, dtype: torch.dtype, input_name: str, what: str, on: str) -> None:
-    """Wrong unless the result `got` has the dtype of the input (a float32 result loses float64 precision)."""
-    if got.dtype != dtype:
-        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}, the dtype of {input_name}",
-                      what=what, dtype=got.dtype, on=on, dtype2=dtype, input_name=input_name), DTYPE_HINT)
-
-
 def dtype_first(got, expected: Tensor, input_name: str, what: str, on: str) -> None:
     """Report a dtype change, or float64 values rounded through float32 on the way, before any value check,
     when the values are right to float32 precision."""
@@ -60,7 +53,7 @@ def dtype_first(got, expected: Tensor, input_name: str, what: str, on: str) -> N
     g, e = got.detach().double(), expected.detach().double()
     if not torch.allclose(g, e, atol=1e-4, rtol=1e-4):
         return  # wrong values: the mistakes table speaks first
-    expect_dtype(got, expected.dtype, input_name, what, on)
+    expect_dtype(got, expected.dtype, what=what, on=on, input_name=input_name, hint=DTYPE_HINT)
     if expected.dtype == torch.float64 and not torch.allclose(g, e, **tolerance(torch.float64)):
         raise Wrong(_("{what} is right only to about float32 precision on {on} (max abs error "
                       "{g_e_abs_max_item:.1g}): somewhere on the way the float64 values went through a float32 "

@@ -7,12 +7,12 @@ import re
 import torch
 from torch import Tensor
 
-from ..compare import expect_close, generator
+from ..compare import expect_close, expect_dtype, generator
 from ..guard import call
 from ..observe import Backward, Nothing
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
-from ._shared import dtype_first, expect_dtype, expect_function, randn64, tolerance
+from ._shared import DTYPE_HINT, dtype_first, expect_function, randn64, tolerance
 
 
 CLS_FORBIDDEN = [("attnbook.models.vit.ViT.embed", N_("build the tokens yourself from x, cls and pos"))]
@@ -194,7 +194,7 @@ def check_prepend_cls(prepend_cls) -> str:
                           tuple_got_shape=tuple(got.shape), on=on, tuple_expected_shape=tuple(expected.shape)), hint)
         dtype_first(got, expected, "x", _("your result"), on)
         expect_close(got, expected, what=_("your result"), on=on, mistakes=mistakes, **tolerance(dtype))
-        expect_dtype(got, dtype, "x", _("your result"), on)
+        expect_dtype(got, dtype, what=_("your result"), on=on, input_name="x", hint=DTYPE_HINT)
         if grad:
             _check_gradients(got, grads, x, cls, pos, on)
     return (_("right on {len_cases} inputs, including a batch of one, a single patch, float32 and float64, more "

@@ -8,11 +8,11 @@ import torch
 from torch import Tensor
 
 from ...patches import patchify as _patchify
-from ..compare import expect_close
+from ..compare import expect_close, expect_dtype
 from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
-from ._shared import counting, dtype_first, expect_dtype, expect_function, randn64, tolerance, worked_example
+from ._shared import DTYPE_HINT, counting, dtype_first, expect_function, randn64, tolerance, worked_example
 
 
 PATCHIFY_FORBIDDEN = [
@@ -131,7 +131,7 @@ def check_patchify(patchify) -> str:
                           "each holding the P*P*C values of its pixels, with B, C, H and W from images.shape"))
         dtype_first(got, expected, "images", _("your result"), desc)  # moving values must not round them
         expect_close(got, expected, what=_("your result"), on=desc, mistakes=mistakes, **tolerance(images.dtype))
-        expect_dtype(got, images.dtype, "images", _("your result"), desc)
+        expect_dtype(got, images.dtype, what=_("your result"), on=desc, input_name="images", hint=DTYPE_HINT)
     return (_("right on {len_cases} inputs, including the worked example, non-square images, one patch per "
               "image, one pixel per patch, and float32 and float64 images", len_cases=len(cases)))
 

@@ -1,6 +1,6 @@
 """Helpers that chapter 11's checkers share: float64 random inputs, the accuracy each dtype is checked to (and the
-hint for a result that is close but not that close), the check that a result keeps the input's dtype, and the
-ready-made pieces of `transformers` that the three exercises forbid."""
+hint for a result that is close but not that close), and the ready-made
+pieces of `transformers` that the three exercises forbid."""
 from __future__ import annotations
 
 import functools
@@ -11,8 +11,7 @@ import torch
 from torch import Tensor
 
 from ..compare import randn
-from ..registry import Wrong
-from ...i18n import N_, _
+from ...i18n import N_
 
 F64 = torch.float64
 # The accuracy the task texts promise. A float64 result is checked to a relative 1e-12 (|got - want| <= 1e-12 +
@@ -40,14 +39,6 @@ def near(ref: Tensor, x: Tensor):
     return (ref, ATOL32, RTOL32) if x.dtype == F64 else None
 
 
-def expect_dtype(got, x: Tensor, what: str, on: str) -> None:
-    """Wrong if `got` is a floating-point tensor whose dtype is not the input x's (its shape is checked later)."""
-    if isinstance(got, Tensor) and got.is_floating_point() and got.dtype != x.dtype:
-        name = str(x.dtype).removeprefix("torch.")
-        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2} like the input",
-                      what=what, dtype=got.dtype, on=on, dtype2=x.dtype),
-                    _("return the dtype of x (here {name}): no .float(), .double() or .half() casts, and no "
-                      "constants of another dtype", name=name))
 
 
 # transformers' ready-made pieces by kind, as the names of the classes and functions of its model modules

@@ -15,11 +15,12 @@ from torch import Tensor
 from ...models.llama import LlamaBlock
 from ..ch05._shared import import_transformers_first
 from ..forbid import ATTENTION_SHORTCUTS
+from ..compare import expect_input_dtype
 from ..guard import call
 from ..registry import exercise, Wrong
-from ..runs import (GRAD_HINT, GRAD_TAIL, Run, collect, compare_gradients, expect_shape, grad_inputs,
+from ..runs import (GRAD_TAIL, Run, collect, compare_gradients, expect_shape, grad_inputs,
                     observe_gradients, verdict)
-from ._shared import ATOL32, ATOL64, F64, HF_BLOCK, RTOL32, RTOL64, expect_dtype, randn64, transformers_pieces
+from ._shared import ATOL32, ATOL64, F64, HF_BLOCK, RTOL32, RTOL64, randn64, transformers_pieces
 from ...i18n import N_, _
 
 _BLOCK_INSTEAD = (N_("assemble the block from your own functions: rms_norm, swiglu and the answers of chapters 2, 3, 5 "
@@ -344,7 +345,7 @@ def check_modern_block(modern_block) -> str:
                    explain=_block_explainer(x), prepare=import_transformers_first)
         base_ = 10000.0 if base is None else base
         ref = _llama_reference(x, w, h, kv, base_)  # (B, T, d), float64
-        expect_dtype(got, x, _("your result"), on)
+        expect_input_dtype(got, x, what=_("your result"), on=on)
         if isinstance(got, Tensor) and tuple(got.shape) != tuple(ref.shape):
             raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_ref_shape}",
                           what=_("your result"), tuple_got_shape=tuple(got.shape), on=on,

@@ -7,10 +7,11 @@ import torch
 from torch import Tensor
 
 from ..ch05._shared import import_transformers_first
+from ..compare import expect_input_dtype
 from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import F64, HF_NORMS, PRECISION_HINT, expect_dtype, near, randn64, tolerance, transformers_pieces
+from ._shared import F64, HF_NORMS, PRECISION_HINT, near, randn64, tolerance, transformers_pieces
 from ...i18n import N_, _
 
 NORMALISATION_ROUTINES = (  # torch's normalisations (op_aliases adds their torch.ops.aten and torch._C routes)
@@ -148,7 +149,7 @@ def check_rms_norm(rms_norm) -> str:
                    explain=_rms_error_hint, prepare=import_transformers_first)
         eps_ = 1e-6 if eps is None else eps
         ref = _rms_ref(x.to(F64), weight.to(F64), eps_)
-        expect_dtype(got, x, _("your result"), on)
+        expect_input_dtype(got, x, what=_("your result"), on=on)
         mistakes = _rms_mistakes(x, weight, eps_, eps is not None)
         mistakes[_(PRECISION_HINT)] = near(ref, x)  # last: any mistake above that fits is the better hint
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)

@@ -6,10 +6,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..ch05._shared import import_transformers_first
+from ..compare import expect_input_dtype
 from ..guard import call
 from ..registry import exercise
 from ..runs import Run, collect, expect_gradients, expect_shape, verdict
-from ._shared import F64, HF_MLPS, PRECISION_HINT, expect_dtype, near, randn64, tolerance, transformers_pieces
+from ._shared import F64, HF_MLPS, PRECISION_HINT, near, randn64, tolerance, transformers_pieces
 from ...i18n import N_, _
 
 _SWIGLU_INSTEAD = N_("write the three products yourself, with @, as the weights are given (in, out)")
@@ -101,7 +102,7 @@ def check_swiglu(swiglu) -> str:
         got = call(swiglu, x, W_gate, W_up, W_down, what="swiglu", on=on, forbid=swiglu_forbidden,
                    explain=_swiglu_error_hint, prepare=import_transformers_first)
         ref = _swiglu_ref(x, W_gate, W_up, W_down)  # (..., d), float64
-        expect_dtype(got, x, _("your result"), on)
+        expect_input_dtype(got, x, what=_("your result"), on=on)
         mistakes = _swiglu_mistakes(x, W_gate, W_up, W_down)
         mistakes[_(PRECISION_HINT)] = near(ref, x)  # last: any mistake above that fits is the better hint
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
