@@ -453,6 +453,25 @@ def test_low_level_routes_of_a_forbidden_op_are_refused():
         assert info.value.hint, name
 
 
+@pytest.mark.parametrize("held", ["torch.ops.aten.softmax.int", "torch.ops.aten.softmax", "torch._softmax"])
+def test_a_forbidden_op_held_in_another_module_is_refused(held):
+    """An aten overload, an overload packet or a C function kept under a name of its own in a module of the
+    learner's (not the answer's own namespace, which is patched): its calls are seen by the C function it runs.
+    A review found the overload held this way passing 3.2 with a ready-made attention."""
+    import types
+
+    helpers = types.ModuleType("learners_own_helpers")
+    exec(f"import torch\nHELD = {held}\ndef soft(x):\n    return HELD(x, -1, False) if HELD is torch._softmax "
+         f"else HELD(x, -1)\n", helpers.__dict__)
+
+    def answer(x, soft=helpers.soft):
+        return soft(x)
+
+    assert torch.allclose(answer(torch.randn(2, 3)).sum(-1), torch.ones(2))  # the route works outside the check
+    with pytest.raises(Wrong, match="the task asks you to write this without"):
+        call(answer, torch.randn(2, 3), forbid=["torch.softmax", "torch.Tensor.softmax"])
+
+
 def test_a_copy_or_second_import_of_a_forbidden_function_is_refused_without_running_it():
     import types
 

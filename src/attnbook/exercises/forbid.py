@@ -115,6 +115,21 @@ class Raiser:
         return Raiser(self._path, self._instead, original, self._guard, self._reference)
 
 
+def _op_builtins(obj) -> list:
+    """The C functions an aten op runs when called: an OpOverload's `_op`, and an OpOverloadPacket's with each of
+    its overloads' (an op held under any name, in any module or container, reaches one of them)."""
+    if type(obj).__name__ not in ("OpOverloadPacket", "OpOverload"):
+        return []
+    found = [getattr(obj, "_op", None)]
+    if type(obj).__name__ == "OpOverloadPacket":
+        for name in obj.overloads():
+            try:
+                found.append(getattr(getattr(obj, name), "_op", None))
+            except (AttributeError, RuntimeError):
+                continue
+    return [f for f in found if f is not None and inspect.isbuiltin(f)]
+
+
 def _holders(originals) -> dict[int, list[tuple[object, str]]]:
     """{id(object): [(module, attribute), ...]} for every attribute of an attnbook module that holds one of
     `originals`, in sys.modules order: one pass over the package's modules for all of them (a pass per forbidden
@@ -330,14 +345,15 @@ class Forbidding:
             if obj is None or isinstance(obj, Raiser):
                 continue
             if inspect.isbuiltin(obj) or type(obj).__name__ in ("OpOverloadPacket", "OpOverload"):
-                builtins.setdefault(id(obj), (path, instead, reference))
-                self.alive.append(obj)  # its id stays its own while the hook runs
+                for c_function in (obj, *_op_builtins(obj)):
+                    builtins.setdefault(id(c_function), (path, instead, reference))
+                    self.alive.append(c_function)  # its id stays its own while the hook runs
             parts = path.split(".")
             if parts[:2] == ["torch", "Tensor"] and len(parts) == 3:
                 methods.setdefault(parts[2], (path, instead, reference))
         patterns = self.patterns
-        if not patterns and not self.references:
-            return None  # names and copies of forbidden functions are found by `reached_by_name`
+        if not patterns and not self.references and not builtins:
+            return None  # names and copies of forbidden Python functions are found by `reached_by_name`
         seen: dict = {}  # code object -> verdict or None: each function is matched once
         record = self.record
 
