@@ -138,9 +138,15 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, mask_id: int, 
                       "-100 marks the positions that were NOT chosen"))
     if (changed & ~chosen).any():
         share = float((changed & ~chosen).sum()) / max(1, int((~chosen).sum()))
-        hint = (_("label every chosen position, also those that got a random id or kept their own: a position that "
-                  "changed must have a label") if share < 0.1 else
-                _("only chosen positions may change: apply the 80/10/10 split to the chosen positions only"))
+        if int((~chosen).sum()) < 40:  # too few positions to tell the two mistakes apart by their share
+            hint = _("a position that changed must have a label: label every chosen position, also those that got a "
+                     "random id or kept their own; and only chosen positions may change: apply the 80/10/10 split to "
+                     "the chosen positions only")
+        elif share < 0.1:  # a few of the unlabelled changed: chosen ones (random ids) left unlabelled
+            hint = _("label every chosen position, also those that got a random id or kept their own: a position "
+                     "that changed must have a label")
+        else:  # most of them changed: the split was applied to every position
+            hint = _("only chosen positions may change: apply the 80/10/10 split to the chosen positions only")
         raise Wrong(_("masked_ids differs from ids at {share:.1%} of the positions labelled -100 on {on}",
                       share=share, on=on), hint)
     if int(masked.min()) < 0 or int(masked.max()) >= vocab_size:
