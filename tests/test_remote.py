@@ -443,6 +443,26 @@ def test_the_run_seed_changes_the_inputs():
     assert sent[1] != sent[2]
 
 
+def test_a_models_weights_are_new_on_every_run():
+    """4.3's sublayers (a block's attention, feed-forward network and LayerNorms) are made by a factory: their
+    weights, not only x, differ from one run seed to the next (they were once fixed), and are the same again under
+    the same run seed. A right answer records norm1 applied to a fixed probe on its first call."""
+    def recorder(seen):
+        def pre_norm_block(x, attn, ffn, norm1, norm2):
+            if not seen:
+                seen.append(norm1(torch.ones(1, 1, x.shape[-1], dtype=x.dtype)).detach().clone())
+            h = x + attn(norm1(x))
+            return h + ffn(norm2(h))
+        return pre_norm_block
+
+    probes = []
+    for run_seed in (1, 2, 1):
+        seen = []
+        assert _direct("4.3", recorder(seen), run_seed).passed
+        probes.append(seen[0])
+    assert not torch.allclose(probes[0], probes[1]) and torch.equal(probes[0], probes[2])
+
+
 def test_judging_leaves_the_session_and_the_mode_alone():
     from attnbook.exercises import guard, results
 
