@@ -1,8 +1,10 @@
-"""Chapter 5 checkers, beyond single verdicts: which answer passes and which fails with which hint is the mutant
-catalogue's (tests/mutants/ch05.py, run by tests/test_remote.py). Here: the book's reference solutions pass, stubs are
-not attempted, a message has several properties at once (what it names and what it must not show: solution code, the
-expected entries, a mistake that explains one case only, the section to re-read), and the inputs drawn from the run's
-seed keep every mistake apart. Every answer here is written out by hand, independently of the checker code."""
+"""Chapter 5 checkers, what the mutant catalogue (tests/mutants/ch05.py, the home of "this answer -> this verdict
+and hint", run by tests/test_remote.py) cannot say: the book's reference solutions pass, stubs are not attempted, a
+message has several properties at once (what it names and what it must not show: solution code, the expected
+entries, a mistake that explains one case only, a misleading hint; the section to re-read; the return kinds the task
+allows), library routines are refused, and the inputs drawn from the run's seed keep every mistake apart. Wrong
+answers come from the catalogue's learner templates (st, mee, rope, sm) or are written out here, never from the
+checker code."""
 import math
 import re
 
@@ -12,7 +14,7 @@ import torch
 
 from attnbook import positional
 from attnbook.exercises import check, reset_session
-from mutants.ch05 import loop_table  # one mistake at a time, written as a learner would loop
+from mutants.ch05 import loop_table, mee, rope, sm, st
 
 
 @pytest.fixture(autouse=True)
@@ -23,34 +25,57 @@ def fresh_session():
     yield
     reset_session()
 
+
+def failed_with(exercise_id, answer, *phrases, absent=()):
+    """Check `answer`: it must fail, its message containing every one of `phrases` and none of `absent`."""
+    result = check(exercise_id, answer)
+    assert result.status == "failed", result.message
+    for phrase in phrases:
+        assert phrase in result.message, (phrase, result.message)
+    for phrase in absent:
+        assert phrase not in result.message, (phrase, result.message)
+    return result.message
+
+
+@pytest.mark.parametrize("exercise_id, name", [("5.1", "sinusoidal_table"), ("5.2", "max_equivariance_error"),
+                                               ("5.3", "apply_rope"), ("5.4", "pe_shift_matrix")])
+def test_reference_passes(solutions, exercise_id, name):
+    result = check(exercise_id, solutions(5)[name])
+    assert result.passed, result.message
+
+
+def test_not_attempted():
+    def sinusoidal_table(max_len, d_model):
+        raise NotImplementedError("replace this line with your code")
+
+    def max_equivariance_error(f, x, perm):
+        raise NotImplementedError
+
+    def apply_rope(x, positions):
+        raise NotImplementedError
+
+    def pe_shift_matrix(k, omega):
+        raise NotImplementedError
+
+    for exercise_id, stub in (("5.1", sinusoidal_table), ("5.2", max_equivariance_error), ("5.3", apply_rope),
+                              ("5.4", pe_shift_matrix)):
+        assert check(exercise_id, stub).status == "not attempted", exercise_id
+
+
+def expected_and_got_differ(message):
+    m = re.search(r"expected (\S+), got (\S+)", message)
+    return m is not None and m.group(1) != m.group(2)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 5.1 the sinusoidal table
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_5_1_reference_passes(solutions):
-    result = check("5.1", solutions(5)["sinusoidal_table"])
-    assert result.passed, result.message
-
-
-def test_5_1_not_attempted():
-    def sinusoidal_table(max_len, d_model):
-        raise NotImplementedError("replace this line with your code")
-
-    assert check("5.1", sinusoidal_table).status == "not attempted"
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_5_1_any_dtype_but_float32_gets_the_dtype_message(dtype):
-    def sinusoidal_table(max_len, d_model):
-        pos = torch.arange(max_len, dtype=torch.float64)[:, None]
-        angles = pos / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-        return torch.stack((angles.sin(), angles.cos()), dim=-1).reshape(max_len, d_model).to(dtype)
-
-    result = check("5.1", sinusoidal_table)
-    assert not result.passed
-    assert f"has dtype {dtype}" in result.message and "expected torch.float32" in result.message, result.message
-    assert "wrong values" not in result.message, result.message
+    failed_with("5.1", lambda max_len, d_model: st(dtype=torch.float64)(max_len, d_model).to(dtype),
+                f"has dtype {dtype}", "expected torch.float32", absent=["wrong values"])
 
 
 def test_5_1_built_from_the_shift_operator_names_the_public_function():
@@ -59,9 +84,7 @@ def test_5_1_built_from_the_shift_operator_names_the_public_function():
         return torch.stack([positional.shift_operator(p, d_model, dtype=torch.float64) @ pe0
                             for p in range(max_len)]).float()
 
-    result = check("5.1", sinusoidal_table)
-    assert not result.passed and "called attnbook.positional.shift_operator" in result.message, result.message
-    assert "_frequencies" not in result.message, result.message
+    failed_with("5.1", sinusoidal_table, "called attnbook.positional.shift_operator", absent=["_frequencies"])
 
 
 def test_5_1_hugging_face_tables_are_refused():
@@ -79,51 +102,25 @@ def test_5_1_hugging_face_tables_are_refused():
         h = d_model // 2
         return torch.stack((w[:, :h], w[:, h:]), dim=-1).reshape(max_len, d_model)
 
-    for answer, name in ((from_xlm, "create_sinusoidal_embeddings"), (from_marian, "create_weight")):
-        result = check("5.1", answer)
-        assert not result.passed and f"modeling_{'xlm' if answer is from_xlm else 'marian'}.{name}" in result.message, \
-            result.message
-        assert "no library sinusoidal table" in result.message, result.message
-
-
-# The 5.1 answers below are written out here; each differs from the paper's table in one way.
-
-
-def table_from(angles_fn, dtype=torch.float32):
-    """A sinusoidal_table whose angles come from angles_fn(max_len, d_model) -> (max_len, d_model/2)."""
-    def sinusoidal_table(max_len, d_model):
-        a = angles_fn(max_len, d_model)
-        return torch.stack((a.sin(), a.cos()), dim=-1).reshape(max_len, d_model).to(dtype)
-    return sinusoidal_table
+    failed_with("5.1", from_xlm, "modeling_xlm.create_sinusoidal_embeddings", "no library sinusoidal table")
+    failed_with("5.1", from_marian, "modeling_marian.create_weight", "no library sinusoidal table")
 
 
 def test_5_1_float16_angles_are_named_and_the_numbers_shown_differ():
-    answer = table_from(lambda n, d: (torch.arange(n, dtype=torch.float16)[:, None]
-                                      / 10000 ** (torch.arange(0, d, 2, dtype=torch.float16) / d)).float())
-    result = check("5.1", answer)
-    assert not result.passed and "float16" in result.message, result.message
-    m = re.search(r"expected (\S+), got (\S+)", result.message)
-    assert m and m.group(1) != m.group(2), result.message
+    assert expected_and_got_differ(failed_with("5.1", st(half="angles"), "float16"))
 
 
 def test_5_1_a_mistake_that_explains_one_size_only_is_not_named():
-    right = table_from(lambda n, d: torch.arange(n).double()[:, None] / 10000 ** (torch.arange(0, d, 2).double() / d))
-
     def halves_on_one_size(max_len, d_model):  # right everywhere except (10, 8), where the layout is halves
-        pe = right(max_len, d_model)
-        return torch.cat((pe[:, 0::2], pe[:, 1::2]), dim=-1) if (max_len, d_model) == (10, 8) else pe
+        return st(halves=(max_len, d_model) == (10, 8))(max_len, d_model)
 
-    result = check("5.1", halves_on_one_size)
-    assert not result.passed and "on max_len=10, d_model=8" in result.message, result.message
-    assert "halves" not in result.message and "at index" in result.message, result.message
+    failed_with("5.1", halves_on_one_size, "on max_len=10, d_model=8", "at index", absent=["halves"])
 
 
 def test_5_1_hints_print_no_solution_code():
     for kwargs in ({"layout": "halves"}, {"exponent": "j/d"}, {"start": 1}):
-        message = check("5.1", loop_table(**kwargs)).message
-        assert '(Re-read "The formula".)' in message, (kwargs, message)
-        for code in ("pe[:, 0::2]", "torch.arange(0, d_model, 2)", "torch.arange(max_len)"):
-            assert code not in message, (kwargs, message)
+        failed_with("5.1", loop_table(**kwargs), '(Re-read "The formula".)',
+                    absent=["pe[:, 0::2]", "torch.arange(0, d_model, 2)", "torch.arange(max_len)"])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -131,146 +128,55 @@ def test_5_1_hints_print_no_solution_code():
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_5_2_reference_passes(solutions):
-    result = check("5.2", solutions(5)["max_equivariance_error"])
-    assert result.passed, result.message
-
-
-def test_5_2_not_attempted():
-    def max_equivariance_error(f, x, perm):
-        raise NotImplementedError
-
-    assert check("5.2", max_equivariance_error).status == "not attempted"
-
-
-def batch_axis(f, x, perm):
-    return (f(x[perm]) - f(x)[perm]).abs().max().item()
-
-
-def feature_axis(f, x, perm):
-    return (f(x[:, :, perm]) - f(x)[:, :, perm]).abs().max().item()
-
-
-def inverse_on_output(f, x, perm):
-    inverse = torch.empty_like(perm)
-    inverse[perm] = torch.arange(len(perm))
-    return (f(x[:, perm]) - f(x)[:, inverse]).abs().max().item()
-
-
-def output_not_permuted(f, x, perm):
-    return (f(x[:, perm]) - f(x)).abs().max().item()
-
-
-def mean_not_max(f, x, perm):
-    return (f(x[:, perm]) - f(x)[:, perm]).abs().mean().item()
-
-
-def signed_max(f, x, perm):
-    return (f(x)[:, perm] - f(x[:, perm])).max().item()
-
-
-def whole_tensor(f, x, perm):
-    return (f(x[:, perm]) - f(x)[:, perm]).abs()
-
-
-def always_zero(f, x, perm):
-    f(x)
-    return 0.0
-
-
-def permuted_input_not_output(f, x, perm):  # the learner trial's answer that crashed the checker
-    return (f(x[:, perm]) - x[:, perm]).abs().max().item()
-
-
-def compared_with_itself(f, x, perm):
-    return (f(x[:, perm]) - f(x[:, perm])).abs().max().item()
-
-
-def truncated_to_int(f, x, perm):
-    return int((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
-
-
-def test_5_2_comparing_with_the_permuted_input_gets_a_hint_not_a_crash():
-    result = check("5.2", permuted_input_not_output)
-    assert not result.passed and "could not check" not in result.message, result.message
-    assert "you compared f of the permuted input with the permuted input itself" in result.message, result.message
-
-
-@pytest.mark.parametrize("answer", [always_zero, compared_with_itself], ids=lambda a: a.__name__)
+@pytest.mark.parametrize("answer", [lambda f, x, perm: 0.0,
+                                    lambda f, x, perm: (f(x[:, perm]) - f(x[:, perm])).abs().max().item()],
+                         ids=["always-zero", "compared-with-itself"])
 def test_5_2_zero_gets_the_not_equivariant_hint_not_the_batch_axis_one(answer):
-    result = check("5.2", answer)
-    assert not result.passed and "this f is not equivariant" in result.message, result.message
-    assert "batch axis" not in result.message, result.message
+    failed_with("5.2", answer, "this f is not equivariant", absent=["batch axis"])
 
 
 def test_5_2_int_is_refused_with_a_float_hint():
-    result = check("5.2", truncated_to_int)
-    assert not result.passed and "returned the int 12" in result.message, result.message
-    assert "drop the fractional part" in result.message and "batch axis" not in result.message, result.message
+    failed_with("5.2", lambda f, x, perm: int(mee()(f, x, perm)), "returned the int 12", "drop the fractional part",
+                absent=["batch axis"])
 
 
-def test_5_2_return_kinds_the_task_excludes_are_refused():
-    def zero_dim_array(f, x, perm):
-        return np.array((f(x[:, perm]) - f(x)[:, perm]).abs().max().item())
-
-    def one_element_tensor(f, x, perm):
-        return (f(x[:, perm]) - f(x)[:, perm]).abs().max().reshape(1)
-
-    def integer_tensor(f, x, perm):
-        return (f(x[:, perm]) - f(x)[:, perm]).abs().max().long()
-
-    for answer, phrase in ((zero_dim_array, "returned a NumPy array of shape ()"),
-                           (one_element_tensor, "tensor of shape (1,)"),
-                           (integer_tensor, "integer tensor")):
-        result = check("5.2", answer)
-        assert not result.passed, answer.__name__
-        assert phrase in result.message, result.message
-        assert "a Python float, a NumPy float or a 0-d floating-point tensor" in result.message, result.message
+@pytest.mark.parametrize("answer, phrase", [
+    (lambda f, x, perm: np.array(mee()(f, x, perm)), "returned a NumPy array of shape ()"),
+    (lambda f, x, perm: mee(item=False)(f, x, perm).reshape(1), "tensor of shape (1,)"),
+    (lambda f, x, perm: mee(item=False)(f, x, perm).long(), "integer tensor"),
+], ids=["0-d-array", "one-element-tensor", "integer-tensor"])
+def test_5_2_return_kinds_the_task_excludes_are_refused_with_the_kinds_it_allows(answer, phrase):
+    failed_with("5.2", answer, phrase, "a Python float, a NumPy float or a 0-d floating-point tensor")
 
 
 def test_5_2_the_exact_case_says_what_was_expected():
-    def off_by_a_factor(f, x, perm):
-        return 2 * (f(x[:, perm]) - f(x)[:, perm]).abs().max().item()
-
-    result = check("5.2", off_by_a_factor)
-    assert not result.passed
     # f(x) = x + P with P[i, j] = i (j + 1), n = d = 4, perm [3, 0, 1, 2]: the difference is (i - perm[i]) (j + 1),
     # largest for i = 0 (|0 - 3| = 3) and j = 3 (j + 1 = 4): 12
-    assert "returned 24 for f(x) = x + P" in result.message and "expected 12" in result.message, result.message
+    failed_with("5.2", lambda f, x, perm: 2 * mee()(f, x, perm), "returned 24 for f(x) = x + P", "expected 12")
 
 
-def test_5_2_one_position_gets_its_own_hint_not_the_sign_one():
+@pytest.mark.parametrize("part", [np.s_[:, -1], np.s_[:, 0]], ids=["last", "first"])
+def test_5_2_one_position_gets_its_own_hint_not_the_sign_one(part):
     # on the first f, the last position alone happens to give what the signed maximum gives (4): only a mistake
     # that explains every case may be named
-    def last_position(f, x, perm):
-        return (f(x[:, perm]) - f(x)[:, perm])[:, -1].abs().max().item()
-
-    def first_position(f, x, perm):
-        return (f(x[:, perm]) - f(x)[:, perm])[:, 0].abs().max().item()
-
-    for answer in (last_position, first_position):
-        result = check("5.2", answer)
-        assert not result.passed and "one position" in result.message, result.message
-        assert "sign" not in result.message and "absolute value" not in result.message, result.message
+    failed_with("5.2", mee(part=part), "one position", absent=["sign", "absolute value"])
 
 
 def test_5_2_a_mistake_that_fits_one_case_only_is_not_named():
     def signed_on_the_first_f_only(f, x, perm):  # the signed maximum where the batch is 4, right elsewhere
-        diff = f(x[:, perm]) - f(x)[:, perm]
-        return diff.max().item() if x.shape == (4, 4, 4) else diff.abs().max().item()
+        return mee(absolute=x.shape != (4, 4, 4))(f, x, perm)
 
-    result = check("5.2", signed_on_the_first_f_only)
-    assert not result.passed and "returned 4 for" in result.message, result.message
-    assert "Hint:" not in result.message, result.message
+    failed_with("5.2", signed_on_the_first_f_only, "returned 4 for", absent=["Hint:"])
 
 
-@pytest.mark.parametrize("answer", [batch_axis, feature_axis, inverse_on_output, output_not_permuted, mean_not_max,
-                                    signed_max, whole_tensor, always_zero], ids=lambda a: a.__name__)
+@pytest.mark.parametrize("answer", [
+    mee(axis="batch"), mee(axis="features"), mee(inverse="output"), mee(against="f(x)"), mee(stat="mean"),
+    lambda f, x, perm: (f(x)[:, perm] - f(x[:, perm])).max().item(), mee(stat=None), lambda f, x, perm: 0.0,
+], ids=["batch-axis", "feature-axis", "inverse-on-output", "output-not-permuted", "mean", "signed-max",
+        "whole-tensor", "always-zero"])
 def test_5_2_hints_print_no_solution_code(answer):
-    message = check("5.2", answer).message
-    assert '(Re-read "Attention does not know the order".)' in message, message
-    for code in (".abs()", ".max()", ".item()", "f(x)[:, perm]", "(a - b)"):
-        assert code not in message, (code, message)
+    failed_with("5.2", answer, '(Re-read "Attention does not know the order".)',
+                absent=[".abs()", ".max()", ".item()", "f(x)[:, perm]", "(a - b)"])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -278,80 +184,18 @@ def test_5_2_hints_print_no_solution_code(answer):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_5_3_reference_passes(solutions):
-    result = check("5.3", solutions(5)["apply_rope"])
-    assert result.passed, result.message
-
-
-def test_5_3_not_attempted():
-    def apply_rope(x, positions):
-        raise NotImplementedError
-
-    assert check("5.3", apply_rope).status == "not attempted"
-
-
-def make_rope(*, sign=1, power="2i/d", freqs="cat"):
-    """An apply_rope with one deliberate mistake, written by rotating pairs in a loop (the defaults are correct)."""
-
-    def apply_rope(x, positions):
-        d = x.size(-1)
-        out = x.double().clone()
-        for i in range(d // 2):
-            theta = 10000.0 ** (-(2 * i if power == "2i/d" else i) / d)
-            angle = sign * positions.double() * theta  # (seq,)
-            if freqs == "repeat":  # cos/sin laid out as [f0, f0, f1, f1, ...] but combined with rotate-half
-                a_col, b_col = i, i + d // 2
-                ca, sa = torch.cos(positions.double() * 10000.0 ** (-2 * (a_col // 2) / d)), \
-                    torch.sin(positions.double() * 10000.0 ** (-2 * (a_col // 2) / d))
-                cb, sb = torch.cos(positions.double() * 10000.0 ** (-2 * (b_col // 2) / d)), \
-                    torch.sin(positions.double() * 10000.0 ** (-2 * (b_col // 2) / d))
-                xa, xb = x[..., a_col].double(), x[..., b_col].double()
-                out[..., a_col] = xa * ca - xb * sa
-                out[..., b_col] = xb * cb + xa * sb
-                continue
-            a, b = i, i + d // 2
-            xa, xb = x[..., a].double(), x[..., b].double()
-            out[..., a] = xa * torch.cos(angle) - xb * torch.sin(angle)
-            out[..., b] = xa * torch.sin(angle) + xb * torch.cos(angle)
-        return out.to(x.dtype)
-
-    return apply_rope
-
-
-def rope_at(x, positions):
-    """The right rotation at the given positions, written with rotate_half (used to build wrong answers below)."""
-    d = x.size(-1)
-    freqs = positions.double()[:, None] / 10000 ** (torch.arange(0, d, 2).double() / d)  # (seq, d/2)
-    emb = torch.cat((freqs, freqs), dim=-1)  # (seq, d)
-    x1, x2 = x.chunk(2, dim=-1)
-    return (x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()).to(x.dtype)
-
-
-def test_5_3_positions_shifted_to_zero_or_assumed_consecutive_get_their_own_hints():
-    def from_zero(x, positions):
-        return rope_at(x, positions - positions.min())
-
-    def consecutive(x, positions):
-        return rope_at(x, positions[0] + torch.arange(x.size(-2)))
-
-    for answer, phrase in ((from_zero, "you shifted the positions so that they start at 0"),
-                           (consecutive, "you assumed consecutive positions")):
-        result = check("5.3", answer)
-        assert not result.passed and phrase in result.message, result.message
-        assert "use the positions exactly as given" in result.message, result.message
-        assert "you ignored the positions argument" not in result.message, result.message
+@pytest.mark.parametrize("answer, phrase", [
+    (lambda x, positions: rope()(x, positions - positions.min()), "you shifted the positions so that they start at 0"),
+    (lambda x, positions: rope()(x, positions[0] + torch.arange(x.size(-2))), "you assumed consecutive positions"),
+], ids=["from-zero", "consecutive"])
+def test_5_3_positions_shifted_to_zero_or_assumed_consecutive_get_their_own_hints(answer, phrase):
+    failed_with("5.3", answer, phrase, "use the positions exactly as given",
+                absent=["you ignored the positions argument"])
 
 
 def test_5_3_freqs_not_concatenated_gets_the_cat_hint():
-    def apply_rope(x, positions):
-        d = x.size(-1)
-        freqs = positions[:, None].float() / 10000 ** (torch.arange(0, d, 2).float() / d)  # (seq, d/2)
-        x1, x2 = x.chunk(2, dim=-1)
-        return x * freqs.cos() + torch.cat((-x2, x1), dim=-1) * freqs.sin()  # (.., d) * (seq, d/2): fails
-
-    result = check("5.3", apply_rope)
-    assert not result.passed and "the d/2 angles repeated as a block" in result.message, result.message
-    assert "torch.cat" not in result.message, result.message  # a rule, not the line of code
+    # (.., d) * (seq, d/2) fails; the hint states a rule, not the line of code
+    failed_with("5.3", rope(emb="none"), "the d/2 angles repeated as a block", absent=["torch.cat"])
 
 
 @pytest.mark.parametrize("model", ["mixtral", "falcon", "gemma3", "esm"])
@@ -359,45 +203,32 @@ def test_5_3_every_hugging_face_copy_is_refused(model):
     module = pytest.importorskip(f"transformers.models.{model}.modeling_{model}")
     rotate_half, apply_rotary_pos_emb = module.rotate_half, module.apply_rotary_pos_emb
 
-    def with_rotate_half(x, positions):
+    def cos_sin(x, positions):
         d = x.size(-1)
         freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return x * emb.cos().to(x.dtype) + rotate_half(x) * emb.sin().to(x.dtype)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    def with_rotate_half(x, positions):
+        cos, sin = cos_sin(x, positions)
+        return x * cos + rotate_half(x) * sin
 
     def with_apply_rotary_pos_emb(x, positions):
-        d = x.size(-1)
-        freqs = positions[:, None].double() / 10000 ** (torch.arange(0, d, 2).double() / d)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return apply_rotary_pos_emb(x, x, emb.cos().to(x.dtype), emb.sin().to(x.dtype), unsqueeze_dim=0)[0]
+        return apply_rotary_pos_emb(x, x, *cos_sin(x, positions), unsqueeze_dim=0)[0]
 
-    for answer, name in ((with_rotate_half, "rotate_half"), (with_apply_rotary_pos_emb, "apply_rotary_pos_emb")):
-        result = check("5.3", answer)
-        assert not result.passed, (model, name)
-        assert f"the task asks you to write this without transformers.models.{model}" in result.message, result.message
-        assert "rotate_half(x) = cat(-x2, x1)" in result.message, result.message
+    for answer in (with_rotate_half, with_apply_rotary_pos_emb):
+        failed_with("5.3", answer, f"the task asks you to write this without transformers.models.{model}",
+                    "rotate_half(x) = cat(-x2, x1)")
 
 
 def test_5_3_float16_angles_are_named_and_the_numbers_shown_differ():
-    def apply_rope(x, positions):
-        d = x.size(-1)
-        freqs = (positions.float()[:, None] / 10000 ** (torch.arange(0, d, 2).float() / d)).half()
-        emb = torch.cat((freqs, freqs), dim=-1)
-        x1, x2 = x.chunk(2, dim=-1)
-        return x * emb.cos().to(x.dtype) + torch.cat((-x2, x1), dim=-1) * emb.sin().to(x.dtype)
-
-    result = check("5.3", apply_rope)
-    assert not result.passed and "float16" in result.message, result.message
-    m = re.search(r"expected (\S+), got (\S+)", result.message)
-    assert m and m.group(1) != m.group(2), result.message
+    assert expected_and_got_differ(failed_with("5.3", rope(dtype=torch.float32, half="angles"), "float16"))
 
 
 def test_5_3_hints_print_no_solution_code():
-    for kwargs in ({"power": "i/d"}, {"freqs": "repeat"}, {"sign": -1}):
-        message = check("5.3", make_rope(**kwargs)).message
-        assert '(Re-read "Rotary position embedding (RoPE)".)' in message, (kwargs, message)
-        for code in ("torch.cat((freqs, freqs)", "10000 ** (-torch.arange", "torch.arange(0, d, 2)"):
-            assert code not in message, (kwargs, message)
+    for answer in (rope(power="-i/d"), rope(emb="repeat_interleave"), rope(rot="x2, -x1")):
+        failed_with("5.3", answer, '(Re-read "Rotary position embedding (RoPE)".)',
+                    absent=["torch.cat((freqs, freqs)", "10000 ** (-torch.arange", "torch.arange(0, d, 2)"])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -405,83 +236,39 @@ def test_5_3_hints_print_no_solution_code():
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_5_4_reference_passes(solutions):
-    result = check("5.4", solutions(5)["pe_shift_matrix"])
-    assert result.passed, result.message
+@pytest.mark.parametrize("answer, kind", [
+    (lambda k, omega: sm(dtype=torch.float64)(k, omega).tolist(), "a list"),
+    (lambda k, omega: sm(dtype=torch.float64)(k, omega).numpy(), "a NumPy array of shape (2, 2)"),
+    (lambda k, omega: tuple(tuple(row) for row in sm(dtype=torch.float64)(k, omega).tolist()), "a tuple"),
+], ids=["list", "array", "tuple"])
+def test_5_4_lists_arrays_and_tuples_are_refused_the_task_asks_for_a_tensor(answer, kind):
+    failed_with("5.4", answer, f"returned {kind}", "expected a torch.Tensor")
 
 
-def test_5_4_lists_arrays_and_tuples_are_refused_the_task_asks_for_a_tensor():
-    def entries(k, omega):
-        c, s = math.cos(omega * k), math.sin(omega * k)
-        return [[c, s], [-s, c]]
-
-    answers = (entries, lambda k, omega: np.array(entries(k, omega)),
-               lambda k, omega: tuple(tuple(row) for row in entries(k, omega)))
-    for answer, kind in zip(answers, ("a list", "a NumPy array of shape (2, 2)", "a tuple")):
-        result = check("5.4", answer)
-        assert not result.passed, kind
-        assert f"returned {kind}" in result.message and "expected a torch.Tensor" in result.message, result.message
+@pytest.mark.parametrize("answer, dtype", [
+    (sm(dtype=torch.float16), "torch.float16"), (lambda k, omega: torch.eye(2, dtype=torch.long), "torch.int64"),
+], ids=["half", "integer"])
+def test_5_4_other_dtypes_get_a_dtype_message(answer, dtype):
+    failed_with("5.4", answer, f"dtype {dtype}", "expected float32 or float64")
 
 
-def test_5_4_not_attempted():
-    def pe_shift_matrix(k, omega):
-        raise NotImplementedError
-
-    assert check("5.4", pe_shift_matrix).status == "not attempted"
-
-
-def transposed(k, omega):
-    return torch.tensor([[math.cos(omega * k), -math.sin(omega * k)], [math.sin(omega * k), math.cos(omega * k)]])
-
-
-def rows_swapped(k, omega):
-    c, s = math.cos(omega * k), math.sin(omega * k)
-    return torch.tensor([[-s, c], [c, s]])
-
-
-def columns_swapped(k, omega):
-    c, s = math.cos(omega * k), math.sin(omega * k)
-    return torch.tensor([[s, c], [c, -s]])
-
-
-def cos_sin_swapped(k, omega):
-    c, s = math.cos(omega * k), math.sin(omega * k)
-    return torch.tensor([[s, c], [-c, s]])
-
-
-def identity(k, omega):
-    return torch.eye(2)
-
-
-def test_5_4_half_precision_gets_a_dtype_message():
-    def pe_shift_matrix(k, omega):
-        c, s = math.cos(omega * k), math.sin(omega * k)
-        return torch.tensor([[c, s], [-s, c]], dtype=torch.float16)
-
-    result = check("5.4", pe_shift_matrix)
-    assert not result.passed and "dtype torch.float16" in result.message, result.message
-    assert "expected float32 or float64" in result.message, result.message
-
-
-@pytest.mark.parametrize("answer", [transposed, cos_sin_swapped, rows_swapped, columns_swapped, identity],
-                         ids=lambda a: a.__name__)
+@pytest.mark.parametrize("answer", [sm("[[c, -s], [s, c]]"), sm("[[s, c], [-c, s]]"), sm("[[-s, c], [c, s]]"),
+                                    sm("[[s, c], [c, -s]]"), lambda k, omega: torch.eye(2)],
+                         ids=["transposed", "cos-sin-swapped", "rows-swapped", "columns-swapped", "identity"])
 def test_5_4_hints_never_state_the_entries(answer):
-    message = check("5.4", answer).message
-    assert "Hint:" in message and '(Re-read "Moving by k positions is a rotation".)' in message, message
-    for giveaway in ("row 0 is", "[cos(omega k)", "cos(omega k), sin(omega k)", "[[cos", "-sin(omega k)", "transpose"):
-        assert giveaway not in message, (giveaway, message)
+    failed_with("5.4", answer, "Hint:", '(Re-read "Moving by k positions is a rotation".)',
+                absent=["row 0 is", "[cos(omega k)", "cos(omega k), sin(omega k)", "[[cos", "-sin(omega k)",
+                        "transpose"])
 
 
 def test_5_4_messages_never_give_the_numbers_away():
     def nearly(k, omega):
         return torch.tensor([[math.cos(omega * k), 0.5], [-math.sin(omega * k), math.cos(omega * k)]])
 
-    result = check("5.4", nearly)
-    assert not result.passed and "entry [0, 1] is wrong" in result.message, result.message
-    assert f"{math.sin(1.5):.3f}" not in result.message and f"{math.sin(1.5):.2f}" not in result.message
+    failed_with("5.4", nearly, "entry [0, 1] is wrong", absent=[f"{math.sin(1.5):.3f}", f"{math.sin(1.5):.2f}"])
 
 
-def test_5_4_library_is_refused():
+def test_5_4_library_is_refused_without_showing_the_solution():
     def wrapped(k, omega):
         from attnbook.positional import shift_matrix
 
@@ -491,28 +278,13 @@ def test_5_4_library_is_refused():
         return positional.shift_operator(omega * k, 2)
 
     for answer in (wrapped, from_the_operator, positional.shift_matrix):
-        result = check("5.4", answer)
-        assert not result.passed and "the package's own solution" in result.message, result.message
-        assert "math.cos(omega * k)" not in result.message and "math.sin(omega * k)" not in result.message
+        failed_with("5.4", answer, "the package's own solution",
+                    absent=["math.cos(omega * k)", "math.sin(omega * k)"])
 
 
 def test_5_4_abs_k_is_told_it_is_right_for_k_ge_0_only():
-    def pe_shift_matrix(k, omega):
-        c, s = math.cos(omega * abs(k)), math.sin(omega * abs(k))
-        return torch.tensor([[c, s], [-s, c]])
-
-    result = check("5.4", pe_shift_matrix)
-    assert not result.passed and "right for k >= 0 but not for negative k" in result.message, result.message
-    assert "back by k" not in result.message and "transpose" not in result.message, result.message
-
-
-def test_5_4_integer_tensors_get_a_dtype_message():
-    def pe_shift_matrix(k, omega):
-        return torch.eye(2, dtype=torch.long)
-
-    result = check("5.4", pe_shift_matrix)
-    assert not result.passed and "dtype torch.int64" in result.message, result.message
-    assert "expected float32 or float64" in result.message, result.message
+    failed_with("5.4", lambda k, omega: sm()(abs(k), omega), "right for k >= 0 but not for negative k",
+                absent=["back by k", "transpose"])
 
 
 # ---------------------------------------------------------------------------------------------------------

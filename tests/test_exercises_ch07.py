@@ -1,7 +1,8 @@
-"""Chapter 7 checkers: what the mutant catalogue (tests/mutants/ch07.py, the home of "this answer -> this verdict")
-cannot say. The book's reference solutions pass; not-attempted answers; messages checked for more than one piece
-(the section to re-read, the input that catches a mistake, no recipe, what a message must not say); shortcuts that
-need transformers; what the tasks promise; drawn sizes over many seeds; and a conv checked from the outside."""
+"""Chapter 7 checkers: what the mutant catalogue (tests/mutants/ch07.py, the one home of "this answer -> this
+verdict and hint") cannot say. The book's reference solutions pass; not-attempted answers are told; messages checked
+for more than their hint (the section to re-read, the input that catches a mistake, no recipe, what a message must
+not say); shortcuts that need transformers; a class or a module passed instead of the function; what the tasks
+promise; drawn sizes over many seeds; and a conv checked from the outside."""
 import re
 
 import pytest
@@ -9,7 +10,56 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import mutants
 from attnbook.exercises import check
+
+mutants.load(7)  # first: importing mutants.ch07 by name before load() would leave out the generated entries
+from mutants.ch07 import conv, patches  # noqa: E402
+
+_RECIPES = ("reshape(D, P, P, C)", "permute(0, 3, 1, 2)", "torch.cat([cls, x]", "(B, C, H/P, P, W/P, P)",
+            "images.reshape(B, C, H // P", "kernel_size=patch_size, stride=patch_size")
+
+
+def _no_recipe(message):
+    return not any(r in message for r in _RECIPES)
+
+
+@pytest.fixture(scope="module")
+def transformers_vision():
+    """Import the transformers modules the shortcuts use before any check: a learner's notebook has imported them
+    above, and a first import inside a checked call runs under the checker's profile hook (seconds)."""
+    pytest.importorskip("transformers")
+    import transformers.models.seggpt.modeling_seggpt  # noqa: F401
+    import transformers.models.vit_mae.modeling_vit_mae  # noqa: F401
+
+
+@pytest.mark.parametrize("exercise_id, answer, section", [
+    ("7.1", patches(order=(0, 2, 4, 1, 3, 5)), "An image as a sequence of patches"),
+    ("7.2", conv(stride=1), "Patchify plus a matrix is a convolution"),
+    ("7.3", lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1),
+     "The class token and the positions"),
+])
+def test_hints_name_the_section_to_re_read(exercise_id, answer, section):
+    result = check(exercise_id, answer)
+    assert not result.passed and f'(Re-read "{section}".)' in result.message, result.message
+
+
+def test_the_tasks_say_what_the_checks_require():
+    import nbformat
+
+    from conftest import chapter_path
+
+    text = "\n".join(c.source for c in nbformat.read(chapter_path(7), as_version=4).cells if c.cell_type == "markdown")
+    task_1 = text[text.index("7.1 · Cut images into patches"):text.index("7.2 · The patch embedding")]
+    task_2 = text[text.index("7.2 · The patch embedding"):text.index("7.3 · Prepend the class token")]
+    task_3 = text[text.index("7.3 · Prepend the class token"):]
+    for name in ("unpatchify", "im2col", "pixel_unshuffle", "fold", "transformers", "dtype"):
+        assert name in task_1, name
+    for name in ("unpatchify", "dtype=weight.dtype"):
+        assert name in task_2, name
+    for phrase in ("gradient", "dtype", "overwrite"):
+        assert phrase in task_3, phrase
+
 
 # ---------------------------------------------------------------------------------------------------------
 # 7.1 patchify
@@ -28,260 +78,16 @@ def test_7_1_not_attempted():
     assert check("7.1", patchify).status == "not attempted"
 
 
-def _axes(order):
-    """A patchify that splits (B, C, H, W) into (B, C, gh, P, gw, P) and permutes the axes into `order`."""
-
-    def patchify(images, patch_size):
-        B, C, H, W = images.shape
-        P = patch_size
-        x = images.reshape(B, C, H // P, P, W // P, P).permute(*order)
-        return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-    return patchify
-
-
-def plain_reshape(images, patch_size):
-    B, C, H, W = images.shape
-    return images.reshape(B, (H // patch_size) * (W // patch_size), patch_size * patch_size * C)
-
-
-def transposed_image(images, patch_size):
-    return _axes((0, 2, 4, 3, 5, 1))(images.transpose(2, 3), patch_size)
-
-
-def drops_the_batch(images, patch_size):
-    return _axes((0, 2, 4, 3, 5, 1))(images, patch_size).squeeze(0)
-
-
-def patches_last(images, patch_size):
-    return _axes((0, 2, 4, 3, 5, 1))(images, patch_size).transpose(1, 2)
-
-
-def fixed_patch_size(images, patch_size):
-    return _axes((0, 2, 4, 3, 5, 1))(images, 2)
-
-
-def three_dimensional(images, patch_size):
-    C, H, W = images.shape  # forgets the batch dimension
-    return images.reshape(C, H // patch_size, patch_size, W // patch_size, patch_size)
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (_axes((0, 2, 4, 1, 3, 5)), "channels come first"),
-        (_axes((0, 4, 2, 3, 5, 1)), "column-major order (down the first column"),
-        (_axes((0, 2, 4, 5, 3, 1)), "pixels inside each patch are in column-major order"),
-        (transposed_image, "transposed image"),
-        (plain_reshape, "a plain reshape"),
-        (drops_the_batch, "no batch dimension"),
-        (patches_last, "put the patches on dim 1"),
-        (fixed_patch_size, "use the patch_size argument"),
-        (three_dimensional, "four dimensions"),
-    ],
-    ids=["channels-first", "column-major-grid", "transposed-pixels", "transposed-image",
-         "plain-reshape", "no-batch", "patches-last", "fixed-P", "3-D-unpack"],
-)
-def test_7_1_wrong_answers_get_hints(wrong, hint):
-    result = check("7.1", wrong)
-    assert not result.passed
-    assert hint in result.message, result.message
-    assert '(Re-read "An image as a sequence of patches".)' in result.message
+def test_7_1_a_class_or_a_module_instead_of_the_function():
+    result = check("7.1", nn.Flatten)
+    assert not result.passed and "class Flatten" in result.message and "check(..., patchify)" in result.message
+    result = check("7.1", nn.Flatten(1))
+    assert not result.passed and "pass the function itself, without calling it" in result.message, result.message
 
 
 def test_7_1_channel_order_is_caught_on_the_worked_example():
-    result = check("7.1", _axes((0, 2, 4, 1, 3, 5)))  # right for one channel, wrong for RGB
+    result = check("7.1", patches(order=(0, 2, 4, 1, 3, 5)))  # right for one channel, wrong for RGB
     assert "worked example" in result.message, result.message
-
-
-@pytest.mark.parametrize(
-    "shortcut, name",
-    [
-        (lambda images, p: F.unfold(images, p, stride=p).transpose(1, 2), "torch.nn.functional.unfold"),
-        (lambda images, p: nn.Unfold(p, stride=p)(images).transpose(1, 2), "torch.nn.Unfold"),
-    ],
-    ids=["F.unfold", "nn.Unfold"],
-)
-def test_7_1_shortcuts_are_refused(shortcut, name):
-    result = check("7.1", shortcut)
-    assert not result.passed
-    assert f"without {name}" in result.message, result.message
-    assert _no_recipe(result.message), result.message  # the way out is not spelled out step by step
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 7.2 the patch embedding as a convolution
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_7_2_reference_passes(solutions):
-    result = check("7.2", solutions(7)["patch_embedding_as_conv"])
-    assert result.passed, result.message
-
-
-def make_conv(*, layout="right", bias="copy", stride=None, kernel=None, swap_channels=False, returns="conv",
-              no_grad=True, dtype="weight"):
-    """A patch_embedding_as_conv with one deliberate mistake (the defaults give a correct one)."""
-
-    def patch_embedding_as_conv(weight, bias_, patch_size):
-        P = patch_size
-        D, C = weight.size(0), weight.size(1) // (P * P)
-        k = kernel if kernel is not None else P
-        conv = nn.Conv2d(D if swap_channels else C, C if swap_channels else D, kernel_size=k,
-                         stride=stride if stride is not None else P, bias=bias != "none",
-                         dtype=weight.dtype if dtype == "weight" else dtype)
-        w = {"right": weight.reshape(D, P, P, C).permute(0, 3, 1, 2),
-             "reshape": weight.reshape(D, C, P, P),
-             "spatial": weight.reshape(D, P, P, C).permute(0, 3, 2, 1)}[layout]
-        if returns == "weight":
-            return w
-        context = torch.no_grad() if no_grad else torch.enable_grad()
-        with context:
-            if conv.weight.shape == w.shape:
-                conv.weight.copy_(w)
-            if bias == "copy" and conv.bias.shape == bias_.shape:
-                conv.bias.copy_(bias_)
-            elif bias == "zero":
-                conv.bias.zero_()
-        return conv
-
-    return patch_embedding_as_conv
-
-
-@pytest.mark.parametrize(
-    "kwargs, hint",
-    [
-        ({"layout": "reshape"}, "a plain reshape to (D, C, P, P) reads the columns"),
-        ({"layout": "spatial"}, "rows and columns of your kernel are swapped"),
-        ({"bias": "none"}, "has no bias"),
-        ({"bias": "default"}, "random bias of its own"),
-        ({"bias": "zero"}, "bias is all zeros"),
-        ({"stride": 1}, "with stride 1"),
-        ({"kernel": 1, "stride": 1}, "kernel_size=patch_size"),
-        ({"swap_channels": True}, "in_channels and out_channels are swapped"),
-        ({"returns": "weight"}, "looks like the kernel"),
-        ({"no_grad": False}, "torch.no_grad()"),
-    ],
-    ids=lambda x: str(x) if isinstance(x, dict) else "",
-)
-def test_7_2_wrong_answers_get_hints(kwargs, hint):
-    result = check("7.2", make_conv(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-    assert '(Re-read "Patchify plus a matrix is a convolution".)' in result.message
-
-
-def test_7_2_plain_reshape_is_caught_on_the_first_colour_input():
-    result = check("7.2", make_conv(layout="reshape"))
-    assert "C=3" in result.message, result.message
-
-
-def test_7_2_to_conv_and_from_conv_are_refused():
-    def via_to_conv(weight, bias, patch_size):
-        from attnbook.patches import PatchEmbedding
-
-        P = patch_size
-        emb = PatchEmbedding(P, weight.size(1) // (P * P), weight.size(0))
-        with torch.no_grad():
-            emb.proj.weight.copy_(weight)
-            emb.proj.bias.copy_(bias)
-        return emb.to_conv()
-
-    result = check("7.2", via_to_conv)
-    assert not result.passed and "attnbook.patches.PatchEmbedding" in result.message, result.message
-    assert "the package's own solution" in result.message, result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 7.3 prepend the class token, add the positions
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_7_3_reference_passes(solutions):
-    result = check("7.3", solutions(7)["prepend_cls"])
-    assert result.passed, result.message
-
-
-def cls_at_the_end(x, cls, pos):
-    return torch.cat([x, cls.expand(x.size(0), -1, -1)], dim=1) + pos
-
-
-def positions_before_concatenation(x, cls, pos):
-    return torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, 1:]], dim=1)
-
-
-def positions_shifted(x, cls, pos):
-    return torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, : x.size(1)]], dim=1)
-
-
-def not_expanded(x, cls, pos):
-    return torch.cat([cls, x], dim=1) + pos
-
-
-def in_place(x, cls, pos):
-    x += pos[:, 1:]
-    return torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x], dim=1)
-
-
-def positions_twice(x, cls, pos):
-    out = torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x + pos[:, 1:]], dim=1)
-    return out + pos
-
-
-def no_positions(x, cls, pos):
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1)
-
-
-def cls_added_to_patches(x, cls, pos):
-    return x + cls + pos[:, 1:]
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (cls_at_the_end, "goes first"),
-        (positions_before_concatenation, "before the concatenation"),
-        (positions_shifted, "patch i must get pos[:, i + 1]"),
-        (not_expanded, "expand cls over the batch"),
-        (in_place, "in place"),
-        (positions_twice, "positions twice"),
-        (no_positions, "forgot the positions"),
-        (cls_added_to_patches, "in front as a token of its own"),
-    ],
-    ids=lambda x: getattr(x, "__name__", ""),
-)
-def test_7_3_wrong_answers_get_hints(wrong, hint):
-    result = check("7.3", wrong)
-    assert not result.passed
-    assert hint in result.message, result.message
-    assert '(Re-read "The class token and the positions".)' in result.message
-
-
-def test_7_3_a_missing_expand_fails_on_a_batch_larger_than_one():
-    result = check("7.3", not_expanded)
-    batch = re.search(r"\(batch (\d+), ", result.message)
-    assert batch and int(batch.group(1)) > 1, result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# After the learner trial: dtypes, shortcuts, misuse of check, gradients, and hints that named the wrong mistake
-# ---------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def transformers_vision():
-    """Import the transformers modules the shortcuts use before any check: a learner's notebook has imported them
-    above, and a first import inside a checked call runs under the checker's profile hook (seconds)."""
-    pytest.importorskip("transformers")
-    import transformers.models.seggpt.modeling_seggpt  # noqa: F401
-    import transformers.models.vit_mae.modeling_vit_mae  # noqa: F401
-
-
-def _right_patchify(images, patch_size):
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, -1, P * P * C)
 
 
 @pytest.mark.parametrize(
@@ -294,22 +100,57 @@ def _right_patchify(images, patch_size):
     ids=["float", "double", "long"],
 )
 def test_7_1_the_result_keeps_the_dtype_of_the_images(convert, got, expected):
-    result = check("7.1", lambda images, patch_size: convert(_right_patchify(images, patch_size)))
+    result = check("7.1", lambda images, patch_size: convert(patches()(images, patch_size)))
     assert not result.passed
     assert f"dtype {got}" in result.message and f"expected {expected}" in result.message, result.message
 
 
 def test_7_1_splitting_h_into_p_then_h_over_p_gets_its_own_hint():
-    def patchify(images, patch_size):  # reshape(B, C, P, H/P, P, W/P): grid and pixel indices swapped
-        B, C, H, W = images.shape
-        P = patch_size
-        x = images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1)
-        return x.reshape(B, -1, P * P * C)
-
-    result = check("7.1", patchify)
+    # reshape(B, C, P, H/P, P, W/P): grid and pixel indices swapped
+    result = check("7.1", patches(split="(P, H/P)", order=(0, 3, 5, 2, 4, 1)))
     assert not result.passed
     assert "split H into (P, H/P) instead of (H/P, P)" in result.message, result.message
     assert "F.unfold" not in result.message, result.message  # it used to get the unfold-layout hint
+
+
+def test_7_1_height_used_for_the_width_is_told_the_images_are_not_square():
+    result = check("7.1", patches(square=True))
+    assert not result.passed and "not square" in result.message and "fixed numbers" in result.message, result.message
+
+
+def test_7_1_reading_the_shape_as_b_c_w_h_is_named():
+    result = check("7.1", patches(shape="(B, C, W, H)"))
+    assert not result.passed and "(B, C, W, H)" in result.message and "non-square" in result.message, result.message
+
+
+def test_7_1_one_channel_kept_gets_a_channel_hint():
+    result = check("7.1", lambda images, patch_size: patches()(images[:, :1], patch_size))
+    assert not result.passed and "P*P*C = 12" in result.message and "every channel" in result.message, result.message
+
+
+def test_7_1_messages_give_no_recipe():
+    def plain(images, patch_size):
+        B, C, H, W = images.shape
+        return images.reshape(B, (H // patch_size) * (W // patch_size), patch_size ** 2 * C)
+
+    for answer in (plain, lambda images, p: F.pixel_unshuffle(images, p).flatten(2).transpose(1, 2)):
+        result = check("7.1", answer)
+        assert not result.passed and _no_recipe(result.message), result.message
+
+
+@pytest.mark.parametrize(
+    "shortcut, name",
+    [
+        (lambda images, p: F.unfold(images, p, stride=p).transpose(1, 2), "torch.nn.functional.unfold"),
+        (lambda images, p: nn.Unfold(p, stride=p)(images).transpose(1, 2), "torch.nn.Unfold"),
+    ],
+    ids=["F.unfold", "nn.Unfold"],
+)
+def test_7_1_shortcuts_are_refused_without_a_recipe(shortcut, name):
+    result = check("7.1", shortcut)
+    assert not result.passed
+    assert f"without {name}" in result.message, result.message
+    assert _no_recipe(result.message), result.message  # the way out is not spelled out step by step
 
 
 def _vit_mae_patchify(images, patch_size):
@@ -324,7 +165,7 @@ def _vit_mae_patchify(images, patch_size):
 def _seggpt_when_rgb(images, patch_size):
     from transformers.models.seggpt.modeling_seggpt import patchify
 
-    return patchify(images, patch_size) if images.size(1) == 3 else _right_patchify(images, patch_size)
+    return patchify(images, patch_size) if images.size(1) == 3 else patches()(images, patch_size)
 
 
 def _pixel_unshuffle(unshuffle):
@@ -355,19 +196,66 @@ def test_7_1_more_shortcuts_are_refused(shortcut, name, transformers_vision):
     assert "the task asks you to write this without" in result.message and name in result.message, result.message
 
 
-def test_7_1_a_class_or_a_module_instead_of_the_function():
-    result = check("7.1", nn.Flatten)
-    assert not result.passed and "class Flatten" in result.message and "check(..., patchify)" in result.message
-    result = check("7.1", nn.Flatten(1))
-    assert not result.passed and "pass the function itself, without calling it" in result.message, result.message
+# ---------------------------------------------------------------------------------------------------------
+# 7.2 the patch embedding as a convolution
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_7_2_reference_passes(solutions):
+    result = check("7.2", solutions(7)["patch_embedding_as_conv"])
+    assert result.passed, result.message
+
+
+def test_7_2_a_conv_or_the_conv_class_instead_of_the_function():
+    made = conv()(torch.randn(8, 12), torch.randn(8), 2)  # called, then the Conv2d passed
+    result = check("7.2", made)
+    assert not result.passed
+    assert "a Conv2d module" in result.message and "without calling it" in result.message, result.message
+    result = check("7.2", nn.Conv2d)
+    assert not result.passed
+    assert "class Conv2d" in result.message and "check(..., patch_embedding_as_conv)" in result.message
+    assert "if mask" not in result.message, result.message
+
+
+def test_7_2_plain_reshape_is_caught_on_the_first_colour_input_without_a_recipe():
+    result = check("7.2", conv(kernel=lambda w, D, C, P: w.reshape(D, C, P, P)))
+    assert not result.passed and "plain reshape" in result.message and "C=3" in result.message, result.message
+    assert _no_recipe(result.message), result.message
+
+
+def test_7_2_unpatchify_is_refused_without_a_recipe():
+    def via_unpatchify(weight, bias, patch_size):
+        from attnbook.patches import unpatchify
+
+        return unpatchify(weight[:, None], patch_size, patch_size, patch_size)
+
+    result = check("7.2", via_unpatchify)
+    assert not result.passed and "without attnbook.patches.unpatchify" in result.message
+    assert _no_recipe(result.message), result.message
+
+
+def test_7_2_to_conv_is_named_as_the_package_s_own_solution():
+    def via_to_conv(weight, bias, patch_size):
+        from attnbook.patches import PatchEmbedding
+
+        P = patch_size
+        emb = PatchEmbedding(P, weight.size(1) // (P * P), weight.size(0))
+        with torch.no_grad():
+            emb.proj.weight.copy_(weight)
+            emb.proj.bias.copy_(bias)
+        return emb.to_conv()
+
+    result = check("7.2", via_to_conv)
+    assert not result.passed and "attnbook.patches.PatchEmbedding" in result.message, result.message
+    assert "the package's own solution" in result.message, result.message
 
 
 def test_7_2_the_conv_must_have_the_dtype_of_the_weights():
-    result = check("7.2", make_conv(dtype=None))  # nn.Conv2d without dtype=: float32 for float64 weights
+    result = check("7.2", conv(dtype=None))  # nn.Conv2d without dtype=: float32 for float64 weights
     assert not result.passed
     assert "dtype torch.float32" in result.message and "expected torch.float64" in result.message, result.message
     assert "dtype=weight.dtype" in result.message, result.message
-    result = check("7.2", make_conv(dtype=torch.float64))  # hard-coded float64: wrong for float32 weights
+    result = check("7.2", conv(dtype=torch.float64))  # hard-coded float64: wrong for float32 weights
     assert not result.passed
     assert "dtype torch.float64" in result.message and "expected torch.float32" in result.message, result.message
 
@@ -403,15 +291,69 @@ def test_7_2_unpatchify_is_refused(source, transformers_vision):
     assert "without" in result.message and "unpatchify" in result.message, result.message
 
 
-def test_7_2_a_conv_or_the_conv_class_instead_of_the_function():
-    made = make_conv()(torch.randn(8, 12), torch.randn(8), 2)  # called, then the Conv2d passed
-    result = check("7.2", made)
-    assert not result.passed
-    assert "a Conv2d module" in result.message and "without calling it" in result.message, result.message
-    result = check("7.2", nn.Conv2d)
-    assert not result.passed
-    assert "class Conv2d" in result.message and "check(..., patch_embedding_as_conv)" in result.message
-    assert "if mask" not in result.message, result.message
+def _aliasing_conv(share_weight: bool, share_bias: bool):
+    def patch_embedding_as_conv(weight, bias, patch_size):
+        P = patch_size
+        D, C = weight.size(0), weight.size(1) // (P * P)
+        made = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
+        kernel = weight.reshape(D, P, P, C).permute(0, 3, 1, 2)  # a view of weight
+        made.weight = nn.Parameter(kernel if share_weight else kernel.clone())
+        made.bias = nn.Parameter(bias if share_bias else bias.clone())
+        return made
+
+    return patch_embedding_as_conv
+
+
+@pytest.mark.parametrize("share_weight, share_bias, name", [
+    (True, True, "weight"), (True, False, "weight"), (False, True, "bias")])
+def test_7_2_parameters_that_share_the_caller_s_tensors_are_refused(share_weight, share_bias, name):
+    """nn.Parameter(a view of weight) or nn.Parameter(bias) has the right values but is the caller's memory:
+    zeroing the conv's weight would zero the Linear's. The task says to copy."""
+    result = check("7.2", _aliasing_conv(share_weight, share_bias))
+    assert not result.passed, result.message
+    assert f"your Conv2d's {name} shares its memory with the `{name}` you were given" in result.message
+    assert ".clone()" in result.message and '(Re-read "Patchify plus a matrix is a convolution".)' in result.message
+
+
+def test_7_2_the_conv_the_check_accepts_owns_its_memory():
+    """What the check accepts, checked from the outside: changing the returned conv leaves weight and bias as
+    they were (the task's "copy the weights into it")."""
+    weight, bias = torch.randn(5, 12, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    for answer in (_aliasing_conv(False, False), conv()):
+        made = answer(weight, bias, 2)
+        before = weight.clone(), bias.clone()
+        with torch.no_grad():
+            made.weight.zero_()
+            made.bias.zero_()
+        assert torch.equal(weight, before[0]) and torch.equal(bias, before[1])
+    made = _aliasing_conv(True, True)(weight, bias, 2)
+    with torch.no_grad():
+        made.weight.zero_()
+    assert not weight.any()  # the refused answer really does alias
+
+
+def test_7_2_the_no_grad_hint_says_to_copy():
+    """The hint for a copy_ outside no_grad offers new parameters, and says they must be made from copies (a
+    Parameter made from a view of weight shares it)."""
+    result = check("7.2", conv(no_grad=False))
+    assert not result.passed and "nn.Parameter(t.clone())" in result.message, result.message
+    assert "conv.weight = nn.Parameter(...)" not in result.message, result.message
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 7.3 prepend the class token, add the positions
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_7_3_reference_passes(solutions):
+    result = check("7.3", solutions(7)["prepend_cls"])
+    assert result.passed, result.message
+
+
+def test_7_3_a_missing_expand_fails_on_a_batch_larger_than_one():
+    result = check("7.3", lambda x, cls, pos: torch.cat([cls, x], dim=1) + pos)
+    batch = re.search(r"\(batch (\d+), ", result.message)
+    assert batch and int(batch.group(1)) > 1, result.message
 
 
 def test_7_3_overwriting_the_first_patch_is_told_to_concatenate():
@@ -481,104 +423,40 @@ def test_7_3_gradients_must_reach_cls_pos_and_x(prepend_cls, name):
     assert "learned parameters" in result.message, result.message
 
 
-def test_the_tasks_say_what_the_checks_require():
-    import nbformat
-
-    from conftest import chapter_path
-
-    text = "\n".join(c.source for c in nbformat.read(chapter_path(7), as_version=4).cells if c.cell_type == "markdown")
-    task_1 = text[text.index("7.1 · Cut images into patches"):text.index("7.2 · The patch embedding")]
-    task_2 = text[text.index("7.2 · The patch embedding"):text.index("7.3 · Prepend the class token")]
-    task_3 = text[text.index("7.3 · Prepend the class token"):]
-    for name in ("unpatchify", "im2col", "pixel_unshuffle", "fold", "transformers", "dtype"):
-        assert name in task_1, name
-    for name in ("unpatchify", "dtype=weight.dtype"):
-        assert name in task_2, name
-    for phrase in ("gradient", "dtype", "overwrite"):
-        assert phrase in task_3, phrase
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What the fixes of the learner's report require: no recipe in a message, hints that fit every case
-# ---------------------------------------------------------------------------------------------------------
-
-_RECIPES = ("reshape(D, P, P, C)", "permute(0, 3, 1, 2)", "torch.cat([cls, x]", "(B, C, H/P, P, W/P, P)",
-            "images.reshape(B, C, H // P", "kernel_size=patch_size, stride=patch_size")
-
-
-def _no_recipe(message):
-    return not any(r in message for r in _RECIPES)
-
-
-def _patchify_axes(images, patch_size, split_as):
-    B, C, H, W = images.shape
-    P = patch_size
-    h, w = split_as(H, W)
-    x = images.reshape(B, C, h // P, P, w // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (h // P) * (w // P), P * P * C)
-
-
-def test_7_1_height_used_for_the_width_is_told_the_images_are_not_square():
-    result = check("7.1", lambda images, p: _patchify_axes(images, p, lambda H, W: (H, H)))
-    assert not result.passed and "not square" in result.message and "fixed numbers" in result.message, result.message
-
-
-def test_7_1_reading_the_shape_as_b_c_w_h_is_named():
-    result = check("7.1", lambda images, p: _patchify_axes(images, p, lambda H, W: (W, H)))
-    assert not result.passed and "(B, C, W, H)" in result.message and "non-square" in result.message, result.message
-
-
-def test_7_1_one_channel_kept_gets_a_channel_hint():
-    def grey(images, patch_size):
-        return _patchify_axes(images[:, :1], patch_size, lambda H, W: (H, W))
-
-    result = check("7.1", grey)
-    assert not result.passed and "P*P*C = 12" in result.message and "every channel" in result.message, result.message
-
-
-def test_7_1_messages_give_no_recipe():
-    def plain(images, patch_size):
-        B, C, H, W = images.shape
-        return images.reshape(B, (H // patch_size) * (W // patch_size), patch_size ** 2 * C)
-
-    for answer in (plain, lambda images, p: F.pixel_unshuffle(images, p).flatten(2).transpose(1, 2)):
-        result = check("7.1", answer)
-        assert not result.passed and _no_recipe(result.message), result.message
-
-
-def test_7_2_a_patch_embedding_is_the_package_s_own_solution_and_no_recipe_is_given():
-    def plain_reshape(weight, bias, patch_size):
-        P = patch_size
-        D, C = weight.size(0), weight.size(1) // (P * P)
-        conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-        with torch.no_grad():
-            conv.weight.copy_(weight.reshape(D, C, P, P))
-            conv.bias.copy_(bias)
-        return conv
-
-    result = check("7.2", plain_reshape)
-    assert not result.passed and "plain reshape" in result.message and _no_recipe(result.message), result.message
-
-    def via_unpatchify(weight, bias, patch_size):
-        from attnbook.patches import unpatchify
-
-        return unpatchify(weight[:, None], patch_size, patch_size, patch_size)
-
-    result = check("7.2", via_unpatchify)
-    assert not result.passed and "without attnbook.patches.unpatchify" in result.message
-    assert _no_recipe(result.message), result.message
-
-
 @pytest.mark.parametrize("prepend_cls, piece", [
     (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, -1:], x + pos[:, :-1]], 1), "pos[:, 0]"),
     (lambda x, cls, pos: (torch.cat([cls, x[:1]], 1) + pos).expand(x.size(0), -1, -1), "first image"),
     (lambda x, cls, pos: torch.cat([cls.expand(*x.shape), x], -1), "dim=1"),
     (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + pos[:, :1], "all of pos"),
     (lambda x, cls, pos: torch.cat([x[:, :1] * 0 + cls, x[:, 1:]], 1) + pos[:, 1:], "overwrote"),
-], ids=["positions-before-concat", "first-image-only", "feature-axis", "only-pos0", "overwrite"])
+    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + cls], 1) + pos, "added cls to the patches"),
+    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + cls + pos, "added cls to every token"),
+], ids=["positions-before-concat", "first-image-only", "feature-axis", "only-pos0", "overwrite", "cls-to-patches",
+        "cls-to-every-token"])
 def test_7_3_more_mistakes_are_named_without_the_solution_line(prepend_cls, piece):
     result = check("7.3", prepend_cls)
     assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
+
+
+@pytest.mark.parametrize("dim", [2, -1, 0])
+def test_7_3_a_concatenation_along_another_dim_is_told_the_token_axis(dim):
+    """cls expanded, but joined along the features or the batch: the error names that dim, and the hint says the
+    token axis is dim 1 (not the expand hint: cls was expanded)."""
+    def prepend_cls(x, cls, pos):
+        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim) + pos
+
+    result = check("7.3", prepend_cls)
+    assert not result.passed, result.message
+    assert "the token axis, dim 1" in result.message, result.message
+    assert "expand cls over the batch" not in result.message, result.message
+
+
+def test_7_3_the_expand_hint_is_kept_for_a_missing_or_fixed_expand():
+    no_expand = check("7.3", lambda x, cls, pos: torch.cat([cls, x], 1) + pos)
+    assert not no_expand.passed and "expand cls over the batch" in no_expand.message, no_expand.message
+    fixed = check("7.3", lambda x, cls, pos: torch.cat([cls.expand(3, -1, -1), x], 1) + pos)
+    assert not fixed.passed and "your class tokens have batch size 3" in fixed.message, fixed.message
+    assert "x.size(0)" in fixed.message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -586,7 +464,6 @@ def test_7_3_more_mistakes_are_named_without_the_solution_line(prepend_cls, piec
 # ---------------------------------------------------------------------------------------------------------
 
 from seed_offsets import OFFSETS, catalogue_over_offsets  # noqa: E402  (`offset` is a fixture in conftest)
-# setting one, every catalogue entry checked under some)
 
 
 def test_7_3_every_seed_has_sizes_no_fixed_size_fits(offset):
@@ -613,88 +490,3 @@ def test_7_3_every_seed_has_sizes_no_fixed_size_fits(offset):
 def test_drawn_cases_give_every_catalogue_entry_its_verdict(exercise_id, monkeypatch):
     """The catalogue's verdicts hold under other seeds too (two here, and seeds 0 to 2 in test_remote)."""
     catalogue_over_offsets(exercise_id, OFFSETS[:2], monkeypatch, generated=False)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# A learner trial: a Conv2d sharing the caller's tensors (7.2), a concatenation along another dim and cls added
-# to the patches (7.3)
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _aliasing_conv(share_weight: bool, share_bias: bool):
-    def patch_embedding_as_conv(weight, bias, patch_size):
-        P = patch_size
-        D, C = weight.size(0), weight.size(1) // (P * P)
-        conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-        kernel = weight.reshape(D, P, P, C).permute(0, 3, 1, 2)  # a view of weight
-        conv.weight = nn.Parameter(kernel if share_weight else kernel.clone())
-        conv.bias = nn.Parameter(bias if share_bias else bias.clone())
-        return conv
-
-    return patch_embedding_as_conv
-
-
-@pytest.mark.parametrize("share_weight, share_bias, name", [
-    (True, True, "weight"), (True, False, "weight"), (False, True, "bias")])
-def test_7_2_parameters_that_share_the_caller_s_tensors_are_refused(share_weight, share_bias, name):
-    """nn.Parameter(a view of weight) or nn.Parameter(bias) has the right values but is the caller's memory:
-    zeroing the conv's weight would zero the Linear's. The task says to copy."""
-    result = check("7.2", _aliasing_conv(share_weight, share_bias))
-    assert not result.passed, result.message
-    assert f"your Conv2d's {name} shares its memory with the `{name}` you were given" in result.message
-    assert ".clone()" in result.message and '(Re-read "Patchify plus a matrix is a convolution".)' in result.message
-
-
-def test_7_2_the_conv_the_check_accepts_owns_its_memory():
-    """What the check accepts, checked from the outside: changing the returned conv leaves weight and bias as
-    they were (the task's "copy the weights into it")."""
-    weight, bias = torch.randn(5, 12, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
-    for answer in (_aliasing_conv(False, False), make_conv()):
-        conv = answer(weight, bias, 2)
-        before = weight.clone(), bias.clone()
-        with torch.no_grad():
-            conv.weight.zero_()
-            conv.bias.zero_()
-        assert torch.equal(weight, before[0]) and torch.equal(bias, before[1])
-    conv = _aliasing_conv(True, True)(weight, bias, 2)
-    with torch.no_grad():
-        conv.weight.zero_()
-    assert not weight.any()  # the refused answer really does alias
-
-
-def test_7_2_the_no_grad_hint_says_to_copy():
-    """The hint for a copy_ outside no_grad offers new parameters, and says they must be made from copies (a
-    Parameter made from a view of weight shares it)."""
-    result = check("7.2", make_conv(no_grad=False))
-    assert not result.passed and "nn.Parameter(t.clone())" in result.message, result.message
-    assert "conv.weight = nn.Parameter(...)" not in result.message, result.message
-
-
-@pytest.mark.parametrize("dim", [2, -1, 0])
-def test_7_3_a_concatenation_along_another_dim_is_told_the_token_axis(dim):
-    """cls expanded, but joined along the features or the batch: the error names that dim, and the hint says the
-    token axis is dim 1 (not the expand hint: cls was expanded)."""
-    def prepend_cls(x, cls, pos):
-        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim) + pos
-
-    result = check("7.3", prepend_cls)
-    assert not result.passed, result.message
-    assert "the token axis, dim 1" in result.message, result.message
-    assert "expand cls over the batch" not in result.message, result.message
-
-
-def test_7_3_the_expand_hint_is_kept_for_a_missing_or_fixed_expand():
-    no_expand = check("7.3", lambda x, cls, pos: torch.cat([cls, x], 1) + pos)
-    assert not no_expand.passed and "expand cls over the batch" in no_expand.message, no_expand.message
-    fixed = check("7.3", lambda x, cls, pos: torch.cat([cls.expand(3, -1, -1), x], 1) + pos)
-    assert not fixed.passed and "your class tokens have batch size 3" in fixed.message, fixed.message
-    assert "x.size(0)" in fixed.message
-
-
-@pytest.mark.parametrize("prepend_cls, piece", [
-    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + cls], 1) + pos, "added cls to the patches"),
-    (lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + cls + pos, "added cls to every token"),
-], ids=["patches", "every-token"])
-def test_7_3_cls_added_to_the_patches_is_named(prepend_cls, piece):
-    result = check("7.3", prepend_cls)
-    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message

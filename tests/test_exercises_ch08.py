@@ -1,10 +1,10 @@
-"""Chapter 8 checkers: what the mutant catalogue (tests/mutants/ch08.py) cannot say.
-
-The catalogue holds every "this answer passes" or "this answer fails with a message containing X" fact. Here: the
-book's reference solutions (read from the notebook) pass; not-attempted answers; messages checked for several
-properties at once (the input and the section they name, what they must NOT say, such as the solution's own lines);
-the statistics of 8.1 and 8.3 (false-failure rates and power); the drawn cases over many seed offsets; and answers
-whose verdict depends on module state or on an earlier check.
+"""Chapter 8 checkers: what the mutant catalogue (tests/mutants/ch08.py, the home of every "this answer passes" or
+"this answer fails with a message containing X" fact) cannot say. Here: the book's reference solutions (read from
+the notebook) pass; not-attempted answers are told so; what the messages of some catalogue answers contain besides
+their hint (the input and the section to re-read, the exact rule) and what no message may contain (the solution's own
+lines, another mistake's hint, a module path); a right answer's message; the first check imports no transformers; the
+statistics of 8.1 and 8.3 (false-failure rates and power); the drawn cases over many seed offsets; and an answer
+whose verdict depends on an earlier check.
 """
 import math
 
@@ -14,194 +14,85 @@ import torch.nn.functional as F
 
 import mutants
 from attnbook.exercises import check
+from mutants.ch08 import keeping_draws, mm
 
 
 def _entry(exercise_id, name):
-    """The answer of the catalogue entry of `exercise_id` whose name starts with `name`."""
-    return next(m.answer for m in mutants.load("8") if m.exercise_id == exercise_id and m.name.startswith(name))
-
-# ---------------------------------------------------------------------------------------------------------
-# 8.1 BERT's masking
-# ---------------------------------------------------------------------------------------------------------
+    """The answer of the catalogue entry of `exercise_id` whose name starts with `name`, as a new kernel holds it."""
+    return mutants.fresh(next(m.answer for m in mutants.load("8") if m.exercise_id == exercise_id
+                              and m.name.startswith(name)))
 
 
-def test_8_1_reference_passes(solutions):
-    result = check("8.1", solutions(8)["mlm_mask"])
+@pytest.mark.parametrize("exercise_id, name", [("8.1", "mlm_mask"), ("8.2", "causal_lm_loss"), ("8.3", "sample_next")])
+def test_reference_passes_and_a_stub_is_not_attempted(exercise_id, name, solutions):
+    result = check(exercise_id, solutions(8)[name])
     assert result.passed, result.message
 
-
-def test_8_1_not_attempted():
-    def mlm_mask(ids, mask_id, vocab_size, generator):
+    def stub(*args, **kwargs):
         raise NotImplementedError
 
-    assert check("8.1", mlm_mask).status == "not attempted"
+    assert check(exercise_id, stub).status == "not attempted"
 
 
-def test_8_1_messages_name_the_input_and_the_section():
-    result = check("8.1", _entry("8.1", "every chosen position becomes [MASK]"))
-    assert "ids of shape (200, 500)" in result.message and "Masked language modelling (BERT)" in result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 8.2 causal-LM loss
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_8_2_reference_passes(solutions):
-    result = check("8.2", solutions(8)["causal_lm_loss"])
-    assert result.passed, result.message
-
-
-def test_8_2_not_attempted():
-    def causal_lm_loss(logits, ids):
-        raise NotImplementedError
-
-    assert check("8.2", causal_lm_loss).status == "not attempted"
-
-
-def _flat(logits, ids):
-    return logits.reshape(-1, logits.size(-1)), ids.reshape(-1)
-
-
-def test_8_2_messages_name_the_input():
-    result = check("8.2", lambda logits, ids: F.cross_entropy(*_flat(logits, ids)))
-    assert "logits of shape (2, 5, 7)" in result.message and "Next-token prediction (GPT)" in result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 8.3 temperature and top-k sampling
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_8_3_reference_passes(solutions):
-    result = check("8.3", solutions(8)["sample_next"])
-    assert result.passed, result.message
-
-
-def test_8_3_not_attempted():
-    def sample_next(logits, temperature, top_k, generator):
-        raise NotImplementedError
-
-    assert check("8.3", sample_next).status == "not attempted"
-
-
-def test_8_3_messages_name_the_input():
-    result = check("8.3", _entry("8.3", "multiplies the logits by the temperature"))
-    assert "temperature=0.5" in result.message and "Temperature and top-k" in result.message, result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Fixes from the learner trial
-# ---------------------------------------------------------------------------------------------------------
-
-def make_random_ids(draw):
-    """A right mlm_mask except for how the random ids are drawn: draw(ids, vocab_size, generator)."""
-
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        chosen = torch.rand(ids.shape, generator=generator) < 0.15
-        r = torch.rand(ids.shape, generator=generator)
-        random_ids = draw(ids, vocab_size, generator)
-        masked = torch.where(chosen & (r < 0.8), mask_id, ids)
-        masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, masked)
-        return masked, torch.where(chosen, ids, -100)
-
-    return mlm_mask
-
-
-def test_8_1_right_random_ids_pass_the_small_vocabulary():
-    result = check("8.1", make_random_ids(lambda ids, V, g: torch.randint(V, ids.shape, generator=g)))
-    assert result.passed and "vocabulary" in result.message, result.message
-
-
-def make_correlated(choose):
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        chosen = choose(ids, generator)
-        r = torch.rand(ids.shape, generator=generator)
-        masked = torch.where(chosen & (r < 0.8), mask_id, ids)
-        random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
-        masked = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, masked)
-        return masked, torch.where(chosen, ids, -100)
-
-    return mlm_mask
-
-
-@pytest.mark.parametrize("choose", [
-    lambda ids, g: (torch.rand(ids.shape[1], generator=g) < 0.15).expand(ids.shape),  # same columns every row
-    lambda ids, g: (torch.rand(ids.shape[0], 1, generator=g) < 0.15).expand(ids.shape),  # one choice per row
-], ids=["same-columns", "per-row"])
-def test_8_1_correlated_choices_are_named(choose):
-    result = check("8.1", make_correlated(choose))
-    assert not result.passed
-    assert "choose each position independently" in result.message, result.message
-    assert "labelled only" not in result.message, result.message
-
-
-def _ce(logits, ids, **kwargs):
-    return F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]), **kwargs)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What the fixes of the learner's report require
-# ---------------------------------------------------------------------------------------------------------
-
+# Lines of the solutions that no message may show
 _RECIPES = ("r < 0.8", "0.8 <= r", "< 0.15", "torch.randint(vocab_size, ids.shape", "logits[:, :-1]", "ids[:, 1:]",
             "torch.multinomial(probs, 1", "logits.argmax(dim=-1)", "torch.cat(")
 
-
-def _no_recipe(message):
-    return not any(r in message for r in _RECIPES)
-
-
-def _masked(ids, mask_id, vocab_size, generator, chosen):
-    r = torch.rand(ids.shape, generator=generator)
-    random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
-    masked = torch.where(chosen & (r < 0.8), mask_id, ids)
-    return torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, masked)
-
-
-def test_8_1_a_fixed_number_of_chosen_positions_is_not_independent():
-    def fixed_count(ids, mask_id, vocab_size, generator):
-        n = ids.numel()
-        chosen = torch.zeros(n, dtype=torch.bool)
-        chosen[torch.randperm(n, generator=generator)[:round(0.15 * n)]] = True
-        chosen = chosen.reshape(ids.shape)
-        return _masked(ids, mask_id, vocab_size, generator, chosen), torch.where(chosen, ids, -100)
-
-    def fixed_per_row(ids, mask_id, vocab_size, generator):
-        scores = torch.rand(ids.shape, generator=generator)
-        k = round(0.15 * ids.size(1))
-        chosen = scores <= scores.kthvalue(k, dim=1, keepdim=True).values
-        return _masked(ids, mask_id, vocab_size, generator, chosen), torch.where(chosen, ids, -100)
-
-    for answer in (fixed_count, fixed_per_row):
-        result = check("8.1", answer)
-        assert not result.passed and "independently" in result.message and _no_recipe(result.message), \
-            result.message
-
-
-def test_8_1_messages_give_no_recipe():
-    overlap = _entry("8.1", "two independent draws, the random ids written over [MASK]")  # the catalogue's
-    result = check("8.1", overlap)
-    assert not result.passed and "overlap" in result.message and _no_recipe(result.message), result.message
+# (exercise, the start of a catalogue entry's name, what its message contains besides the entry's hint, what it must
+# not contain besides the solution's lines)
+MESSAGES = [
+    ("8.1", "every chosen position becomes [MASK]", ("ids of shape (200, 500)", "Masked language modelling (BERT)"),
+     ()),
+    ("8.1", "exactly round(15%) of the positions", ("independently",), ()),
+    ("8.1", "exactly round(15%) of each row, by kthvalue", (), ()),
+    ("8.1", "the same columns chosen in every row", (), ("labelled only",)),
+    ("8.1", "one choice per row", (), ("labelled only",)),
+    ("8.1", "two independent draws, the random ids written over [MASK]", (), ("0.1 / 0.2",)),
+    ("8.1", "two independent draws, [MASK] written over the random ids", (), ("your cases overlap",)),
+    ("8.1", "draws a fresh uniform number for the random case", (), ("your cases overlap",)),
+    ("8.2", "no shift", ("logits of shape (2, 5, 7)", "Next-token prediction (GPT)"), ()),
+    ("8.2", "the naive -log(exp / sum exp)", (), ()),
+    ("8.2", "torch.log(torch.softmax(...))", (), ()),
+    ("8.2", "returns a 1-element tensor", ("0-dimensional",), ()),
+    ("8.2", "sum divided by batch * seq", ("batch * (seq - 1)",), ()),
+    ("8.2", "only the last prediction", ("only the last prediction",), ()),
+    ("8.2", "flattens the logits time-major", ("flattened in different orders",), ()),
+    ("8.2", "label_smoothing=0.1", (), ()),
+    ("8.2", ".view(-1, V) on the sliced logits and .view(-1)", (".reshape()",), ()),
+    ("8.3", "multiplies the logits by the temperature", ("temperature=0.5", "Temperature and top-k"), ()),
+    ("8.3", "keeps top_k + 1 logits", ("top_k + 1",), ()),
+    ("8.3", "sets the logits outside the top k to 0", (), ()),
+    ("8.3", "pushes the logits outside the top k down to the row minimum", (), ()),
+    ("8.3", "temperature 0 replaced by 1e-6", ("at temperature 0",), ()),
+    ("8.3", "reseeds the global generator from generator.initial_seed()", ("drew no random number",), ()),
+    ("8.3", "does not handle top_k=None", ("top_k=None means no cut",), ()),
+    ("8.3", "fills the logits outside the top k with -1e4", ("float('-inf')",), ()),
+    ("8.3", "fills the logits outside the top k with -100", ("float('-inf')",), ()),
+    ("8.3", "the k-th largest logit of the whole batch", ("each row keeps its own top_k largest logits",),
+     ("over the vocabulary (dim=-1)",)),
+]
 
 
-@pytest.mark.parametrize("fn, piece", [
-    (lambda lg, ids: -(lg[:, :-1].exp() / lg[:, :-1].exp().sum(-1, keepdim=True)).gather(-1, ids[:, 1:, None]).log()
-     .mean(), "overflow"),
-    (lambda lg, ids: F.nll_loss(torch.log(torch.softmax(lg[:, :-1], -1)).reshape(-1, lg.size(-1)),
-                                ids[:, 1:].reshape(-1)), "log_softmax"),
-    (lambda lg, ids: _ce(lg, ids).reshape(1), "0-dimensional"),
-    (lambda lg, ids: _ce(lg, ids, reduction="sum") / ids.numel(), "batch * (seq - 1)"),
-    (lambda lg, ids: F.cross_entropy(lg[:, -2], ids[:, -1]), "only the last prediction"),
-    (lambda lg, ids: F.cross_entropy(lg[:, :-1].transpose(0, 1).reshape(-1, lg.size(-1)), ids[:, 1:].reshape(-1)),
-     "flattened in different orders"),
-    (lambda lg, ids: _ce(lg, ids, label_smoothing=0.1), "label_smoothing"),
-    (lambda lg, ids: F.cross_entropy(lg.reshape(-1, lg.size(-1)), ids.reshape(-1)), "no shift"),
-], ids=["naive-exp", "log-of-softmax", "shape-1", "divided-by-B-T", "last-only", "time-major", "smoothing",
-        "no-shift"])
-def test_8_2_more_mistakes_are_named_without_the_solution_line(fn, piece):
-    result = check("8.2", fn)
-    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
+@pytest.mark.parametrize("exercise_id, name, has, has_not", MESSAGES, ids=[f"{e} {n[:40]}" for e, n, *_ in MESSAGES])
+def test_messages(exercise_id, name, has, has_not):
+    message = check(exercise_id, _entry(exercise_id, name)).message
+    assert [piece for piece in has if piece not in message] == [], message
+    assert [piece for piece in has_not + _RECIPES if piece in message] == [], message
+
+
+def test_8_1_a_right_answer_is_told_about_the_small_vocabulary():
+    result = check("8.1", mm())
+    assert result.passed and "vocabulary" in result.message, result.message
+
+
+def test_8_1_kept_draws_are_not_blamed_on_the_global_generator():
+    answer = keeping_draws()
+    result = check("8.1", answer)  # the uniform numbers of its first call: the first and third call differ
+    assert not result.passed and "even the first and the third" in result.message, result.message
+    assert "from one call to the next" in result.message and "global random generator was" not in result.message
+    result = check("8.1", answer)  # all of them kept now: the same positions for every seed
+    assert not result.passed and "chose exactly the same positions" in result.message, result.message
+    assert "from one call to the next" in result.message, result.message
 
 
 def test_8_2_the_first_check_does_not_import_transformers():
@@ -215,58 +106,10 @@ def test_8_2_the_first_check_does_not_import_transformers():
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr
 
 
-def _sampler(cut):
-    """A sample_next that is right except for `cut(scaled, top_k)`, which returns the logits to sample from."""
-
-    def sample_next(logits, temperature, top_k, generator):
-        if temperature == 0:
-            return logits.argmax(dim=-1)
-        scaled = logits / temperature
-        if top_k is not None:
-            scaled = cut(scaled, top_k)
-        return torch.multinomial(torch.softmax(scaled, -1), 1, generator=generator).squeeze(-1)
-
-    return sample_next
-
-
-def _keep(scaled, k, fill):
-    kth = torch.topk(scaled, k, dim=-1).values[:, -1:]
-    return torch.where(scaled >= kth, scaled, fill(scaled))
-
-
-@pytest.mark.parametrize("answer, piece", [
-    (_sampler(lambda s, k: _keep(s, min(k + 1, s.size(-1)), lambda s: torch.full_like(s, float("-inf")))),
-     "top_k + 1"),
-    (_sampler(lambda s, k: _keep(s, k, torch.zeros_like)), "-inf"),
-    (_sampler(lambda s, k: _keep(s, k, lambda s: s.amin(-1, keepdim=True).expand_as(s))), "-inf"),
-], ids=["k-plus-1", "fill-0", "fill-row-min"])
-def test_8_3_top_k_mistakes_are_named(answer, piece):
-    result = check("8.3", answer)
-    assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
-
-
-def test_8_3_randomness_rules():
-    def tiny_temperature(logits, temperature, top_k, generator):
-        probs = torch.softmax(logits.double() / max(temperature, 1e-6), -1)
-        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-    def global_reseed(logits, temperature, top_k, generator):
-        if temperature == 0:
-            return logits.argmax(dim=-1)
-        torch.manual_seed(generator.initial_seed())
-        return torch.multinomial(torch.softmax(logits / temperature, -1), 1).squeeze(-1)
-
-    def no_none(logits, temperature, top_k, generator):
-        if temperature == 0:
-            return logits.argmax(dim=-1)
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-        scaled = logits.masked_fill(logits < kth, float("-inf")) / temperature
-        return torch.multinomial(torch.softmax(scaled, -1), 1, generator=generator).squeeze(-1)
-
-    for answer, piece in ((tiny_temperature, "at temperature 0"), (global_reseed, "drew no random number"),
-                          (no_none, "top_k=None means no cut")):
-        result = check("8.3", answer)
-        assert not result.passed and piece in result.message and _no_recipe(result.message), result.message
+def test_8_2_the_transformers_loss_is_named_not_its_module():
+    pytest.importorskip("transformers")
+    message = check("8.2", _entry("8.2", "transformers' ForCausalLMLoss")).message
+    assert "without transformers.loss.loss_utils.ForCausalLMLoss" in message and "<module>" not in message, message
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -449,106 +292,6 @@ def test_8_2_every_mistake_separates_on_every_draw(offset, monkeypatch):
         right = F.cross_entropy(lg[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
         for hint, value in _lm_mistakes(lg, ids).items():
             assert not abs(float(value) - float(right)) <= 1e-4, (seed, hint)  # NaN (no target left) differs too
-
-
-def test_8_2_the_transformers_loss_is_named_not_its_module():
-    pytest.importorskip("transformers")
-
-    def causal_lm_loss(logits, ids):
-        from transformers.loss.loss_utils import ForCausalLMLoss
-
-        return ForCausalLMLoss(logits, ids, logits.size(-1))
-
-    message = check("8.2", causal_lm_loss).message
-    assert "without transformers.loss.loss_utils.ForCausalLMLoss" in message and "<module>" not in message, message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Learner trial B: wrong answers that passed 8.3, and hints that named another mistake
-# ---------------------------------------------------------------------------------------------------------
-
-def _mlm_two_draws(order):
-    """mlm_mask with two independent draws for [MASK] (0.8) and a random id (0.1) over the chosen positions; `order`:
-    which is written last, or "disjoint" (the random id only where [MASK] was not drawn, still with 0.1)."""
-
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        chosen = torch.rand(ids.shape, generator=generator) < 0.15
-        to_mask = chosen & (torch.rand(ids.shape, generator=generator) < 0.8)
-        to_random = chosen & (torch.rand(ids.shape, generator=generator) < 0.1)
-        random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
-        if order == "disjoint":
-            to_random &= ~to_mask
-        if order == "mask-last":
-            masked = torch.where(to_mask, mask_id, torch.where(to_random, random_ids, ids))
-        else:
-            masked = torch.where(to_random, random_ids, torch.where(to_mask, mask_id, ids))
-        return masked, torch.where(chosen, ids, -100)
-
-    return mlm_mask
-
-
-@pytest.mark.parametrize("order, piece, not_piece", [
-    ("random-last", "your cases overlap", "0.1 / 0.2"),  # about 72/10/18
-    ("mask-last", "0.1 / 0.2 = 0.5", "your cases overlap"),  # about 80/2/18
-    ("disjoint", "0.1 / 0.2 = 0.5", "your cases overlap"),  # about 80/2/18
-])
-def test_8_1_the_overlap_hint_only_for_the_overlap(order, piece, not_piece):
-    result = check("8.1", _mlm_two_draws(order))
-    assert not result.passed and piece in result.message and not_piece not in result.message, result.message
-    assert _no_recipe(result.message), result.message
-
-
-def _mlm_keeping_draws():
-    """A right mlm_mask except that it keeps the uniform numbers of its first call of each shape."""
-    kept = {}
-
-    def mlm_mask(ids, mask_id, vocab_size, generator):
-        if ids.shape not in kept:
-            kept[ids.shape] = torch.rand(ids.shape, generator=generator)
-        u = kept[ids.shape]
-        random_ids = torch.randint(vocab_size, ids.shape, generator=generator)
-        masked = torch.where(u < 0.12, mask_id, ids)
-        masked = torch.where((u >= 0.12) & (u < 0.135), random_ids, masked)
-        return masked, torch.where(u < 0.15, ids, -100)
-
-    return mlm_mask
-
-
-def test_8_1_kept_draws_are_not_blamed_on_the_global_generator():
-    answer = _mlm_keeping_draws()
-    result = check("8.1", answer)  # the uniform numbers of its first call: the first and third call differ
-    assert not result.passed and "even the first and the third" in result.message, result.message
-    assert "from one call to the next" in result.message and "global random generator was" not in result.message
-    result = check("8.1", answer)  # all of them kept now: the same positions for every seed
-    assert not result.passed and "chose exactly the same positions" in result.message, result.message
-    assert "from one call to the next" in result.message, result.message
-
-
-def test_8_2_view_after_a_slice_names_the_slice():
-    def causal_lm_loss(logits, ids):
-        V = logits.shape[-1]
-        return F.cross_entropy(logits[:, :-1].view(-1, V), ids[:, 1:].view(-1))
-
-    result = check("8.2", causal_lm_loss)
-    assert not result.passed and "after a slice" in result.message and ".reshape()" in result.message, \
-        result.message
-
-
-@pytest.mark.parametrize("fill", [-1e4, -100.0])
-def test_8_3_a_finite_fill_fails_far_below_0(fill):
-    result = check("8.3", _sampler(lambda s, k: _keep(s, k, lambda s: torch.full_like(s, fill))))
-    assert not result.passed and "far below 0" in result.message and "float('-inf')" in result.message, \
-        result.message
-
-
-def test_8_3_a_threshold_over_the_whole_batch_is_named():
-    def over_batch(scaled, k):
-        kth = torch.topk(scaled.flatten(), k).values[-1]
-        return scaled.masked_fill(scaled < kth, float("-inf"))
-
-    result = check("8.3", _sampler(over_batch))
-    assert not result.passed and "each row keeps its own top_k largest logits" in result.message, result.message
-    assert "over the vocabulary (dim=-1)" not in result.message, result.message
 
 
 def test_8_3_tuned_cases_hold_for_every_offset():

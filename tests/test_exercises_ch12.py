@@ -1,9 +1,8 @@
 """Chapter 12 checkers, what the mutant catalogue (tests/mutants/ch12.py, the home of "this answer passes" and "this
 answer fails with a message containing X") cannot say: the book's reference solutions pass, stubs are not attempted,
-the hinted mistakes name their hint AND the section to re-read, a message has several properties at once (what it
-names and what it must not show), and the inputs drawn from the run's seed keep every mistake of the checkers' tables
-apart. The wrong answers made here are written from scratch, each with one deliberate mistake, independently of the
-checker's own table of mistakes.
+the catalogue's hinted mistakes name the section to re-read too, a message has several properties at once (the input
+it names, what it must not show), and the inputs drawn from the run's seed keep every mistake of the checkers' tables
+apart. The answers are the catalogue's own (its learner templates, or an entry looked up by name).
 """
 import math
 
@@ -12,155 +11,51 @@ import torch
 
 import mutants
 from attnbook.exercises import check
+from mutants.ch12 import merge
 
 # ---------------------------------------------------------------------------------------------------------
-# 12.1 warm-up and cosine decay
+# The reference solutions, the stubs, and the section every hinted mistake names
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_12_1_reference_passes(solutions):
-    result = check("12.1", solutions(12)["lr_at"])
+@pytest.mark.parametrize("exercise, name", [("12.1", "lr_at"), ("12.2", "perplexity"), ("12.3", "merge_pair")])
+def test_12_reference_passes(solutions, exercise, name):
+    result = check(exercise, solutions(12)[name])
     assert result.passed, result.message
 
 
-def make_lr_at(*, warm_num=1, warm_den=0, span="decay", angle=math.pi, use_min=True, clamp=True):
-    """An lr_at with one deliberate mistake (the defaults give a correct one)."""
-
-    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
-        low = min_lr if use_min else 0.0
-        if step < warmup_steps:
-            return max_lr * (step + warm_num) / (warmup_steps + warm_den)
-        if clamp and step > total_steps:
-            return low
-        t = (step - warmup_steps) / ((total_steps - warmup_steps) if span == "decay" else total_steps)
-        return low + (max_lr - low) * (1 + math.cos(angle * t)) / 2
-
-    return lr_at
-
-
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"warm_num": 0}, "off by one"),
-    ({"warm_den": 1}, "warmup_steps + 1"),
-    ({"span": "total"}, "not divided by total_steps"),
-    ({"angle": 180.0}, "radians"),
-    ({"angle": 2 * math.pi}, "cos(2π t)"),
-    ({"use_min": False}, "ends at min_lr, not at 0"),
-    ({"clamp": False}, "past total_steps the rate stays at min_lr"),
-], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_12_1_wrong_answers_get_hints(kwargs, hint):
-    result = check("12.1", make_lr_at(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-    assert 'Re-read "The learning-rate schedule"' in result.message
-
-
-def test_12_1_not_attempted():
-    def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
+@pytest.mark.parametrize("exercise", ["12.1", "12.2", "12.3"])
+def test_12_not_attempted(exercise):
+    def stub(*args, **kwargs):
         raise NotImplementedError
 
-    assert check("12.1", lr_at).status == "not attempted"
+    assert check(exercise, stub).status == "not attempted"
+
+
+SECTIONS = {"12.1": "The learning-rate schedule", "12.2": "Perplexity", "12.3": "Byte-pair encoding from scratch"}
+
+
+@pytest.mark.parametrize("exercise, hint", [
+    ("12.1", "off by one"), ("12.1", "warmup_steps + 1"), ("12.1", "not divided by total_steps"),
+    ("12.1", "half a period is π"), ("12.1", "cos(2π t)"), ("12.1", "ends at min_lr, not at 0"),
+    ("12.1", "comes back up"),
+    ("12.2", "in bits"), ("12.2", "base-10"), ("12.2", "summed the batch losses"),
+    ("12.2", "mean of the batches' perplexities"), ("12.2", "1 / perplexity"), ("12.2", "the loss itself"),
+    ("12.3", "left to right"), ("12.3", "skip both ids"), ("12.3", "last id is lost"), ("12.3", "in place"),
+    ("12.3", "expected a list"),
+])
+def test_12_hinted_mistakes_name_the_section_to_re_read(exercise, hint):
+    """The catalogue's answers with this hint (it checks the hint) also get the section of the chapter to re-read."""
+    answers = [m.answer for m in mutants.load("12") if m.exercise_id == exercise and m.hint == hint]
+    assert answers, hint
+    for answer in answers:
+        message = check(exercise, answer).message
+        assert hint in message and f'Re-read "{SECTIONS[exercise]}"' in message, message
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 12.2 perplexity
+# 12.3 one BPE merge: what a message names, and what it must not say
 # ---------------------------------------------------------------------------------------------------------
-
-
-def test_12_2_reference_passes(solutions):
-    result = check("12.2", solutions(12)["perplexity"])
-    assert result.passed, result.message
-
-
-def _numeric(mean_loss):
-    values = mean_loss.detach().double().flatten().tolist() if isinstance(mean_loss, torch.Tensor) else [mean_loss]
-    return values
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (lambda x: 2.0 ** (sum(_numeric(x)) / len(_numeric(x))), "bits"),
-    (lambda x: 10.0 ** (sum(_numeric(x)) / len(_numeric(x))), "base-10"),
-    (lambda x: math.exp(sum(_numeric(x))), "summed"),
-    (lambda x: sum(math.exp(v) for v in _numeric(x)) / len(_numeric(x)), "average the losses first"),
-    (lambda x: math.exp(-sum(_numeric(x)) / len(_numeric(x))), "1 / perplexity"),
-    (lambda x: sum(_numeric(x)) / len(_numeric(x)), "the loss itself"),
-], ids=["2**", "10**", "sum", "mean of exp", "exp(-loss)", "identity"])
-def test_12_2_wrong_answers_get_hints(answer, hint):
-    result = check("12.2", answer)
-    assert not result.passed
-    assert hint in result.message, result.message
-    assert 'Re-read "Perplexity"' in result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 12.3 one BPE merge
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_12_3_reference_passes(solutions):
-    result = check("12.3", solutions(12)["merge_pair"])
-    assert result.passed, result.message
-
-
-def make_merge_pair(*, order="left", step_after=2, keep_last=True, in_place=False, out_type=list):
-    """A merge_pair with one deliberate mistake (the defaults give a correct one)."""
-
-    def merge_pair(ids, pair, new_id):
-        seq = ids if in_place else list(ids)
-        if order == "right":
-            seq = seq[::-1]
-            pair = (pair[1], pair[0])
-        out, i = [], 0
-        end = len(seq) if keep_last else len(seq) - 1
-        while i < end:
-            if i + 1 < len(seq) and seq[i] == pair[0] and seq[i + 1] == pair[1]:
-                out.append(new_id)
-                i += step_after
-            else:
-                out.append(seq[i])
-                i += 1
-        if order == "right":
-            out = out[::-1]
-        if in_place:
-            ids[:] = out
-            return ids
-        return out_type(out)
-
-    return merge_pair
-
-
-@pytest.mark.parametrize("kwargs, hint", [
-    ({"order": "right"}, "left to right"),
-    ({"step_after": 1}, "skip both ids"),
-    ({"keep_last": False}, "the last id is lost"),
-    ({"in_place": True}, "in place"),
-    ({"out_type": tuple}, "expected a list"),
-], ids=lambda x: str(x) if isinstance(x, dict) else "")
-def test_12_3_wrong_answers_get_hints(kwargs, hint):
-    result = check("12.3", make_merge_pair(**kwargs))
-    assert not result.passed, kwargs
-    assert hint in result.message, (kwargs, result.message)
-    assert 'Re-read "Byte-pair encoding from scratch"' in result.message
-
-
-def test_12_3_a_merge_on_text_is_caught_by_ids_of_two_digits():
-    def merge_pair(ids, pair, new_id):
-        joined = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new_id))
-        return [int(t) for t in joined.split()]
-
-    result = check("12.3", merge_pair)
-    assert not result.passed and "two digits" in result.message and "not text" in result.message, result.message
-
-
-def test_12_3_a_padded_text_replace_is_named():
-    # A learner trial: ' a b ' replaced in the ids joined with spaces misses an occurrence right after a merge, and
-    # got the solution's loop in words as its hint.
-    def merge_pair(ids, pair, new_id):
-        text = (" " + " ".join(map(str, ids)) + " ").replace(f" {pair[0]} {pair[1]} ", f" {new_id} ")
-        return [int(t) for t in text.split()]
-
-    result = check("12.3", merge_pair)
-    assert not result.passed and "uses up the space after it" in result.message, result.message
-    assert "move on by" not in result.message, result.message
 
 
 def _catalogued(name: str):
@@ -168,9 +63,22 @@ def _catalogued(name: str):
     return next(m.answer for m in mutants.load("12") if m.exercise_id == "12.3" and m.name.startswith(name))
 
 
+def test_12_3_a_merge_on_text_is_caught_by_ids_of_two_digits():
+    result = check("12.3", _catalogued("joins the ids into text"))
+    assert not result.passed and "two digits" in result.message and "not text" in result.message, result.message
+
+
+def test_12_3_a_padded_text_replace_is_named():
+    # A learner trial: ' a b ' replaced in the ids joined with spaces misses an occurrence right after a merge, and
+    # got the solution's loop in words as its hint.
+    result = check("12.3", _catalogued("str.replace on the ids joined with a space on each side"))
+    assert not result.passed and "uses up the space after it" in result.message, result.message
+    assert "move on by" not in result.message, result.message
+
+
 _merge_by_chunks = _catalogued("cuts the list into aligned chunks of two")
-_merge_skipping_one = _catalogued("moves on by 3 after a merge")
-merge_pair_right = _catalogued("tuple(ids[i:i + 2]) == tuple(pair), with an index")
+_merge_skipping_one = merge(step_after=3)
+merge_pair_right = merge()
 
 
 def test_12_3_an_unknown_mistake_gets_the_rule_it_breaks_not_the_loop():
@@ -223,13 +131,6 @@ def test_12_3_a_left_out_occurrence_is_the_first_difference_of_any_reading(monke
                     assert min(set(chosen) ^ right) in right, (ids, pair, chosen)
 
 
-def test_12_3_not_attempted():
-    def merge_pair(ids, pair, new_id):
-        raise NotImplementedError
-
-    assert check("12.3", merge_pair).status == "not attempted"
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Cases drawn from the run's seed: the properties they are tuned for hold in every draw. For 200 offsets of
 # compare.SEED_OFFSET (the second pass of a check and the grader move it), every known mistake of the check's
@@ -275,6 +176,10 @@ def test_12_1_every_draw_tells_every_known_mistake_apart(monkeypatch):
             runs = _runs(mistake, inputs)
             assert any(not same(got, warmup_cosine_lr(*args)) for got, args in runs), (offset, hint)
             assert _named(runs, schedule.MISTAKES, same) == hint, (offset, hint)
+
+
+def _numeric(mean_loss):
+    return mean_loss.detach().double().flatten().tolist() if isinstance(mean_loss, torch.Tensor) else [mean_loss]
 
 
 def test_12_2_every_draw_tells_every_known_mistake_apart(monkeypatch):

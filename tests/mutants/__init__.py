@@ -122,10 +122,14 @@ def load(chapter: str | None = None) -> list[Mutant]:
     entries `generated` makes for every exercise of those chapters."""
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("ch") and (chapter is None or info.name == f"ch{int(chapter):02d}"):
-            if f"{__name__}.{info.name}" not in sys.modules:
-                importlib.import_module(f"{__name__}.{info.name}")
+            importlib.import_module(f"{__name__}.{info.name}")  # a test may have imported it first (its template)
+            if int(info.name[2:]) not in _GENERATED_FOR:
+                _GENERATED_FOR.add(int(info.name[2:]))
                 generated(int(info.name[2:]))
     return CATALOGUE
+
+
+_GENERATED_FOR: set[int] = set()  # the chapters whose generated entries are in CATALOGUE
 
 
 # ---------------------------------------------------------------------------------------------------------------

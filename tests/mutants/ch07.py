@@ -1,6 +1,7 @@
-"""Chapter 7 (ViT patches): learner answers to exercises 7.1-7.3."""
+"""Chapter 7 (ViT patches): learner answers to exercises 7.1-7.3, one table per exercise."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import types
 from pathlib import Path
@@ -10,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import attnbook.patches as _patches
-from mutants import right, value, wrong  # noqa: F401
+from mutants import RIGHT, WRONG, right, table, wrong
 
 _PATCHES_PY = Path(_patches.__file__)
 
@@ -27,10 +28,139 @@ def _fresh_patches():
 # 7.1  patchify(images, patch_size) -> (B, N, P*P*C)
 # ----------------------------------------------------------------------------------------------------------------
 
-wrong("7.1", hint="attnbook.patches.patchify, the package's own solution",
-      name="handed in attnbook.patches.patchify itself")(_patches.patchify)
-wrong("7.1", hint="the package's own solution", name="a lambda around attnbook.patches.patchify")(
-    lambda images, patch_size: _patches.patchify(images, patch_size))
+def patches(order=(0, 2, 4, 3, 5, 1), split="(H/P, P)", shape="(B, C, H, W)", square=False, patch=None, batch=None,
+            n_patches=None):
+    """7.1's learner template: patchify by reshape and permute. The images, read as `shape` ("(B, C, W, H)": height
+    and width swapped), are split as `split` ("(H/P, P)": each side into the grid, then the pixels; "(P, H/P)": the
+    other way round) with P = patch_size (or a fixed `patch`), the height used for the width too when `square`, and a
+    fixed `batch` if given; the axes (B, C, gh, P, gw, P) are permuted into `order` (the default: (B, gh, gw, P, P, C))
+    and flattened to (B, N, P*P*C) (or to (B, n_patches, -1), for a fixed number of patches). The defaults: a right
+    answer."""
+    def patchify(images, patch_size):
+        B, C, H, W = images.shape
+        if shape == "(B, C, W, H)":
+            B, C, W, H = images.shape
+        B, P, W = batch or B, patch or patch_size, H if square else W
+        if split == "(H/P, P)":
+            x = images.reshape(B, C, H // P, P, W // P, P)
+        else:
+            x = images.reshape(B, C, P, H // P, P, W // P)
+        x = x.permute(*order)
+        return x.reshape(B, (H // P) * (W // P), P * P * C) if n_patches is None else x.reshape(B, n_patches, -1)
+    return patchify
+
+
+def from_columns(columns):
+    """7.1's answers through a ready-made routine: columns(images, P) holds each patch as a column, channels
+    outermost ((B, C*P*P, N), or (B, C*P*P, H/P, W/P)); they are reordered here to channels innermost."""
+    def patchify(images, patch_size):
+        B, C, H, W = images.shape
+        P = patch_size
+        x = columns(images, P).reshape(B, C, P * P, -1).permute(0, 3, 2, 1)  # (B, N, P*P, C)
+        return x.reshape(B, -1, P * P * C)
+    return patchify
+
+
+# transformers' convert_image_to_patches (lfm2_vl, siglip2, ...) needs torchvision, missing here: a function of that
+# name in a module of that name stands in for it (the check forbids it by its dotted name)
+_SOME_VL = {"__name__": "transformers.models.some_vl.image_processing_some_vl", "_right_patchify": patches()}
+exec("def convert_image_to_patches(images, patch_size):\n    return _right_patchify(images, patch_size)\n", _SOME_VL)
+_pf = _patches.patchify
+
+table("7.1", [
+    ("reshape and permute, as in the chapter", RIGHT, patches()),
+    ("Tensor.unfold twice (allowed), then channels innermost", RIGHT,
+     lambda images, patch_size: images.unfold(2, patch_size, patch_size).unfold(3, patch_size, patch_size)
+     .permute(0, 2, 3, 4, 5, 1).reshape(images.size(0), -1, patch_size * patch_size * images.size(1))),
+    ("Python loops over the grid, stacking each patch moved to (P, P, C)", RIGHT,
+     lambda images, patch_size: torch.stack([
+         images[:, :, r:r + patch_size, c:c + patch_size].permute(0, 2, 3, 1).flatten(1)  # (B, C, P, P) -> (B, P*P*C)
+         for r in range(0, images.size(2), patch_size) for c in range(0, images.size(3), patch_size)], dim=1)),
+    # the order of the numbers
+    ("a plain reshape of the image (rows of pixels, not patches)", "plain reshape",
+     lambda images, patch_size: images.permute(0, 2, 3, 1).reshape(
+         images.size(0), (images.size(2) // patch_size) * (images.size(3) // patch_size),
+         patch_size * patch_size * images.size(1))),
+    ("channels outermost in each patch (the Conv2d / unfold order)", "channels come first",
+     patches(order=(0, 2, 4, 1, 3, 5))),
+    ("patches listed column by column (grid axes swapped)", "column-major order (down the first column",
+     patches(order=(0, 4, 2, 3, 5, 1))),
+    ("each patch flattened column by column (pixel row and pixel column swapped)",
+     "pixels inside each patch are in column-major order", patches(order=(0, 2, 4, 5, 3, 1))),
+    ("splits each side as (P, H/P) instead of (H/P, P): strided pixels, not patches", "grid",
+     patches(split="(P, H/P)", order=(0, 3, 5, 2, 4, 1))),
+    ("patchifies images.transpose(2, 3) (width and height swapped in the image itself)", "transposed image",
+     lambda images, patch_size: patches()(images.transpose(2, 3), patch_size)),
+    ("swaps H and W when splitting (reads the shape as (B, C, W, H))", "(B, C, H, W)", patches(shape="(B, C, W, H)")),
+    ("assumes square images: uses H for the width too", "not square", patches(square=True)),
+    ("grey images only: keeps channel 0 and drops the others", "channel",
+     lambda images, patch_size: patches()(images[:, :1], patch_size)),
+    # fixed sizes
+    ("hard-codes the chapter's patch size 2 and ignores patch_size", "patch_size", patches(patch=2)),
+    ("hard-codes a batch of one (reshape(1, ...))", "fixed numbers", patches(batch=1)),
+    ("reshapes to the chapter's 16 patches: reshape(B, 16, -1) after the permute", "fixed numbers",
+     patches(n_patches=16)),
+    # the shape and the type of the result
+    ("squeezes the batch axis away (a batch of one comes back 2-D)", "batch dimension",
+     lambda images, patch_size: patches()(images, patch_size).squeeze(0)),
+    (".squeeze() at the end 'to tidy up' (drops every size-1 axis)", WRONG,
+     lambda images, patch_size: patches()(images, patch_size).squeeze()),
+    ("returns (B, P*P*C, N), the F.unfold layout, with the right values",
+     "(batch, P*P*C, n_patches), the layout F.unfold returns",
+     lambda images, patch_size: patches()(images, patch_size).transpose(1, 2)),
+    ("returns (B, P*P*C, N): the message says to put the patches on dim 1", "put the patches on dim 1",
+     lambda images, patch_size: patches()(images, patch_size).transpose(1, 2)),
+    ("flattens batch and patches into one axis: (B*N, P*P*C)", "(batch, n_patches, P*P*C)",
+     lambda images, patch_size: patches()(images, patch_size).flatten(0, 1)),
+    ("flattens each image's patches into one long vector: (B, N*P*P*C)", "one row per patch",
+     lambda images, patch_size: patches()(images, patch_size).flatten(1)),
+    ("returns a nested Python list (.tolist()) instead of a tensor", "tensor",
+     lambda images, patch_size: patches()(images, patch_size).tolist()),
+    ("returns a numpy array", "tensor", lambda images, patch_size: patches()(images, patch_size).numpy()),
+    ("casts the result to float32 (float64 images come back float32)", "dtype",
+     lambda images, patch_size: patches()(images, patch_size).float()),
+    ("casts the result to half precision (.half())", "torch.float16",
+     lambda images, patch_size: patches()(images, patch_size).half()),
+    ("computes in float32 ('the digits are float32') and casts back to the input's dtype", "float32",
+     lambda images, patch_size: patches()(images.float(), patch_size).to(images.dtype)),
+    ("passes the worked example's patch tensor (a result) instead of the function", "function",
+     torch.arange(12.0).reshape(1, 1, 12)),
+    # ready-made routines
+    ("F.unfold (im2col), then reorders its channels-first columns to channels innermost", "without",
+     from_columns(lambda images, P: F.unfold(images, kernel_size=P, stride=P))),
+    ("nn.Unfold module, reordered to channels innermost", "without",
+     from_columns(lambda images, P: nn.Unfold(P, stride=P)(images))),
+    ("torch.ops.aten.im2col (the op behind F.unfold), reordered to channels innermost",
+     "the task asks you to write this without torch.ops.aten.im2col",
+     from_columns(lambda images, P: torch.ops.aten.im2col(images, [P, P], [1, 1], [0, 0], [P, P]))),
+    ("torch._C._nn.im2col, reordered to channels innermost",
+     "the task asks you to write this without torch._C._nn.im2col",
+     from_columns(lambda images, P: torch._C._nn.im2col(images, [P, P], [1, 1], [0, 0], [P, P]))),
+    ("pixel_unshuffle, then moves the channels innermost",
+     "the task asks you to write this without torch.nn.functional.pixel_unshuffle",
+     from_columns(lambda images, P: F.pixel_unshuffle(images, P))),
+    ("the nn.PixelUnshuffle module, reordered to channels innermost",
+     "the task asks you to write this without torch.nn.PixelUnshuffle",
+     from_columns(lambda images, P: nn.PixelUnshuffle(P)(images))),
+    ("calls transformers' convert_image_to_patches (a stand-in of that name in a transformers module)",
+     "convert_image_to_patches",
+     lambda images, patch_size: _SOME_VL["convert_image_to_patches"](images, patch_size)),
+    # the package's own solution
+    ("handed in attnbook.patches.patchify itself", "attnbook.patches.patchify, the package's own solution",
+     _patches.patchify),
+    ("a lambda around attnbook.patches.patchify", "the package's own solution",
+     lambda images, patch_size: _patches.patchify(images, patch_size)),
+    ("a types.FunctionType copy of attnbook.patches.patchify", "package's own",
+     types.FunctionType(_pf.__code__, _pf.__globals__, "patchify", _pf.__defaults__, _pf.__closure__)),
+    ("patchify from a second, separate import of attnbook/patches.py", "package's own", _fresh_patches().patchify),
+])
+
+
+@wrong("7.1", hint="four dimensions")
+def patchify(images, patch_size):
+    """unpacks the images as (C, H, W), forgetting the batch dimension"""
+    C, H, W = images.shape
+    return images.reshape(C, H // patch_size, patch_size, W // patch_size, patch_size)
 
 
 @wrong("7.1", hint="package's own")
@@ -39,41 +169,6 @@ def patchify(images, patch_size):
     from attnbook.patches import patchify as theirs
 
     return theirs(images, patch_size)
-
-
-_pf = _patches.patchify
-wrong("7.1", hint="package's own", name="a types.FunctionType copy of attnbook.patches.patchify")(
-    types.FunctionType(_pf.__code__, _pf.__globals__, "patchify", _pf.__defaults__, _pf.__closure__))
-wrong("7.1", hint="package's own", name="patchify from a second, separate import of attnbook/patches.py")(
-    _fresh_patches().patchify)
-
-
-@wrong("7.1", hint="without")
-def patchify(images, patch_size):
-    """F.unfold (im2col), then reorders its channels-first columns to channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    cols = F.unfold(images, kernel_size=P, stride=P)  # (B, C*P*P, N)
-    return cols.reshape(B, C, P * P, -1).permute(0, 3, 2, 1).reshape(B, -1, P * P * C)
-
-
-@wrong("7.1", hint="without")
-def patchify(images, patch_size):
-    """nn.Unfold module, reordered to channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    cols = nn.Unfold(P, stride=P)(images)
-    return cols.reshape(B, C, P * P, -1).permute(0, 3, 2, 1).reshape(B, -1, P * P * C)
-
-
-@wrong("7.1", hint="the task asks you to write this without torch.nn.functional.pixel_unshuffle")
-def patchify(images, patch_size):
-    """pixel_unshuffle, then moves the channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = F.pixel_unshuffle(images, P)  # (B, C*P*P, H/P, W/P)
-    x = x.reshape(B, C, P * P, H // P, W // P).permute(0, 3, 4, 2, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
 
 
 @wrong("7.1", hint="without")
@@ -89,33 +184,6 @@ def patchify(images, patch_size):
     return emb(images).detach()
 
 
-@wrong("7.1", hint="the task asks you to write this without torch.ops.aten.im2col")
-def patchify(images, patch_size):
-    """torch.ops.aten.im2col (the op behind F.unfold), reordered to channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    cols = torch.ops.aten.im2col(images, [P, P], [1, 1], [0, 0], [P, P]).transpose(1, 2)  # (B, N, C*P*P)
-    return cols.reshape(B, -1, C, P * P).transpose(2, 3).reshape(B, -1, P * P * C)
-
-
-@wrong("7.1", hint="the task asks you to write this without torch._C._nn.im2col")
-def patchify(images, patch_size):
-    """torch._C._nn.im2col, reordered to channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    cols = torch._C._nn.im2col(images, [P, P], [1, 1], [0, 0], [P, P]).transpose(1, 2)  # (B, N, C*P*P)
-    return cols.reshape(B, -1, C, P * P).transpose(2, 3).reshape(B, -1, P * P * C)
-
-
-@wrong("7.1", hint="the task asks you to write this without torch.nn.PixelUnshuffle")
-def patchify(images, patch_size):
-    """the nn.PixelUnshuffle module, reordered to channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = nn.PixelUnshuffle(P)(images).reshape(B, C, P * P, -1).permute(0, 3, 2, 1)  # (B, N, P*P, C)
-    return x.reshape(B, -1, P * P * C)
-
-
 @wrong("7.1", hint="the task asks you to write this without attnbook.patches.unpatchify")
 def patchify(images, patch_size):
     """unpatchify applied to indices builds the permutation, which is then applied to the pixels"""
@@ -126,185 +194,6 @@ def patchify(images, patch_size):
     n = (H // P) * (W // P)
     where = unpatchify(torch.arange(C * H * W).reshape(1, n, P * P * C), P, H, W).flatten()
     return images.flatten(1)[:, torch.argsort(where)].reshape(B, n, P * P * C)
-
-
-@wrong("7.1", hint="plain reshape")
-def patchify(images, patch_size):
-    """a plain reshape of the image (rows of pixels, not patches)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    return images.permute(0, 2, 3, 1).reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="channel")
-def patchify(images, patch_size):
-    """channels outermost in each patch (the Conv2d / unfold order)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 1, 3, 5)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="column-major")
-def patchify(images, patch_size):
-    """patches listed column by column (grid axes swapped)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 4, 2, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="column-major")
-def patchify(images, patch_size):
-    """each patch flattened column by column (pixel row and pixel column swapped)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 5, 3, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="not square")
-def patchify(images, patch_size):
-    """assumes square images: uses H for the width too"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, H // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) ** 2, P * P * C)
-
-
-@wrong("7.1", hint="dtype")
-def patchify(images, patch_size):
-    """casts the result to float32 (float64 images come back float32)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).float()
-
-
-@wrong("7.1", hint="batch dimension")
-def patchify(images, patch_size):
-    """squeezes the batch axis away (a batch of one comes back 2-D)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).squeeze(0)
-
-
-@wrong("7.1", hint="patch_size")
-def patchify(images, patch_size):
-    """hard-codes the chapter's patch size 2 and ignores patch_size"""
-    B, C, H, W = images.shape
-    P = 2
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="channel")
-def patchify(images, patch_size):
-    """grey images only: keeps channel 0 and drops the others"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images[:, :1].reshape(B, 1, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P)
-
-
-@wrong("7.1", hint="grid")
-def patchify(images, patch_size):
-    """splits each side as (P, H/P) instead of (H/P, P): strided pixels, not patches"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, P, H // P, P, W // P).permute(0, 3, 5, 2, 4, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="tensor")
-def patchify(images, patch_size):
-    """returns a nested Python list (.tolist()) instead of a tensor"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).tolist()
-
-
-@wrong("7.1", hint="tensor")
-def patchify(images, patch_size):
-    """returns a numpy array"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).numpy()
-
-
-@wrong("7.1", hint="(B, C, H, W)")
-def patchify(images, patch_size):
-    """swaps H and W when splitting (reads the shape as (B, C, W, H))"""
-    B, C, W, H = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-value("7.1", torch.arange(12.0).reshape(1, 1, 12), right=False, hint="function",
-      name="passes the worked example's patch tensor (a result) instead of the function")
-
-
-@wrong("7.1", hint="fixed numbers")
-def patchify(images, patch_size):
-    """hard-codes a batch of one (reshape(1, ...))"""
-    _, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(1, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(1, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1")
-def patchify(images, patch_size):
-    """.squeeze() at the end 'to tidy up' (drops every size-1 axis)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).squeeze()
-
-
-@wrong("7.1", hint="torch.float16")
-def patchify(images, patch_size):
-    """casts the result to half precision (.half())"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).half()
-
-
-@right("7.1")
-def patchify(images, patch_size):
-    """reshape and permute, as in the chapter"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@right("7.1")
-def patchify(images, patch_size):
-    """Python loops over the grid, stacking each patch moved to (P, P, C)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    out = []
-    for r in range(H // P):
-        for c in range(W // P):
-            patch = images[:, :, r * P:(r + 1) * P, c * P:(c + 1) * P]  # (B, C, P, P)
-            out.append(patch.permute(0, 2, 3, 1).reshape(B, P * P * C))
-    return torch.stack(out, dim=1)
-
-
-@right("7.1")
-def patchify(images, patch_size):
-    """Tensor.unfold twice (allowed), then channels innermost"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.unfold(2, P, P).unfold(3, P, P)  # (B, C, H/P, W/P, P, P)
-    x = x.permute(0, 2, 3, 4, 5, 1)  # (B, H/P, W/P, P, P, C)
-    return x.reshape(B, -1, P * P * C)
 
 
 @right("7.1")
@@ -356,89 +245,135 @@ def patchify(images, patch_size):
 # 7.2  patch_embedding_as_conv(weight, bias, patch_size) -> nn.Conv2d
 # ----------------------------------------------------------------------------------------------------------------
 
-def _conv(weight, bias, P, kernel, with_bias=True, **kw):
+def right_kernel(weight, D, C, P):
+    """The Conv2d kernel (D, C, P, P) of a Linear weight (D, P*P*C) whose columns are (row, column, channel)."""
+    return weight.reshape(D, P, P, C).permute(0, 3, 1, 2)
+
+
+def conv(kernel=right_kernel, new_bias=lambda bias: bias, channels=lambda weight, P: weight.size(1) // (P * P),
+         sizes=lambda C, D: (C, D), dtype="weight", put_weight="copy", put_bias="copy", no_grad=True,
+         returns="conv", **options):
+    """7.2's learner template: C = channels(weight, P) and D = weight.size(0); an nn.Conv2d(*sizes(C, D)) with
+    kernel_size=stride=P and `options`, in the weight's dtype (dtype=None: nn.Conv2d's float32 default; or a fixed
+    dtype); kernel(weight, D, C, P) and new_bias(bias) are put into it as put_weight and put_bias say ("copy": into
+    the conv's own parameter, under torch.no_grad() if no_grad; "Parameter": as a new nn.Parameter of it; ".data":
+    assigned to the parameter's .data; None: left as nn.Conv2d made it). returns: "conv", "kernel" (the kernel
+    tensor) or None. The defaults: a right answer."""
+    def patch_embedding_as_conv(weight, bias, patch_size):
+        P, D, C = patch_size, weight.size(0), channels(weight, patch_size)
+        kwargs = {"kernel_size": P, "stride": P, **options}
+        if dtype is not None:
+            kwargs["dtype"] = weight.dtype if dtype == "weight" else dtype
+        made = nn.Conv2d(*sizes(C, D), **kwargs)
+        k = kernel(weight, D, C, P)
+        for name, t, how in (("weight", k, put_weight), ("bias", new_bias(bias), put_bias)):
+            if how == "copy":
+                with torch.no_grad() if no_grad else contextlib.nullcontext():
+                    getattr(made, name).copy_(t)
+            elif how == "Parameter":
+                setattr(made, name, nn.Parameter(t))
+            elif how == ".data":
+                getattr(made, name).data = t
+        return {"conv": made, "kernel": k, None: None}[returns]
+    return patch_embedding_as_conv
+
+
+def _embedding_to_conv(weight, bias, patch_size):
+    P = patch_size
     D, C = weight.size(0), weight.size(1) // (P * P)
-    kw = {"kernel_size": P, "stride": P, "dtype": weight.dtype, **kw}
-    conv = nn.Conv2d(C, D, bias=with_bias, **kw)
+    emb = _patches.PatchEmbedding(P, C, D).to(weight.dtype)
     with torch.no_grad():
-        conv.weight.copy_(kernel)
-        if conv.bias is not None:
-            conv.bias.copy_(bias)
-    return conv
+        emb.proj.weight.copy_(weight)
+        emb.proj.bias.copy_(bias)
+    return emb.to_conv()
 
 
-@wrong("7.2", hint="permute")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """a plain reshape of the weight to (D, C, P, P)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.reshape(D, C, P, P))
-
-
-@wrong("7.2", hint="dtype")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """creates the convolution without dtype=weight.dtype (float32 always)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P)
+def _made_conv():
+    w = torch.randn(8, 12, generator=torch.Generator().manual_seed(0))
+    made = nn.Conv2d(3, 8, kernel_size=2, stride=2)
     with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-        conv.bias.copy_(bias)
-    return conv
+        made.weight.copy_(w.reshape(8, 2, 2, 3).permute(0, 3, 1, 2))
+        made.bias.zero_()
+    return made
 
 
-@wrong("7.2", hint="bias")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """forgets to copy the bias (the convolution keeps its random one)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-    return conv
-
-
-@wrong("7.2", hint="bias")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """a convolution with bias=False"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.reshape(D, P, P, C).permute(0, 3, 1, 2), with_bias=False)
-
-
-@wrong("7.2", hint="swapped")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """permute(0, 3, 2, 1): the kernel's pixel rows and columns swapped"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.reshape(D, P, P, C).permute(0, 3, 2, 1))
-
-
-@wrong("7.2", hint="stride")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """stride 1: overlapping windows"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.reshape(D, P, P, C).permute(0, 3, 1, 2), stride=1)
-
-
-@wrong("7.2", hint="padding")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """padding=1 added 'to keep the borders'"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.reshape(D, P, P, C).permute(0, 3, 1, 2), padding=1)
-
-
-@wrong("7.2", hint="no_grad")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """copies into the parameters without torch.no_grad()"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-    conv.bias.copy_(bias)
-    return conv
+table("7.2", [
+    ("reshape to (D, P, P, C), permute the channels to the front, as in the chapter", RIGHT, conv()),
+    ("a float32 Conv2d whose parameters are replaced by new ones: the kernel by view and two transposes, cloned",
+     RIGHT, conv(dtype=None, put_weight="Parameter", put_bias="Parameter", new_bias=lambda bias: bias.clone(),
+                 kernel=lambda w, D, C, P: w.view(D, P, P, C).transpose(1, 3).transpose(2, 3).contiguous().clone())),
+    # the kernel
+    ("a plain reshape of the weight to (D, C, P, P)", "permute",
+     conv(kernel=lambda w, D, C, P: w.reshape(D, C, P, P))),
+    ("a plain reshape to (D, C, P, P): the message says how it reads the columns",
+     "a plain reshape to (D, C, P, P) reads the columns", conv(kernel=lambda w, D, C, P: w.reshape(D, C, P, P))),
+    ("permute(0, 3, 2, 1): the kernel's pixel rows and columns swapped", "swapped",
+     conv(kernel=lambda w, D, C, P: w.reshape(D, P, P, C).permute(0, 3, 2, 1))),
+    ("permute(0, 3, 2, 1): the message says the rows and columns are swapped",
+     "rows and columns of your kernel are swapped",
+     conv(kernel=lambda w, D, C, P: w.reshape(D, P, P, C).permute(0, 3, 2, 1))),
+    ("transposes the weight first, confusing it with the (P*P*C, D) matrix E", WRONG,
+     conv(kernel=lambda w, D, C, P: w.T.reshape(D, P, P, C).permute(0, 3, 1, 2))),
+    ("weight.T.reshape(D, C, P, P): transposed, then a plain reshape", "mixes up every axis",
+     conv(kernel=lambda w, D, C, P: w.T.reshape(D, C, P, P))),
+    ("hard-codes C = 3 (RGB) instead of working it out from the weight", "channel",
+     conv(channels=lambda weight, P: 3, kernel=lambda w, D, C, P: w.reshape(D, P, P, -1)[..., :C].permute(0, 3, 1, 2))),
+    ("works out C as weight.size(1) // P (forgets that a patch has P*P pixels)", WRONG,
+     conv(channels=lambda weight, P: weight.size(1) // P)),
+    ("the kernel from attnbook's unpatchify (the weight's rows read as patches)", "without",
+     conv(kernel=lambda w, D, C, P: _patches.unpatchify(w[:, None, :], P, P, P))),
+    # the bias
+    ("forgets to copy the bias (the convolution keeps its random one)", "random bias of its own", conv(put_bias=None)),
+    ("a convolution with bias=False", "has no bias", conv(bias=False, put_bias=None)),
+    ("zeroes the convolution's bias instead of copying bias", "bias is all zeros",
+     conv(new_bias=lambda bias: torch.zeros_like(bias))),
+    # the shape of the convolution
+    ("stride 1: overlapping windows", "with stride 1", conv(stride=1)),
+    ("padding=1 added 'to keep the borders'", "padding", conv(padding=1)),
+    ("kernel_size=1 with stride=P (one pixel per window)", "kernel",
+     conv(kernel_size=1, kernel=lambda w, D, C, P: right_kernel(w, D, C, P)[:, :, :1, :1])),
+    ("kernel_size=1 and stride 1, the kernel left as made", "kernel_size=patch_size",
+     conv(kernel_size=1, stride=1, put_weight=None)),
+    ("nn.Conv2d(D, C, ...): in and out channels swapped (the kernel made to fit by a reshape)",
+     "in_channels and out_channels are swapped",
+     conv(sizes=lambda C, D: (D, C), kernel=lambda w, D, C, P: right_kernel(w, D, C, P).reshape(C, D, P, P),
+          put_bias=None)),
+    ("nn.Conv2d(D, C, ...) with in and out swapped, then copies the bias into it (the copy fails)",
+     "takes in_channels (C, the image channels) first", conv(sizes=lambda C, D: (D, C), dtype=None, put_weight=None)),
+    ("creates the convolution with the chapter's d_model 64 as out_channels", "weight's shape",
+     conv(sizes=lambda C, D: (C, 64))),
+    # the dtype
+    ("creates the convolution without dtype=weight.dtype (float32 always)", "dtype", conv(dtype=None)),
+    ("a fixed dtype=torch.float64 ('to keep the precision')", "dtype", conv(dtype=torch.float64)),
+    ("reorders a float32 copy of the weight ('conv weights are float32'), then copies it into a float64 conv",
+     "float32", conv(kernel=lambda w, D, C, P: right_kernel(w.float(), D, C, P))),
+    ("nn.Conv2d without dtype, a new weight Parameter (right dtype) but the bias copied into the float32 one",
+     "Conv2d's bias has dtype torch.float32",
+     conv(dtype=None, put_weight="Parameter", kernel=lambda w, D, C, P: right_kernel(w, D, C, P).clone())),
+    # copies and memory
+    ("copies into the parameters without torch.no_grad()", "no_grad", conv(no_grad=False)),
+    ("new nn.Parameter objects made from a view of weight and from bias itself (no copy: the conv aliases them)",
+     "shares its memory", conv(put_weight="Parameter", put_bias="Parameter")),
+    ("copies the kernel under no_grad, but conv.bias = nn.Parameter(bias): the bias is the caller's tensor",
+     "shares its memory", conv(put_bias="Parameter")),
+    ("assigns .data: conv.weight.data = a view of weight, conv.bias.data = bias.detach()", "shares its memory",
+     conv(put_weight=".data", put_bias=".data", new_bias=lambda bias: bias.detach(),
+          kernel=lambda w, D, C, P: w.detach().view(D, P, P, C).permute(0, 3, 1, 2))),
+    (".contiguous() taken for a copy: nn.Parameter(kernel.contiguous()) and nn.Parameter(bias.contiguous())",
+     "shares its memory", conv(put_weight="Parameter", put_bias="Parameter", new_bias=lambda bias: bias.contiguous(),
+                               kernel=lambda w, D, C, P: right_kernel(w, D, C, P).contiguous())),
+    # what is returned
+    ("builds and fills the convolution but forgets to return it (returns None)", "return conv", conv(returns=None)),
+    ("returns the reordered kernel tensor instead of a convolution", "looks like the kernel", conv(returns="kernel")),
+    ("returns a plain function images -> conv output instead of an nn.Conv2d", "Conv2d",
+     lambda weight, bias, patch_size: lambda images: F.conv2d(
+         images, right_kernel(weight, weight.size(0), weight.size(1) // patch_size**2, patch_size), bias,
+         stride=patch_size)),
+    ("passes a convolution made by calling the function, not the function itself", "function", _made_conv()),
+    # the package's own solution
+    ("a lambda around PatchEmbedding(...).to_conv()", "package's own",
+     lambda weight, bias, patch_size: _embedding_to_conv(weight, bias, patch_size)),
+])
 
 
 @wrong("7.2", hint="expected an nn.Conv2d")
@@ -449,39 +384,6 @@ def patch_embedding_as_conv(weight, bias, patch_size):
         lin.weight.copy_(weight)
         lin.bias.copy_(bias)
     return lin
-
-
-@wrong("7.2", hint="Conv2d")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """returns a plain function images -> conv output instead of an nn.Conv2d"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    kernel = weight.reshape(D, P, P, C).permute(0, 3, 1, 2)
-    return lambda images: F.conv2d(images, kernel, bias, stride=P)
-
-
-@wrong("7.2", hint="channel")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """hard-codes C = 3 (RGB) instead of working it out from the weight"""
-    P = patch_size
-    D, C = weight.size(0), 3
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, -1)[..., :C].permute(0, 3, 1, 2))
-        conv.bias.copy_(bias)
-    return conv
-
-
-@wrong("7.2")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """works out C as weight.size(1) // P (forgets that a patch has P*P pixels)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // P
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-        conv.bias.copy_(bias)
-    return conv
 
 
 @wrong("7.2", hint="package's own")
@@ -498,132 +400,18 @@ def patch_embedding_as_conv(weight, bias, patch_size):
     return emb.to_conv()
 
 
-wrong("7.2", hint="package's own", name="a lambda around PatchEmbedding(...).to_conv()")(
-    lambda weight, bias, patch_size: _embedding_to_conv(weight, bias, patch_size))
-
-
-def _embedding_to_conv(weight, bias, patch_size):
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    emb = _patches.PatchEmbedding(P, C, D).to(weight.dtype)
-    with torch.no_grad():
-        emb.proj.weight.copy_(weight)
-        emb.proj.bias.copy_(bias)
-    return emb.to_conv()
-
-
-@wrong("7.2", hint="without")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """the kernel from attnbook's unpatchify (the weight's rows read as patches)"""
-    from attnbook.patches import unpatchify
-
-    P = patch_size
-    D = weight.size(0)
-    kernel = unpatchify(weight[:, None, :], P, P, P)[:, :, :, :]  # (D, 1, P*P*C) -> (D, C, P, P)
-    return _conv(weight, bias, P, kernel)
-
-
 @wrong("7.2", hint="package's own")
 def patch_embedding_as_conv(weight, bias, patch_size):
     """PatchEmbedding.from_conv round trip: builds the conv from a PatchEmbedding via from_conv/to_conv
 
-    (hint corrected from "without": PatchEmbedding, with its to_conv and from_conv, is the package's own solution
-    of 7.2, one of the exercise's references)"""
+    (hint "package's own", not "without": PatchEmbedding, to_conv and from_conv are 7.2's references)"""
     P = patch_size
     D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    emb = _patches.PatchEmbedding.from_conv(conv)
+    emb = _patches.PatchEmbedding.from_conv(nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype))
     with torch.no_grad():
         emb.proj.weight.copy_(weight)
         emb.proj.bias.copy_(bias)
     return emb.to_conv()
-
-
-@wrong("7.2")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """transposes the weight first, confusing it with the (P*P*C, D) matrix E"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.T.reshape(D, P, P, C).permute(0, 3, 1, 2))
-
-
-@wrong("7.2", hint="dtype")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """a fixed dtype=torch.float64 ('to keep the precision')"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.reshape(D, P, P, C).permute(0, 3, 1, 2), dtype=torch.float64)
-
-
-@wrong("7.2", hint="kernel")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """kernel_size=1 with stride=P (one pixel per window)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=1, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2)[:, :, :1, :1])
-        conv.bias.copy_(bias)
-    return conv
-
-
-def _made_conv():
-    w = torch.randn(8, 12, generator=torch.Generator().manual_seed(0))
-    conv = nn.Conv2d(3, 8, kernel_size=2, stride=2)
-    with torch.no_grad():
-        conv.weight.copy_(w.reshape(8, 2, 2, 3).permute(0, 3, 1, 2))
-        conv.bias.zero_()
-    return conv
-
-
-@wrong("7.2", hint="return conv")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """builds and fills the convolution but forgets to return it (returns None)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-        conv.bias.copy_(bias)
-
-
-@wrong("7.2", hint="takes in_channels (C, the image channels) first")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """nn.Conv2d(D, C, ...) with in and out swapped, then copies the bias into it (the copy fails)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(D, C, kernel_size=P, stride=P)
-    with torch.no_grad():
-        conv.bias.copy_(bias)
-    return conv
-
-
-@wrong("7.2", hint="Conv2d's bias has dtype torch.float32")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """nn.Conv2d without dtype, a new weight Parameter (right dtype) but the bias copied into the float32 one"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, P, P)
-    conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2).clone())
-    with torch.no_grad():
-        conv.bias.copy_(bias)
-    return conv
-
-
-value("7.2", _made_conv(), right=False, hint="function",
-      name="passes a convolution made by calling the function, not the function itself")
-
-
-@right("7.2")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """reshape to (D, P, P, C), permute the channels to the front, as in the chapter"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-        conv.bias.copy_(bias)
-    return conv
 
 
 @right("7.2")
@@ -636,11 +424,7 @@ def patch_embedding_as_conv(weight, bias, patch_size):
         for r in range(P):
             for q in range(P):
                 kernel[:, c, r, q] = weight[:, (r * P + q) * C + c]
-    conv = nn.Conv2d(C, D, P, P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(kernel)
-        conv.bias.copy_(bias)
-    return conv
+    return conv(kernel=lambda w, D, C, P: kernel)(weight, bias, patch_size)
 
 
 @right("7.2")
@@ -648,10 +432,10 @@ def patch_embedding_as_conv(weight, bias, patch_size):
     """new nn.Parameter objects from a contiguous clone, conv converted with .to(dtype)"""
     P = patch_size
     D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=(P, P), stride=(P, P), padding=0).to(weight.dtype)
-    conv.weight = nn.Parameter(weight.detach().view(D, P, P, C).permute(0, 3, 1, 2).contiguous().clone())
-    conv.bias = nn.Parameter(bias.detach().clone())
-    return conv
+    made = nn.Conv2d(C, D, kernel_size=(P, P), stride=(P, P), padding=0).to(weight.dtype)
+    made.weight = nn.Parameter(weight.detach().view(D, P, P, C).permute(0, 3, 1, 2).contiguous().clone())
+    made.bias = nn.Parameter(bias.detach().clone())
+    return made
 
 
 @right("7.2")
@@ -659,27 +443,108 @@ def patch_embedding_as_conv(weight, bias, patch_size, padding_mode="zeros"):
     """einsum permutation and .data assignment; an extra harmless keyword argument"""
     P = patch_size
     D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, P, stride=P, padding_mode=padding_mode, dtype=weight.dtype)
-    conv.weight.data = torch.einsum("dpqc->dcpq", weight.detach().reshape(D, P, P, C)).clone()
-    conv.bias.data = bias.detach().clone()
-    return conv
-
-
-@right("7.2")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """a float32 Conv2d whose parameters are replaced by new ones: the kernel by view and two transposes, cloned"""
-    P = patch_size
-    D, C = weight.shape[0], weight.shape[1] // (P * P)
-    conv = nn.Conv2d(C, D, P, P)
-    kernel = weight.view(D, P, P, C).transpose(1, 3).transpose(2, 3)  # (D, C, P, P) by two swaps
-    conv.weight = nn.Parameter(kernel.contiguous().clone())
-    conv.bias = nn.Parameter(bias.clone())
-    return conv
+    made = nn.Conv2d(C, D, P, stride=P, padding_mode=padding_mode, dtype=weight.dtype)
+    made.weight.data = torch.einsum("dpqc->dcpq", weight.detach().reshape(D, P, P, C)).clone()
+    made.bias.data = bias.detach().clone()
+    return made
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # 7.3  prepend_cls(x, cls, pos) -> (B, N + 1, D)
 # ----------------------------------------------------------------------------------------------------------------
+
+@right("7.3")
+def prepend_cls(x, cls, pos):
+    """cat into a fresh tensor, then += pos on that fresh tensor (pos squeezed to (N + 1, D))"""
+    out = torch.cat([cls.expand(x.shape[0], 1, x.shape[2]), x], dim=1)
+    out += pos.squeeze(0)
+    return out
+
+
+table("7.3", [
+    ("expand, cat, add (as in the chapter)", RIGHT,
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos),
+    ("repeat instead of expand, and positions added to each part separately", RIGHT,
+     lambda x, cls, pos: torch.cat((cls.repeat(x.shape[0], 1, 1) + pos[:, :1], x + pos[:, 1:]), dim=-2)),
+    ("a per-image loop with torch.stack; an extra harmless keyword argument", RIGHT,
+     lambda x, cls, pos, dim=1: torch.stack([torch.cat([cls[0], xi], dim=dim - 1) + pos[0] for xi in x])),
+    ("broadcast_to and torch.add", RIGHT,
+     lambda x, cls, pos: torch.add(torch.cat([torch.broadcast_to(cls, (x.size(0), 1, x.size(2))), x], 1),
+                                   pos.expand(x.size(0), x.size(1) + 1, x.size(2)))),
+    # the class token
+    ("adds the class token to every patch instead of concatenating it", "token of its own",
+     lambda x, cls, pos: x + cls + pos[:, 1:]),
+    ("puts the class token last", "first",
+     lambda x, cls, pos: torch.cat([x, cls.expand(x.size(0), -1, -1)], dim=1) + pos),
+    ("leaves the class token out: only adds the patch positions, x + pos[:, 1:]", "the encoder gets N + 1",
+     lambda x, cls, pos: x + pos[:, 1:]),
+    ("prepends cls and also adds it to every patch: cat([cls, x + cls]) + pos", "added cls to the patches",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + cls], 1) + pos),
+    ("prepends cls, then adds cls to every token as well as pos (the class token counted twice)",
+     "added cls to every token", lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + cls + pos),
+    # the positions
+    ("forgets the position embeddings", "forgot the positions",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1)),
+    ("adds positions to the patches only; the class token gets none", "no position",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, 1:]], dim=1)),
+    ("adds the patch positions before the concatenation, none to the class token", "before the concatenation",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, 1:]], dim=1)),
+    ("adds the positions before prepending: patches get rows 0..N-1, the class token row N", "pos[:, 0]",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, x.size(1):], x + pos[:, :x.size(1)]], 1)),
+    ("patch i gets pos[:, i], the class token pos[:, 0]: both start at row 0", "pos[:, i + 1], not pos[:, i]",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x + pos[:, :-1]], dim=1)),
+    ("patch i gets pos[:, i], the class token none", "patch i must get pos[:, i + 1]",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, :x.size(1)]], dim=1)),
+    ("adds the positions once before and once after the concatenation", "twice",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x + pos[:, 1:]], dim=1) + pos),
+    ("adds the positions in reverse order (pos.flip(1))", "flipped",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos.flip(1)),
+    ("adds only the class token's position row pos[:, :1] to every token", "all of pos",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :1]),
+    ("adds all of pos to the patches before prepending cls (N + 1 rows onto N patches)", "pos has N + 1 rows",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos], dim=1)),
+    ("multiplies by the positions instead of adding them", WRONG,
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) * pos),
+    # the batch and the axes
+    ("no expand over the batch: only a batch of one works", "expand",
+     lambda x, cls, pos: torch.cat([cls, x], dim=1) + pos),
+    ("keeps only the first image of the batch", "every image",
+     lambda x, cls, pos: (torch.cat([cls, x[:1]], dim=1) + pos).expand(x.size(0), -1, -1)),
+    ("concatenates along the feature axis (dim=-1)", "dim=1",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), x.size(1), -1), x], dim=-1)),
+    ("expands cls, then concatenates along dim 2 (the features) instead of dim 1", "the token axis, dim 1",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 2) + pos),
+    ("expands cls, then concatenates along dim=-1", "the token axis, dim 1",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=-1) + pos),
+    ("expands cls, then concatenates along dim 0 (the batch)", "the token axis, dim 1",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=0) + pos),
+    # sizes fixed to the chapter's
+    ("slices pos to the chapter's 16 patches + 1: pos[:, :17] (a no-op for 16 patches or fewer)", "without slicing it",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :17]),
+    ("keeps the chapter's 16 patch tokens: x[:, :16] (all of them when there are 16 or fewer)", "fixed",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x[:, :16]], dim=1) + pos[:, :x[:, :16].size(1) + 1]),
+    ("expands cls to the chapter's batch of 3 digits", "x.size(0)",
+     lambda x, cls, pos: torch.cat([cls.expand(3, -1, -1), x], dim=1) + pos),
+    ("broadcasts cls over the training batch size 64, then keeps as many as x has: cls.expand(64, ...)[:B]",
+     "x.size(0)", lambda x, cls, pos: torch.cat([cls.expand(64, -1, -1)[:x.size(0)], x], dim=1) + pos),
+    ("expands cls to the chapter's d_model 64: cls.expand(B, 1, 64)", "fixed",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), 1, 64), x], dim=1) + pos),
+    ("slices pos to the chapter's d_model: pos[..., :64] (a no-op for d_model 64 or less)", "fixed",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[..., :64]),
+    # gradients, dtypes, the type of the result
+    ("detaches the class token and positions ('they are only constants')", "detach",
+     lambda x, cls, pos: torch.cat([cls.detach().expand(x.size(0), -1, -1), x], dim=1) + pos.detach()),
+    ("uses cls.data and pos.data ('to avoid autograd overhead')", ".data",
+     lambda x, cls, pos: torch.cat([cls.data.expand(x.size(0), -1, -1), x], dim=1) + pos.data),
+    ("adds cls - cls.detach() (zero) to every token: right values, but cls gets (N + 1) gradients per image",
+     "gradient of your result's sum with respect to `cls`",
+     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos + (cls - cls.detach())),
+    ("casts to float32 (float64 inputs come back float32)", "dtype",
+     lambda x, cls, pos: (torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos).float()),
+    ("returns a Python list of per-image tensors", "tensor",
+     lambda x, cls, pos: list(torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos)),
+])
+
 
 @wrong("7.3", hint="overwrit")
 def prepend_cls(x, cls, pos):
@@ -687,63 +552,6 @@ def prepend_cls(x, cls, pos):
     out = x.clone()
     out[:, 0] = cls[:, 0]
     return out + pos[:, 1:]
-
-
-@wrong("7.3", hint="token of its own")
-def prepend_cls(x, cls, pos):
-    """adds the class token to every patch instead of concatenating it"""
-    return x + cls + pos[:, 1:]
-
-
-@wrong("7.3", hint="first")
-def prepend_cls(x, cls, pos):
-    """puts the class token last"""
-    return torch.cat([x, cls.expand(x.size(0), -1, -1)], dim=1) + pos
-
-
-@wrong("7.3", hint="forgot the positions")
-def prepend_cls(x, cls, pos):
-    """forgets the position embeddings"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1)
-
-
-@wrong("7.3", hint="no position")
-def prepend_cls(x, cls, pos):
-    """adds positions to the patches only; the class token gets none"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, 1:]], dim=1)
-
-
-@wrong("7.3", hint="pos[:, 0]")
-def prepend_cls(x, cls, pos):
-    """adds the positions before prepending: patches get rows 0..N-1, the class token row N"""
-    B, N, D = x.shape
-    return torch.cat([cls.expand(B, -1, -1) + pos[:, N:], x + pos[:, :N]], dim=1)
-
-
-@wrong("7.3", hint="expand")
-def prepend_cls(x, cls, pos):
-    """no expand over the batch: only a batch of one works"""
-    return torch.cat([cls, x], dim=1) + pos
-
-
-@wrong("7.3", hint="every image")
-def prepend_cls(x, cls, pos):
-    """keeps only the first image of the batch"""
-    return (torch.cat([cls, x[:1]], dim=1) + pos).expand(x.size(0), -1, -1)
-
-
-@wrong("7.3", hint="dim=1")
-def prepend_cls(x, cls, pos):
-    """concatenates along the feature axis (dim=-1)"""
-    B, N, D = x.shape
-    y = torch.cat([cls.expand(B, N, -1), x], dim=-1)
-    return y
-
-
-@wrong("7.3", hint="detach")
-def prepend_cls(x, cls, pos):
-    """detaches the class token and positions ('they are only constants')"""
-    return torch.cat([cls.detach().expand(x.size(0), -1, -1), x], dim=1) + pos.detach()
 
 
 @wrong("7.3", hint="no gradient flows back")
@@ -761,233 +569,6 @@ def prepend_cls(x, cls, pos):
     return torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x], dim=1)
 
 
-@wrong("7.3", hint="dtype")
-def prepend_cls(x, cls, pos):
-    """casts to float32 (float64 inputs come back float32)"""
-    return (torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos).float()
-
-
-@wrong("7.3", hint="tensor")
-def prepend_cls(x, cls, pos):
-    """returns a Python list of per-image tensors"""
-    return list(torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos)
-
-
-@wrong("7.3", hint="all of pos")
-def prepend_cls(x, cls, pos):
-    """adds only the class token's position row pos[:, :1] to every token"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :1]
-
-
-@wrong("7.3", hint=".data")
-def prepend_cls(x, cls, pos):
-    """uses cls.data and pos.data ('to avoid autograd overhead')"""
-    return torch.cat([cls.data.expand(x.size(0), -1, -1), x], dim=1) + pos.data
-
-
-@wrong("7.3", hint="the encoder gets N + 1")
-def prepend_cls(x, cls, pos):
-    """leaves the class token out: only adds the patch positions, x + pos[:, 1:]"""
-    return x + pos[:, 1:]
-
-
-@wrong("7.3", hint="pos has N + 1 rows")
-def prepend_cls(x, cls, pos):
-    """adds all of pos to the patches before prepending cls (N + 1 rows onto N patches)"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x + pos], dim=1)
-
-
-@wrong("7.3", hint="gradient of your result's sum with respect to `cls`")
-def prepend_cls(x, cls, pos):
-    """adds cls - cls.detach() (zero) to every token: right values, but cls gets (N + 1) gradients per image"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos + (cls - cls.detach())
-
-
-@wrong("7.3")
-def prepend_cls(x, cls, pos):
-    """multiplies by the positions instead of adding them"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) * pos
-
-
-@right("7.3")
-def prepend_cls(x, cls, pos):
-    """cat into a fresh tensor, then += pos on that fresh tensor (pos squeezed to (N + 1, D))"""
-    out = torch.cat([cls.expand(x.shape[0], 1, x.shape[2]), x], dim=1)
-    out += pos.squeeze(0)
-    return out
-
-
-@right("7.3")
-def prepend_cls(x, cls, pos):
-    """expand, cat, add (as in the chapter)"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos
-
-
-@right("7.3")
-def prepend_cls(x, cls, pos):
-    """repeat instead of expand, and positions added to each part separately"""
-    B = x.shape[0]
-    head = cls.repeat(B, 1, 1) + pos[:, :1]
-    return torch.cat((head, x + pos[:, 1:]), dim=-2)
-
-
-@right("7.3")
-def prepend_cls(x, cls, pos):
-    """fills a new zero tensor by slices, then adds the positions"""
-    B, N, D = x.shape
-    out = x.new_zeros(B, N + 1, D)
-    out[:, :1] = cls
-    out[:, 1:] = x
-    return out + pos
-
-
-@right("7.3")
-def prepend_cls(x, cls, pos, dim=1):
-    """a per-image loop with torch.stack; an extra harmless keyword argument"""
-    return torch.stack([torch.cat([cls[0], xi], dim=dim - 1) + pos[0] for xi in x])
-
-
-@right("7.3")
-def prepend_cls(x, cls, pos):
-    """broadcast_to and torch.add"""
-    B, N, D = x.shape
-    return torch.add(torch.cat([torch.broadcast_to(cls, (B, 1, D)), x], 1), pos.expand(B, N + 1, D))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Added with the checker fixes: one wrong answer per hinted mistake that no entry above covered
-# ----------------------------------------------------------------------------------------------------------------
-
-def _right_patchify(images, patch_size):
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C)
-
-
-@wrong("7.1", hint="transposed image")
-def patchify(images, patch_size):
-    """patchifies images.transpose(2, 3) (width and height swapped in the image itself)"""
-    return _right_patchify(images.transpose(2, 3), patch_size)
-
-
-# transformers' convert_image_to_patches (lfm2_vl, siglip2, ...) needs torchvision, missing here: a function of that
-# name in a module of that name stands in for it (the check forbids it by its dotted name)
-_SOME_VL = {"__name__": "transformers.models.some_vl.image_processing_some_vl", "_right_patchify": _right_patchify}
-exec("def convert_image_to_patches(images, patch_size):\n    return _right_patchify(images, patch_size)\n", _SOME_VL)
-wrong("7.1", hint="convert_image_to_patches",
-      name="calls transformers' convert_image_to_patches (a stand-in of that name in a transformers module)")(
-    lambda images, patch_size: _SOME_VL["convert_image_to_patches"](images, patch_size))
-
-
-@wrong("7.1", hint="(batch, P*P*C, n_patches), the layout F.unfold returns")
-def patchify(images, patch_size):
-    """returns (B, P*P*C, N), the F.unfold layout, with the right values"""
-    return _right_patchify(images, patch_size).transpose(1, 2)
-
-
-@wrong("7.1", hint="(batch, n_patches, P*P*C)")
-def patchify(images, patch_size):
-    """flattens batch and patches into one axis: (B*N, P*P*C)
-
-    (on the first input, a batch of one, this has the shape of a dropped batch axis, so the message may name
-    either; both state the expected layout)"""
-    out = _right_patchify(images, patch_size)
-    return out.reshape(-1, out.size(-1))
-
-
-def _right_kernel(weight, patch_size):
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return weight.reshape(D, P, P, C).permute(0, 3, 1, 2)
-
-
-@wrong("7.2", hint="mixes up every axis")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """weight.T.reshape(D, C, P, P): transposed, then a plain reshape"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.T.reshape(D, C, P, P))
-
-
-@wrong("7.2", hint="in_channels and out_channels are swapped")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """nn.Conv2d(D, C, ...): in and out channels swapped (the kernel made to fit by a reshape)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(D, C, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(_right_kernel(weight, P).reshape(C, D, P, P))
-    return conv
-
-
-@wrong("7.2", hint="looks like the kernel")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """returns the reordered kernel tensor instead of a convolution"""
-    return _right_kernel(weight, patch_size)
-
-
-@wrong("7.3", hint="pos[:, i + 1], not pos[:, i]")
-def prepend_cls(x, cls, pos):
-    """patch i gets pos[:, i], the class token pos[:, 0]: both start at row 0"""
-    B = x.size(0)
-    return torch.cat([cls.expand(B, -1, -1) + pos[:, :1], x + pos[:, :-1]], dim=1)
-
-
-@wrong("7.3", hint="twice")
-def prepend_cls(x, cls, pos):
-    """adds the positions once before and once after the concatenation"""
-    B = x.size(0)
-    return torch.cat([cls.expand(B, -1, -1) + pos[:, :1], x + pos[:, 1:]], dim=1) + pos
-
-
-@wrong("7.3", hint="flipped")
-def prepend_cls(x, cls, pos):
-    """adds the positions in reverse order (pos.flip(1))"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos.flip(1)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Issue 23: sizes beyond the example (the chapter's 16 patches, batch 3 or 64, d_model 64), float64 kept exact
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@wrong("7.3", hint="without slicing it")
-def prepend_cls(x, cls, pos):
-    """slices pos to the chapter's 16 patches + 1: pos[:, :17] (a no-op for 16 patches or fewer)"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :17]
-
-
-@wrong("7.3", hint="fixed")
-def prepend_cls(x, cls, pos):
-    """keeps the chapter's 16 patch tokens: x[:, :16] (all of them when there are 16 or fewer)"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x[:, :16]], dim=1) + pos[:, :x[:, :16].size(1) + 1]
-
-
-@wrong("7.3", hint="x.size(0)")
-def prepend_cls(x, cls, pos):
-    """expands cls to the chapter's batch of 3 digits"""
-    return torch.cat([cls.expand(3, -1, -1), x], dim=1) + pos
-
-
-@wrong("7.3", hint="x.size(0)")
-def prepend_cls(x, cls, pos):
-    """broadcasts cls over the training batch size 64, then keeps as many as x has: cls.expand(64, ...)[:B]"""
-    return torch.cat([cls.expand(64, -1, -1)[:x.size(0)], x], dim=1) + pos
-
-
-@wrong("7.3", hint="fixed")
-def prepend_cls(x, cls, pos):
-    """expands cls to the chapter's d_model 64: cls.expand(B, 1, 64)"""
-    return torch.cat([cls.expand(x.size(0), 1, 64), x], dim=1) + pos
-
-
-@wrong("7.3", hint="fixed")
-def prepend_cls(x, cls, pos):
-    """slices pos to the chapter's d_model: pos[..., :64] (a no-op for d_model 64 or less)"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[..., :64]
-
-
 @wrong("7.3", hint="fixed")
 def prepend_cls(x, cls, pos):
     """a ViT-Base sized buffer: zeros(B, 197, 768), filled, then cut to the input's sizes"""
@@ -998,132 +579,11 @@ def prepend_cls(x, cls, pos):
     return out[:, :N + 1, :D] + pos
 
 
-@wrong("7.1", hint="fixed numbers")
-def patchify(images, patch_size):
-    """reshapes to the chapter's 16 patches: reshape(B, 16, -1) after the permute"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, 16, -1)
-
-
-@wrong("7.1", hint="float32")
-def patchify(images, patch_size):
-    """computes in float32 ('the digits are float32') and casts back to the input's dtype"""
-    B, C, H, W = images.shape
-    P = patch_size
-    x = images.float().reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1)
-    return x.reshape(B, (H // P) * (W // P), P * P * C).to(images.dtype)
-
-
-@wrong("7.2", hint="weight's shape")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """creates the convolution with the chapter's d_model 64 as out_channels"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, 64, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-        conv.bias.copy_(bias)
-    return conv
-
-
-@wrong("7.2", hint="float32")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """reorders a float32 copy of the weight ('conv weights are float32'), then copies it into a float64 conv"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    return _conv(weight, bias, P, weight.float().reshape(D, P, P, C).permute(0, 3, 1, 2))
-
-
-@wrong("7.1", hint="one row per patch")
-def patchify(images, patch_size):
-    """flattens each image's patches into one long vector: (B, N*P*P*C)"""
-    B, C, H, W = images.shape
-    P = patch_size
-    return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 3, 5, 1).reshape(B, -1)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# A learner trial (F4, F6, F7): a Conv2d whose parameters share memory with the inputs; a concatenation along
-# another dim than the token axis; cls added to the patches as well as prepended
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@wrong("7.2", hint="shares its memory")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """new nn.Parameter objects made from a view of weight and from bias itself (no copy: the conv aliases them)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))  # a view of the input
-    conv.bias = nn.Parameter(bias)
-    return conv
-
-
-@wrong("7.2", hint="shares its memory")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """copies the kernel under no_grad, but conv.bias = nn.Parameter(bias): the bias is the caller's tensor"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    with torch.no_grad():
-        conv.weight.copy_(weight.reshape(D, P, P, C).permute(0, 3, 1, 2))
-    conv.bias = nn.Parameter(bias)
-    return conv
-
-
-@wrong("7.2", hint="shares its memory")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """assigns .data: conv.weight.data = a view of weight, conv.bias.data = bias.detach()"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    conv.weight.data = weight.detach().view(D, P, P, C).permute(0, 3, 1, 2)
-    conv.bias.data = bias.detach()
-    return conv
-
-
-@wrong("7.2", hint="shares its memory")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """.contiguous() taken for a copy: nn.Parameter(kernel.contiguous()) and nn.Parameter(bias.contiguous())
-    (contiguous returns the same tensor when it already is: one channel, or patch size 1, and always the bias)"""
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    conv = nn.Conv2d(C, D, kernel_size=P, stride=P, dtype=weight.dtype)
-    conv.weight = nn.Parameter(weight.reshape(D, P, P, C).permute(0, 3, 1, 2).contiguous())
-    conv.bias = nn.Parameter(bias.contiguous())
-    return conv
-
-
-@wrong("7.3", hint="the token axis, dim 1")
+@right("7.3")
 def prepend_cls(x, cls, pos):
-    """expands cls, then concatenates along dim 2 (the features) instead of dim 1"""
-    B = x.size(0)
-    return torch.cat([cls.expand(B, -1, -1), x], 2) + pos
-
-
-@wrong("7.3", hint="the token axis, dim 1")
-def prepend_cls(x, cls, pos):
-    """expands cls, then concatenates along dim=-1"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=-1) + pos
-
-
-@wrong("7.3", hint="the token axis, dim 1")
-def prepend_cls(x, cls, pos):
-    """expands cls, then concatenates along dim 0 (the batch)"""
-    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=0) + pos
-
-
-@wrong("7.3", hint="added cls to the patches")
-def prepend_cls(x, cls, pos):
-    """prepends cls and also adds it to every patch: cat([cls, x + cls]) + pos"""
-    B = x.size(0)
-    return torch.cat([cls.expand(B, -1, -1), x + cls], 1) + pos
-
-
-@wrong("7.3", hint="added cls to every token")
-def prepend_cls(x, cls, pos):
-    """prepends cls, then adds cls to every token as well as pos (the class token counted twice)"""
-    B = x.size(0)
-    return torch.cat([cls.expand(B, -1, -1), x], 1) + cls + pos
+    """fills a new zero tensor by slices, then adds the positions"""
+    B, N, D = x.shape
+    out = x.new_zeros(B, N + 1, D)
+    out[:, :1] = cls
+    out[:, 1:] = x
+    return out + pos
