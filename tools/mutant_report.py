@@ -2,8 +2,13 @@
 their promised message) and how many right answers are accepted. Exit status 1 below 100% or when an exercise
 has fewer than 6 wrong or 3 right answers.
 
-    python tools/mutant_report.py [-v] [--chapter N]
-        -v: also list every entry that did not do what it should; --chapter N: only chapter N's exercises
+    python tools/mutant_report.py [-v] [--chapter N] [--seeds 0,1,2] [--save FILE] [--against FILE]
+        -v: also list every entry that did not do what it should; --chapter N: only chapter N's exercises;
+        --seeds: check every entry under each of these run seeds (each must give its verdict; Chinese under the
+        first); --save FILE: write every entry's (exercise, name, right, hint) as JSON; --against FILE: list
+        the entries of such a file that the catalogue no longer has, and fail if there are any. Before a
+        checker or catalogue refactor: --save; after it: --seeds 0,1,2 --against, which says whether every
+        fact the catalogue held still holds
     python tools/mutant_report.py --recorded DIR
         the score of the verdicts that tests/test_remote.py recorded in DIR (ATTNBOOK_CATALOGUE_RECORD=DIR, as
         `make test` sets it): graded under run seeds 0, 1 and 2, and in Chinese, instead of running the
@@ -15,8 +20,10 @@ own error text and names excepted). A translation must never change what a check
 """
 from __future__ import annotations
 
-import sys
+import contextlib
+import json
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -89,16 +96,35 @@ def main(argv: list[str]) -> int:
         if rows is None:
             return 1
     else:
+        from attnbook.exercises import remote
+
+        seeds = [int(x) for x in argv[argv.index("--seeds") + 1].split(",")] if "--seeds" in argv else [None]
         for m in mutants.load(chapter):
             if chapter is not None and m.exercise_id.split(".")[0] != chapter:
                 continue
-            ok, result = mutants.run(m)
-            problem = chinese_problem(m, result, mutants.run_in(m, "zh"))
+            for seed in seeds:
+                with remote.seeding(seed) if seed is not None else contextlib.nullcontext():
+                    ok, result = mutants.run(m)
+                    if seed == seeds[0]:
+                        problem = chinese_problem(m, result, mutants.run_in(m, "zh"))
+                if not ok:
+                    break
             rows[m.exercise_id].append((m, ok, result, problem))
+    entries = [(m.exercise_id, m.name, m.right, m.hint) for m in mutants.load(chapter)
+               if chapter is None or m.exercise_id.split(".")[0] == chapter]
+    if "--save" in argv:
+        Path(argv[argv.index("--save") + 1]).write_text(json.dumps(entries, indent=0, ensure_ascii=False))
+    if "--against" in argv:
+        now = {tuple(e) for e in entries}
+        gone = [tuple(e) for e in json.loads(Path(argv[argv.index("--against") + 1]).read_text())
+                if (chapter is None or e[0].split(".")[0] == chapter) and tuple(e) not in now]
+        for e in gone:
+            print(f"no longer in the catalogue: {e}")
+    bad_before = "--against" in argv and bool(gone)
     ids = sorted({i for i in set(REGISTRY) | set(rows) if chapter is None or i.split(".")[0] == chapter},
                  key=lambda i: tuple(int(p) for p in i.split(".")))
     totals = [0, 0, 0, 0, 0]
-    bad = False
+    bad = bad_before
     for ex in ids:
         entries = rows.get(ex, [])
         w = [ok for m, ok, _, _ in entries if not m.right]

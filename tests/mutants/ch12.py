@@ -116,8 +116,9 @@ table("12.1", [
          _scheduler.CosineAnnealingLR(opt, T - W, eta_min=m)], milestones=[W]))),
     ("CosineAnnealingLR for the decay, the warm-up by hand", "without torch.optim.lr_scheduler.CosineAnnealingLR",
      stepped(lambda opt, M, W, T, m: _scheduler.CosineAnnealingLR(opt, T - W, eta_min=m), warm_up_by_hand=True)),
-    ("transformers.get_cosine_schedule_with_warmup, stepped `step` times",
-     "without transformers.get_cosine_schedule_with_warmup",
+    # imported where no reading of the code sees it: where transformers was not loaded before the check, the
+    # message names the torch scheduler it runs (LambdaLR) instead
+    ("transformers.get_cosine_schedule_with_warmup, stepped `step` times", "the task asks you to write this without",
      stepped(lambda opt, M, W, T, m: _from_transformers("get_cosine_schedule_with_warmup")(opt, W, T))),
     ("transformers' cosine schedule with a floor, imported from transformers.optimization",
      "without transformers.get_cosine_with_min_lr_schedule_with_warmup",
