@@ -472,6 +472,26 @@ def test_a_forbidden_op_held_in_another_module_is_refused(held):
         call(answer, torch.randn(2, 3), forbid=["torch.softmax", "torch.Tensor.softmax"])
 
 
+def test_a_module_that_subclasses_a_forbidden_class_imports_cleanly_during_a_call():
+    """A library imported for the first time inside a check may subclass a forbidden class (transformers'
+    optimization module subclasses LRScheduler): the class statement gets the original class, not a crash that
+    the learner would be told is their signature's fault. Calling the forbidden class is still refused."""
+    def answer(x):
+        namespace = {}
+        exec("import torch\nclass Later(torch.optim.lr_scheduler.LRScheduler):\n    pass\n", namespace)
+        assert issubclass(namespace["Later"], torch.optim.lr_scheduler.LambdaLR.__mro__[1])  # the real LRScheduler
+        return x + 1
+
+    assert call(answer, 1, forbid=["torch.optim.lr_scheduler.LRScheduler"]) == 2
+
+    def calls_it(x):
+        torch.optim.lr_scheduler.LRScheduler(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1))
+        return x
+
+    with pytest.raises(Wrong, match="without torch.optim.lr_scheduler.LRScheduler"):
+        call(calls_it, 1, forbid=["torch.optim.lr_scheduler.LRScheduler"])
+
+
 def test_a_copy_or_second_import_of_a_forbidden_function_is_refused_without_running_it():
     import types
 
