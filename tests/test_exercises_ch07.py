@@ -14,7 +14,7 @@ import mutants
 from attnbook.exercises import check
 
 mutants.load(7)  # first: importing mutants.ch07 by name before load() would leave out the generated entries
-from mutants.ch07 import conv, patches  # noqa: E402
+from mutants.ch07 import conv, from_columns, patches  # noqa: E402
 
 _RECIPES = ("reshape(D, P, P, C)", "permute(0, 3, 1, 2)", "torch.cat([cls, x]", "(B, C, H/P, P, W/P, P)",
             "images.reshape(B, C, H // P", "kernel_size=patch_size, stride=patch_size")
@@ -168,25 +168,13 @@ def _seggpt_when_rgb(images, patch_size):
     return patchify(images, patch_size) if images.size(1) == 3 else patches()(images, patch_size)
 
 
-def _pixel_unshuffle(unshuffle):
-    """A patchify from pixel_unshuffle: (B, C*P*P, H/P, W/P), channels outermost, reordered."""
-
-    def patchify(images, patch_size):
-        B, C, H, W = images.shape
-        P = patch_size
-        x = unshuffle(images, P).reshape(B, C, P * P, -1).permute(0, 3, 2, 1)  # (B, N, P*P, C)
-        return x.reshape(B, -1, P * P * C)
-
-    return patchify
-
-
 @pytest.mark.parametrize(
     "shortcut, name",
     [
         (_vit_mae_patchify, "transformers.models.vit_mae.modeling_vit_mae.patchify"),
         (_seggpt_when_rgb, "transformers.models.seggpt.modeling_seggpt.patchify"),
         # the same function as F.pixel_unshuffle, reached through an argument: either name may be the one shown
-        (_pixel_unshuffle(torch.pixel_unshuffle), "pixel_unshuffle"),
+        (from_columns(torch.pixel_unshuffle), "pixel_unshuffle"),
     ],
     ids=["ViTMAE.patchify", "seggpt.patchify", "torch.pixel_unshuffle"],
 )
