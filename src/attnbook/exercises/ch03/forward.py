@@ -174,8 +174,9 @@ def check_multi_head_forward(multi_head_forward) -> str:
                         _("return only the output, of shape (B, n, d_model), not the attention weights too"))
         ref, mistakes = _mha_reference(*args), _forward_mistakes(*args)  # (B, n, d_model)
         got = expect_shape(got, ref, mistakes, runs, what=_("your output"), on=desc)
-        expect_dtype(got, args[0].dtype, what=_("your output"), on=desc, input_name="x", hint=_("return the dtype of x: compute in x's dtype (no .float() or .double()), and create any new "
-                        "tensor with dtype=x.dtype"))
+        expect_dtype(got, args[0].dtype, what=_("your output"), on=desc, input_name="x",
+                     hint=_("return the dtype of x: compute in x's dtype (no .float() or .double()), and create any "
+                            "new tensor with dtype=x.dtype"))
         tol = (1e-10, 1e-9) if args[0].dtype == torch.float64 else (ATOL, RTOL)
         return Run(desc, got, ref, mistakes, *tol)
 
