@@ -667,3 +667,25 @@ def test_a_failed_import_under_a_package_is_tried_again():
     finally:
         del sys.modules["email.quoprimime"]
     assert resolve_or_none("email.quoprimime.quote") is sys.modules["email.quoprimime"].quote
+
+
+def test_a_package_module_imported_between_calls_has_its_forbidden_attributes_stood_in_for():
+    """`call` keeps the list of attnbook modules between calls (filtering all of sys.modules each time was a fifth
+    of the catalogue's time); a module added, or put back under the same name, after one call is still seen by
+    the next."""
+    import sys
+    import types
+
+    def kind(name):
+        return type(sys.modules[name].held).__name__  # a stand-in while forbidden, else the builtin's type
+
+    call(lambda: None, forbid=["torch.softmax"])  # the list is made
+    for attempt in range(2):  # added, then removed and added again (the same size and last key)
+        late = types.ModuleType("attnbook._late_for_test")
+        late.held = torch.softmax
+        sys.modules[late.__name__] = late
+        try:
+            assert call(kind, late.__name__, forbid=["torch.softmax"]) == "Raiser"
+            assert kind(late.__name__) == "builtin_function_or_method"  # restored after the call
+        finally:
+            del sys.modules[late.__name__]

@@ -142,12 +142,25 @@ def _holders(originals) -> dict[int, list[tuple[object, str]]]:
     path made setting up each call most of a check's time). The caller keeps `originals` alive."""
     wanted = {id(o) for o in originals}
     where: dict[int, list[tuple[object, str]]] = {}
-    for n, m in list(sys.modules.items()):
-        if m is not None and (n == "attnbook" or n.startswith("attnbook.")):
-            for attr, value in list(vars(m).items()):
-                if id(value) in wanted:
-                    where.setdefault(id(value), []).append((m, attr))
+    for m in _package_modules():
+        for attr, value in list(vars(m).items()):
+            if id(value) in wanted:
+                where.setdefault(id(value), []).append((m, attr))
     return where
+
+
+_SEEN: list = [None, []]  # [what sys.modules looked like, its attnbook modules then]
+
+
+def _package_modules() -> list:
+    """The attnbook modules in sys.modules, in its order. Filtering all of sys.modules (thousands once transformers
+    is imported) on every call was a fifth of the catalogue's time, so the list is kept while sys.modules has the
+    same size and last key (an import appends, a removal shrinks) and still holds the same module under each name."""
+    key = (len(sys.modules), next(reversed(sys.modules), None))
+    if _SEEN[0] != key or any(sys.modules.get(n) is not m for n, m in _SEEN[1]):
+        _SEEN[:] = [key, [(n, m) for n, m in list(sys.modules.items())
+                          if m is not None and (n == "attnbook" or n.startswith("attnbook."))]]
+    return [m for _n, m in _SEEN[1]]
 
 
 def _still(holders: list[tuple[object, str]], original) -> list[tuple[object, str]]:
