@@ -23,7 +23,7 @@ TEST_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST) tests/test_website.py,$(N
 ZH_SITE = $(BIN)/jupyter-book build $(1) --keep-going book/zh --path-output _build/zh && \
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 
-.PHONY: install book serve test notebooks chapter translations clean
+.PHONY: install book serve screenshots test notebooks chapter translations clean
 
 install: $(STAMP)
 
@@ -52,13 +52,18 @@ book: install $(NPM_STAMP)
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
 
+## make screenshots: the browser tests on the built website (make book first), with screenshots of every chapter
+## at desktop and phone width in _build/screenshots/ (make test takes none: they check nothing)
+screenshots:
+	ATTNBOOK_SITE=_build/html ATTNBOOK_SCREENSHOTS=_build/screenshots $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider -k chromium
+
 ## make test: the Chinese edition complete and current (every catalog entry translated, none fuzzy, the glossary
 ## obeyed, book/zh/ as the catalogs make it), unit and checker tests, exercise-version sync, strict nbval on every
 ## chapter natively, then on every Chinese chapter with ATEN_CPU_CAPABILITY=default (the same code and, but for the
 ## check cells' Chinese verdicts, the same outputs: tests/test_i18n.py checks), so an output that depends on the
 ## CPU's vector width fails on every machine; the mutant catalogue's score in both languages, graded (fails
 ## below 100%); from-scratch builds of both sites in which any warning is an error, then the website's tests on
-## them (nothing loaded from other hosts; every page in headless Chromium, screenshots in _build/screenshots)
+## them (nothing loaded from other hosts; every page in headless Chromium)
 test: install $(NPM_STAMP)
 	$(BIN)/python -m tools.i18n check
 	@# Two cores, never more than two busy processes (the timing chapters measure): first the tests on two
@@ -69,8 +74,9 @@ test: install $(NPM_STAMP)
 	ATTNBOOK_CATALOGUE_RECORD=_build/catalogue $(BIN)/python -m pytest $(TEST_FILES) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 	$(BIN)/python tools/mutant_report.py --recorded _build/catalogue
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_EARLY) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider > _build/nbval-zh.log 2>&1 & nbval=$$!; \
-	$(BIN)/jupyter-book build --all -W -n --keep-going . && \
-	$(call ZH_SITE,--all -W -n) && \
+	t=$$(date +%s); $(BIN)/jupyter-book build --all -W -n --keep-going . && \
+	echo "--- English site built in $$(($$(date +%s) - t)) s" && t=$$(date +%s) && \
+	$(call ZH_SITE,--all -W -n) && echo "--- Chinese site built in $$(($$(date +%s) - t)) s" && \
 	ATTNBOOK_SITE=_build/html $(BIN)/python -m pytest tests/test_website.py -p no:cacheprovider; rest=$$?; \
 	echo "--- strict nbval of $(ZH_LATE) with ATEN_CPU_CAPABILITY=default:"; \
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(ZH_LATE) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider; late=$$?; \

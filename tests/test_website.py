@@ -3,8 +3,9 @@ real browser, each page linked to its counterpart in the other language, Chinese
 
 The static tests read every HTML and CSS file of the built site. The browser tests drive Debian's Chromium
 (headless, through Playwright given its executable path: Playwright's own browser download is never used) against
-the site served on localhost, at desktop (1280 px) and phone (390 px) width, and in the dark theme. Screenshots of
-every chapter go to _build/screenshots/.
+the site served on localhost, at desktop (1280 px) and phone (390 px) width, and in the dark theme. With
+ATTNBOOK_SCREENSHOTS=folder, screenshots of every chapter at both widths go there (`make screenshots`:
+_build/screenshots/); they check nothing and cost about 3 s a chapter, so `make test` takes none.
 
 `make test` builds the site first and runs this file with ATTNBOOK_SITE=_build/html; run on its own, it builds the
 site into a temporary folder (about a minute).
@@ -37,7 +38,7 @@ TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 REPO = CONFIG["repository"]["url"].removeprefix("https://github.com/")
 BRANCH = CONFIG["repository"]["branch"]
 BROWSER_JS = ROOT / "tests" / "browser"
-SCREENSHOTS = ROOT / "_build" / "screenshots"
+SCREENSHOTS = Path(os.environ["ATTNBOOK_SCREENSHOTS"]).resolve() if os.environ.get("ATTNBOOK_SCREENSHOTS") else None
 
 # Every page a reader can reach: the table of contents, plus Sphinx's index and search pages, in both languages.
 TOC_PAGES = [TOC["root"]] + [entry["file"] for part in TOC.get("parts", []) for entry in part["chapters"]]
@@ -173,7 +174,8 @@ def browser(site):
         pytest.fail(reason) if os.environ.get("CI") else pytest.skip(reason)  # in CI the browser tests must run
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    if SCREENSHOTS:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield f"http://127.0.0.1:{server.server_port}/", chromium
@@ -311,11 +313,11 @@ def test_page_in_chromium(browser, context, name):
         problems.append("a chapter shows two Colab links (the chapter and its exercise version)")
     problems += solution_problems(visit.page, "显示答案" if name.startswith("zh/") else "Show solution")
     problems += visit.contrast("light")
-    if chapter:
+    if chapter and SCREENSHOTS:
         visit.screenshot(SCREENSHOTS / f"{stem}-desktop.jpg")
     visit.resize(PHONE)
     problems += [f"phone: {p}" for p in visit.problems(visit.inspect(), "phone")]
-    if chapter:
+    if chapter and SCREENSHOTS:
         visit.screenshot(SCREENSHOTS / f"{stem}-phone.jpg")
     problems += visit.contrast("dark")
     problems += visit.close()
