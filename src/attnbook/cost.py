@@ -50,8 +50,10 @@ def attention_matmul_shapes(batch: int, heads: int, q_len: int, k_len: int, d_he
     """The two matrix products of attention, as (batch, m, k, n) shapes for `matmul_throughput`:
     QK^T, (q_len, d_head) @ (d_head, k_len), and PV, (q_len, k_len) @ (k_len, d_head), in each of batch * heads.
 
-    Their FLOPs add up to `attention_flops(batch, heads, q_len, k_len, d_head)`. Attention does these products and
-    more (scaling, softmax), so a matmul throughput that includes them bounds what attention can reach.
+    Their FLOPs add up to `attention_flops(batch, heads, q_len, k_len, d_head)`. They are timed beside the square
+    products so that the reference is the machine's best matrix-product rate at this run's sizes: that best,
+    compute-bound rate bounds what attention can reach. These two are not the bound themselves: unfused, they
+    read or write a (q_len, k_len) matrix and can be memory-bound, which a fused kernel beats.
     """
     for name, value in (("batch", batch), ("heads", heads), ("q_len", q_len), ("k_len", k_len), ("d_head", d_head)):
         require_int(value, name, minimum=1)
