@@ -689,3 +689,17 @@ def test_a_package_module_imported_between_calls_has_its_forbidden_attributes_st
             assert kind(late.__name__) == "builtin_function_or_method"  # restored after the call
         finally:
             del sys.modules[late.__name__]
+
+
+@pytest.mark.parametrize("got, says", [([0.5, float("-inf"), 2.0], "at index [2] expected 1, got 2"),
+                                       ([0.5, 0.0, 1.0], "at index [1] expected -inf, got 0"),
+                                       ([float("inf"), float("-inf"), 1.0], "contains inf (first at index [0])"),
+                                       ([0.5, float("nan"), 1.0], "contains NaN (first at index [1])")])
+def test_runs_verdict_accepts_the_infinities_the_right_result_has(got, says):
+    """A right result may hold -inf (masked logits, 8.4's filtered ones): only a NaN, or an inf where the right result
+    has none, is reported as such; otherwise the first wrong entry is shown."""
+    from attnbook.exercises.runs import Run, verdict
+
+    with pytest.raises(Wrong) as caught:
+        verdict([Run("case", torch.tensor(got), torch.tensor([0.5, float("-inf"), 1.0]), {})], what="f", rule="r")
+    assert says in str(caught.value), str(caught.value)

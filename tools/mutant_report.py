@@ -2,8 +2,9 @@
 their promised message) and how many right answers are accepted. Exit status 1 below 100% or when an exercise
 has fewer than 6 wrong or 3 right answers.
 
-    python tools/mutant_report.py [-v] [--chapter N] [--seeds 0,1,2] [--save FILE] [--against FILE]
+    python tools/mutant_report.py [-v] [--chapter N | --exercise N.k] [--seeds 0,1,2] [--save FILE] [--against FILE]
         -v: also list every entry that did not do what it should; --chapter N: only chapter N's exercises;
+        --exercise N.k: only that exercise's entries (a few seconds while you write one);
         --seeds: check every entry under each of these run seeds (each must give its verdict; Chinese under the
         first); --save FILE: write every entry's (exercise, name, right, hint) as JSON; --against FILE: list
         the entries of such a file that the catalogue no longer has, and fail if there are any. Before a
@@ -90,6 +91,12 @@ def main(argv: list[str]) -> int:
 
     verbose = "-v" in argv
     chapter = argv[argv.index("--chapter") + 1] if "--chapter" in argv else None
+    exercise = argv[argv.index("--exercise") + 1] if "--exercise" in argv else None
+    if exercise is not None:
+        chapter = exercise.split(".")[0]
+
+    def chosen(exercise_id: str) -> bool:
+        return (chapter is None or exercise_id.split(".")[0] == chapter) and exercise in (None, exercise_id)
     rows: dict[str, list] = defaultdict(list)
     if "--recorded" in argv:
         rows = recorded(Path(argv[argv.index("--recorded") + 1]), mutants.load())
@@ -100,7 +107,7 @@ def main(argv: list[str]) -> int:
 
         seeds = [int(x) for x in argv[argv.index("--seeds") + 1].split(",")] if "--seeds" in argv else [None]
         for m in mutants.load(chapter):
-            if chapter is not None and m.exercise_id.split(".")[0] != chapter:
+            if not chosen(m.exercise_id):
                 continue
             for seed in seeds:
                 with remote.seeding(seed) if seed is not None else contextlib.nullcontext():
@@ -110,18 +117,17 @@ def main(argv: list[str]) -> int:
                 if not ok:
                     break
             rows[m.exercise_id].append((m, ok, result, problem))
-    entries = [(m.exercise_id, m.name, m.right, m.hint) for m in mutants.load(chapter)
-               if chapter is None or m.exercise_id.split(".")[0] == chapter]
+    entries = [(m.exercise_id, m.name, m.right, m.hint) for m in mutants.load(chapter) if chosen(m.exercise_id)]
     if "--save" in argv:
         Path(argv[argv.index("--save") + 1]).write_text(json.dumps(entries, indent=0, ensure_ascii=False))
     if "--against" in argv:
         now = {tuple(e) for e in entries}
         gone = [tuple(e) for e in json.loads(Path(argv[argv.index("--against") + 1]).read_text())
-                if (chapter is None or e[0].split(".")[0] == chapter) and tuple(e) not in now]
+                if chosen(e[0]) and tuple(e) not in now]
         for e in gone:
             print(f"no longer in the catalogue: {e}")
     bad_before = "--against" in argv and bool(gone)
-    ids = sorted({i for i in set(REGISTRY) | set(rows) if chapter is None or i.split(".")[0] == chapter},
+    ids = sorted({i for i in set(REGISTRY) | set(rows) if chosen(i)},
                  key=lambda i: tuple(int(p) for p in i.split(".")))
     totals = [0, 0, 0, 0, 0]
     bad = bad_before

@@ -93,14 +93,16 @@ def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | Non
     if hint is not None:
         raise Wrong(_("{what} has the wrong values on {on}", what=what, on=first.on), hint)
     g, e = first.got.detach().to(torch.float64).cpu(), first.ref.detach().to(torch.float64).cpu()
-    if not torch.isfinite(g).all():
-        idx = [int(i) for i in (~torch.isfinite(g)).nonzero()[0]]
+    stray = ~torch.isfinite(g) & (g != e)  # NaN, or an inf where the right result has none (a masked -inf is fine)
+    if stray.any():
+        idx = [int(i) for i in stray.nonzero()[0]]
         raise Wrong(_("{what} contains {nan_if_torch_isnan_g_any} (first at index {idx}) on {on}",
                       what=what, nan_if_torch_isnan_g_any='NaN' if torch.isnan(g).any() else 'inf', idx=idx,
                       on=first.on), nan_hint)
     idx = tuple(int(i) for i in (~torch.isclose(g, e, atol=first.atol, rtol=first.rtol)).nonzero()[0])
     want, have = e[idx].item(), g[idx].item()
-    digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want else 0
+    finite = math.isfinite(want) and math.isfinite(have)  # one may be a masked -inf the other lacks
+    digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want and finite else 0
     dtype = str(first.got.dtype).removeprefix("torch.")
     close = (_(" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
                "{round_math_log10_first_r})",
