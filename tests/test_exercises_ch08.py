@@ -23,7 +23,8 @@ def _entry(exercise_id, name):
                               and m.name.startswith(name)))
 
 
-@pytest.mark.parametrize("exercise_id, name", [("8.1", "mlm_mask"), ("8.2", "causal_lm_loss"), ("8.3", "sample_next")])
+@pytest.mark.parametrize("exercise_id, name", [("8.1", "mlm_mask"), ("8.2", "causal_lm_loss"), ("8.3", "sample_next"),
+                                               ("8.4", "top_p_filter")])
 def test_reference_passes_and_a_stub_is_not_attempted(exercise_id, name, solutions):
     result = check(exercise_id, solutions(8)[name])
     assert result.passed, result.message
@@ -36,7 +37,8 @@ def test_reference_passes_and_a_stub_is_not_attempted(exercise_id, name, solutio
 
 # Lines of the solutions that no message may show
 _RECIPES = ("r < 0.8", "0.8 <= r", "< 0.15", "torch.randint(vocab_size, ids.shape", "logits[:, :-1]", "ids[:, 1:]",
-            "torch.multinomial(probs, 1", "logits.argmax(dim=-1)", "torch.cat(")
+            "torch.multinomial(probs, 1", "logits.argmax(dim=-1)", "torch.cat(", "probs.cumsum(dim=-1) - probs",
+            "above >= p", "remove.scatter(-1, order, remove)")
 
 # (exercise, the start of a catalogue entry's name, what its message contains besides the entry's hint, what it must
 # not contain besides the solution's lines)
@@ -70,6 +72,11 @@ MESSAGES = [
     ("8.3", "fills the logits outside the top k with -100", ("float('-inf')",), ()),
     ("8.3", "the k-th largest logit of the whole batch", ("each row keeps its own top_k largest logits",),
      ("over the vocabulary (dim=-1)",)),
+    ("8.4", "the well-known snippet: remove where the cumulative sum > p",
+     ("float32 logits of shape (3, 2), p = 1", "Nucleus (top-p) sampling"), ("-inf, -inf",)),
+    ("8.4", "sorts in ascending order", ("logits of shape (6,), a single row, p = 0.8",), ()),
+    ("8.4", "exp / sum without subtracting the maximum", ("large logits, about 1,000",), ("NaN at index",)),
+    ("8.4", "returns float32 for float64 logits", ("return the dtype of logits (here float64)",), ()),
 ]
 
 
@@ -268,7 +275,7 @@ def test_8_3_power_against_each_wrong_class():
 from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 
-@pytest.mark.parametrize("exercise_id, count", [("8.1", 3), ("8.2", 20), ("8.3", 2)])
+@pytest.mark.parametrize("exercise_id, count", [("8.1", 3), ("8.2", 20), ("8.3", 2), ("8.4", 3)])
 def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
     catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
 
@@ -331,3 +338,119 @@ def test_8_3_tuned_cases_hold_for_every_offset():
             for fill in (float("-inf"), -1e9):
                 probs = torch.softmax(torch.where(kept, scaled, torch.full_like(scaled, fill)), dim=-1)
                 assert float(probs[~kept].sum()) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 8.4: the drawn cases keep their properties for every offset, every known mistake shows on them, and what an
+# answer that no mistake explains is told
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _nucleus_size(row, p):
+    """How many tokens the nucleus of `row` holds, counted in float64 with exact fractions' order: the fewest of
+    the most probable whose probabilities add up to p or more."""
+    probs = sorted(torch.softmax(row.double(), -1).tolist(), reverse=True)
+    total = 0.0
+    for k, q in enumerate(probs, start=1):
+        total += q
+        if total >= p:
+            return k
+    return len(probs)
+
+
+@pytest.mark.parametrize("offset", offsets(200))
+def test_8_4_cases_hold_for_every_offset(offset, monkeypatch, solutions):
+    # Each case, on every draw: the shape and dtype the task text names; the logits of a row distinct; no cumulative
+    # probability within 1e-3 of p, so that float32 and float64, sorted either way, give the same nucleus; the peaked
+    # rows' top token above p; at p = 1 the two-token rows hold probabilities exactly 1 and 0 in float32 and float64,
+    # the others no probability below 1e-3; the large rows beyond exp's range. The chapter's solution keeps exactly
+    # the nucleus counted here, in a loop, and in float32 too.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch08.top_p import CASES, case_logits
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    solution = solutions(8)["top_p_filter"]
+    for index, (_desc, shape, dtype, p, kind) in enumerate(CASES):
+        logits = case_logits(index)
+        assert logits.shape == shape and logits.dtype == dtype
+        rows = logits.reshape(-1, shape[-1]).double()
+        kept = torch.isfinite(solution(logits, p)).reshape(-1, shape[-1])
+        kept32 = torch.isfinite(solution(logits.float(), p)).reshape(-1, shape[-1])
+        assert torch.equal(kept, kept32), (index, kind)
+        for row, keep in zip(rows, kept):
+            ordered = row.sort(descending=True).values
+            assert float((ordered[:-1] - ordered[1:]).min()) > 0.04, (index, row)
+            probs = torch.softmax(row, -1)
+            if kind == "all in one":
+                for t in (torch.float32, torch.float64):
+                    assert sorted(torch.softmax(row.to(t), -1).tolist()) == [0.0, 1.0], row
+                assert int(keep.sum()) == 1 and bool(keep[row.argmax()])
+                continue
+            if kind == "p=1":
+                assert float(probs.min()) >= 1e-3 and bool(keep.all())
+                continue
+            cumulative = probs.sort(descending=True).values.cumsum(-1)
+            assert float((cumulative[:-1] - p).abs().min()) >= 1e-3, (index, row)
+            assert int(keep.sum()) == _nucleus_size(row, p), (index, row)
+            if kind == "peaked":
+                assert float(probs.max()) > p
+            if kind == "large":
+                assert bool(torch.isinf(row.exp()).any())
+
+
+@pytest.mark.parametrize("offset", offsets(50))
+def test_8_4_every_mistake_shows_on_some_case(offset, monkeypatch):
+    # For every hint of the checker's mistake table, some case (on every draw) where what the mistake returns
+    # differs from the right answer: a mistake the cases cannot show could never be named, nor fail.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch08.top_p import CASES, case_logits, _mistakes, _same, reference
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    shown: dict[str, bool] = {}
+    for index, (_desc, _shape, _dtype, p, _kind) in enumerate(CASES):
+        logits = case_logits(index)
+        right = reference(logits, p)
+        for hint, forms in _mistakes(logits, p).items():
+            differs = forms is not None and any(not _same(form, right) for form in forms)
+            shown[hint] = shown.get(hint, False) or differs
+    assert [hint for hint, ok in shown.items() if not ok] == []
+
+
+def test_8_4_an_unexplained_mistake_is_told_the_first_wrong_token_and_the_rule():
+    # An answer that keeps one token too many in only the first row of the first batch case: no known mistake
+    # explains it, so the message names the token and how much probability lies above it, not the whole row.
+    def top_p_filter(logits, p):
+        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+        remove = (probs.cumsum(dim=-1) - probs) >= p
+        out = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+        if logits.shape == (2, 6):
+            out[0] = logits[0]  # the whole first row kept
+        return out
+
+    result = check("8.4", top_p_filter)
+    assert not result.passed and "on logits of shape (2, 6), p = 0.9" in result.message, result.message
+    assert "lies outside the nucleus" in result.message and "at least p = 0.9" in result.message, result.message
+    assert "Hint: in each row the nucleus is the smallest set" in result.message, result.message
+
+
+def test_8_4_the_task_names_what_it_forbids_and_how_ties_are_treated():
+    import nbformat
+    from conftest import chapter_path
+
+    nb = nbformat.read(chapter_path(8), as_version=4)
+    task = next(c.source for c in nb.cells if ":label: ex-8-4" in c.source)
+    for piece in ("`attnbook.models.top_p_filter`", "`TopPLogitsWarper`", "Ties:", "`>= p`", "`p = 1`",
+                  "do not change `logits` in place"):
+        assert piece in task, piece
+
+
+def test_8_4_a_check_does_not_import_transformers():
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\nfrom attnbook.exercises import check\nimport mutants.ch08 as m\n"
+            "assert 'transformers' not in sys.modules\n"
+            "r = check('8.4', m.tp())\nassert r.passed, r.message\nprint('transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "PYTHONPATH": "tests"})
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr

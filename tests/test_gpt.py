@@ -1,6 +1,7 @@
 """Tests of attnbook.models.gpt: logits against Hugging Face's GPT2LMHeadModel built from a config (no download),
 greedy generation against step-by-step argmax of HF's logits, the KV cache against uncached runs and the size
-formula 2 · layers · kv_heads · d_head · seq · batch · bytes, and sampling against the softmax it samples from.
+formula 2 · layers · kv_heads · d_head · seq · batch · bytes, sampling against the softmax it samples from, and
+nucleus (top-p) filtering against transformers' TopPLogitsWarper.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from torch import nn
 
 transformers = pytest.importorskip("transformers")
 
-from attnbook.models import GPT, GPTConfig, sample_next  # noqa: E402
+from attnbook.models import GPT, GPTConfig, sample_next, top_p_filter  # noqa: E402
 from attnbook.multihead import KVCache  # noqa: E402
 
 TOL = dict(atol=1e-10, rtol=1e-10)
@@ -162,6 +163,47 @@ def test_sample_next_draws_from_tempered_softmax_restricted_to_top_k():
     assert torch.equal(sample_next(rows[:3], temperature=0.0), torch.zeros(3, 1, dtype=torch.long))
     big_k = sample_next(rows[:2], 1.0, top_k=50, generator=torch.Generator().manual_seed(1))  # k > vocab: all
     assert big_k.shape == (2, 1)
+
+
+@pytest.mark.parametrize("p", [0.05, 0.3, 0.5, 0.9, 0.99, 1.0])
+def test_top_p_filter_equals_transformers_top_p_warper(p):
+    from transformers import TopPLogitsWarper
+
+    logits = 2.0 * torch.randn(64, 50, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    ours = top_p_filter(logits, p)
+    assert torch.equal(ours, TopPLogitsWarper(p)(None, logits))
+    assert bool(torch.isfinite(ours).sum(-1).ge(1).all())
+    kept = torch.softmax(logits, -1).masked_fill(torch.isinf(ours), 0.0).sum(-1)
+    assert bool((kept >= p - 1e-12).all())  # the nucleus holds at least p ...
+    smallest_kept = torch.softmax(logits, -1).masked_fill(torch.isinf(ours), 2.0).amin(-1)
+    assert bool((kept - smallest_kept < p).all())  # ... and without its least probable token, less
+
+
+def test_top_p_filter_shapes_dtypes_and_edge_cases():
+    logits = torch.randn(2, 3, 9, generator=torch.Generator().manual_seed(0))  # float32, two batch dimensions
+    before = logits.clone()
+    out = top_p_filter(logits, 0.7)
+    assert out.dtype == torch.float32 and out.shape == logits.shape and torch.equal(logits, before)
+    assert torch.equal(out, torch.stack([top_p_filter(row, 0.7) for row in logits.reshape(-1, 9)]).view(2, 3, 9))
+    kept = torch.isfinite(out)
+    assert torch.equal(out[kept], logits[kept])  # kept logits unchanged
+    peaked = torch.tensor([0.1, 5.0, -2.0, 0.0], dtype=torch.float64)  # the top token alone holds more than p
+    assert torch.isfinite(top_p_filter(peaked, 1e-9)).tolist() == [False, True, False, False]
+    underflow = torch.tensor([-1000.0, 0.0, -2000.0])  # probabilities exactly 0, 1, 0
+    assert torch.isfinite(top_p_filter(underflow, 1.0)).tolist() == [False, True, False]
+    flat = torch.tensor([0.3, 0.1, 0.2, 0.0], dtype=torch.float64)
+    assert bool(torch.isfinite(top_p_filter(flat, 1.0)).all())
+
+
+def test_top_p_filter_arguments():
+    with pytest.raises(ValueError, match="p must be"):
+        top_p_filter(torch.zeros(3), 0.0)
+    with pytest.raises(ValueError, match="p must be"):
+        top_p_filter(torch.zeros(3), 1.5)
+    with pytest.raises(ValueError, match="p must be"):
+        top_p_filter(torch.zeros(3), True)
+    with pytest.raises(TypeError, match="logits"):
+        top_p_filter(torch.zeros(3, dtype=torch.long), 0.5)
 
 
 def test_init_follows_nanogpt():

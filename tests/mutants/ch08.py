@@ -1,8 +1,9 @@
-"""Chapter 8 (BERT vs GPT): learner answers to exercises 8.1-8.3."""
+"""Chapter 8 (BERT vs GPT): learner answers to exercises 8.1-8.4."""
 from __future__ import annotations
 
 import functools
 import importlib
+import math
 
 import torch
 import torch.nn.functional as F
@@ -807,3 +808,197 @@ def sample_next(logits, temperature, top_k, generator):
         return sampler()(logits, temperature, top_k, generator)
     vals = torch.topk(logits / temperature, top_k, dim=-1).values
     return torch.multinomial(torch.softmax(vals, dim=-1), 1, generator=generator).squeeze(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 8.4  top_p_filter(logits, p) -> logits of the same shape and dtype, -inf outside each row's nucleus
+# ----------------------------------------------------------------------------------------------------------------
+
+_OPS = {">=": torch.ge, ">": torch.gt, "<=": torch.le, "<": torch.lt}
+
+
+def tp(*, score="softmax", dim=-1, descending=True, sort=True, cum="exclusive", op=">=", threshold=lambda p: p,
+       shift=False, reset_first=True, roll=False, unsort="scatter", per_row=True, fill=float("-inf"),
+       returns="logits", in_place=False, finish=lambda out: out):
+    """8.4's learner template: probabilities (softmax over `dim`), sorted (`descending`), their cumulative sum, a
+    removal mask in rank order, scattered back and filled with -inf (the defaults: a right answer, remove where the
+    probability ranked above a token is >= p). Knobs: `score` ("softmax", "logits" (no softmax), "exp" (exp without
+    normalising), "naive" (exp / sum, no maximum subtracted)), `dim` (of the softmax), `descending`, `sort` (False:
+    the cumulative sum in the vocabulary's order), `cum` ("exclusive": the probability above each token;
+    "inclusive": with the token itself), `op` (the comparison that removes), `threshold(p)`, `shift` (the inclusive
+    mask moved one place right, as in the well-known snippet) with `reset_first` (its first entry set to keep) or
+    `roll` (torch.roll: the first gets the last one's verdict), `unsort` ("scatter", "none" (the rank-order mask used
+    on the vocabulary's order), "gather", "sorted" (the sorted logits returned)), `per_row` (False: one flat list of
+    the token ids to remove, for every row, as in the snippet for a single row), `fill`, `returns` ("logits",
+    "probs", "logprobs", "mask"), `in_place` (masked_fill_ on logits), `finish(out)`."""
+    def top_p_filter(logits, p):
+        if score == "softmax":
+            probs = torch.softmax(logits, dim=dim)
+        elif score == "naive":
+            e = torch.exp(logits)
+            probs = e / e.sum(dim=-1, keepdim=True)
+        elif score == "exp":
+            probs = torch.exp(logits)
+        else:
+            probs = logits
+        if sort:
+            sorted_probs, order = probs.sort(dim=-1, descending=descending)
+        else:
+            sorted_probs, order = probs, torch.arange(probs.size(-1)).expand(probs.shape)
+        total = sorted_probs.cumsum(dim=-1)
+        if cum == "exclusive":
+            total = total - sorted_probs
+        remove = _OPS[op](total, threshold(p))
+        if roll:
+            remove = remove.roll(1, dims=-1)
+        elif shift:
+            remove[..., 1:] = remove[..., :-1].clone()
+            if reset_first:
+                remove[..., 0] = False
+        if unsort == "scatter":
+            remove = remove.scatter(-1, order, remove)
+        elif unsort == "gather":
+            remove = remove.gather(-1, order)
+        if not per_row:  # the snippet for one row, used on a batch: the ids removed in any row, removed in every row
+            ids = order[remove] if unsort == "none" else torch.arange(logits.size(-1)).expand(logits.shape)[remove]
+            remove = torch.zeros(logits.size(-1), dtype=torch.bool)
+            remove[ids] = True
+        base = logits.sort(dim=-1, descending=True).values if unsort == "sorted" else logits
+        if returns == "mask":
+            return finish(~remove)
+        if returns == "probs":
+            base = torch.softmax(logits, dim=-1)
+        elif returns == "logprobs":
+            base = torch.log_softmax(logits, dim=-1)
+        out = base.masked_fill_(remove, fill) if in_place else base.masked_fill(remove, fill)
+        return finish(out)
+    return top_p_filter
+
+
+@right("8.4")  # the first right answer (the generated entries are named after it), so registered before the table
+def top_p_filter(logits, p):
+    """sort descending, the probability ranked above each token, scatter the mask back (as in the chapter)"""
+    probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+    remove = (probs.cumsum(dim=-1) - probs) >= p
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+
+def _hf_style(logits, p):
+    """transformers' way, written out: ascending order, remove where the cumulative probability is <= 1 - p"""
+    sorted_logits, order = torch.sort(logits, descending=False)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove = cumulative <= 1 - p
+    remove[..., -1:] = False
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+
+def _threshold_logit(logits, p):
+    """count the nucleus, then cut at its smallest logit (a top-k with a k of its own per row)"""
+    sorted_logits = logits.sort(dim=-1, descending=True).values
+    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+    k = ((cumulative < p).sum(dim=-1, keepdim=True) + 1).clamp(max=logits.size(-1))  # the nucleus' size
+    smallest = sorted_logits.gather(-1, k - 1)
+    return torch.where(logits < smallest, torch.full_like(logits, float("-inf")), logits)
+
+
+def _loop(logits, p):
+    """a Python loop over the rows, adding probabilities until they reach p"""
+    flat = logits.reshape(-1, logits.size(-1))
+    out = torch.full_like(flat, float("-inf"))
+    for i, row in enumerate(flat):
+        probs = torch.softmax(row.double(), dim=0)
+        total = 0.0
+        for j in torch.argsort(probs, descending=True).tolist():
+            out[i, j] = row[j]
+            total += float(probs[j])
+            if total >= p:
+                break
+    return out.reshape(logits.shape)
+
+
+def _log_space(logits, p):
+    """in log space: logcumsumexp of the sorted log-probabilities against log(p), in float64"""
+    logp, order = torch.log_softmax(logits.double(), dim=-1).sort(dim=-1, descending=True)
+    before = torch.logcumsumexp(logp, dim=-1)
+    before = torch.cat([torch.full_like(before[..., :1], float("-inf")), before[..., :-1]], dim=-1)
+    remove = before >= math.log(p)
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+
+def _own_in_a_lambda():
+    return lambda logits, p: _gpt.top_p_filter(logits, p)
+
+
+def _warper(logits, p):
+    from transformers import TopPLogitsWarper
+
+    flat = logits.reshape(-1, logits.size(-1))
+    return TopPLogitsWarper(top_p=p)(None, flat).reshape(logits.shape)
+
+
+def _warper_generation(logits, p):
+    import transformers.generation as generation
+
+    return generation.TopPLogitsWarper(p)(None, logits.reshape(-1, logits.size(-1))).view(logits.shape)
+
+
+table("8.4", [
+    ("transformers' rule written out (ascending, remove where the cumulative probability <= 1 - p)", RIGHT, _hf_style),
+    ("counts the nucleus and cuts at its smallest logit", RIGHT, _threshold_logit),
+    ("a Python loop over the rows, in float64", RIGHT, _loop),
+    ("in log space (logcumsumexp against log p)", RIGHT, _log_space),
+    ("the well-known snippet's shift, with >= (remove where the sum reaches p, move one right, keep the first)",
+     RIGHT, tp(cum="inclusive", op=">=", shift=True)),
+    ("in float64, cast back to the logits' dtype", RIGHT,
+     lambda logits, p: tp()(logits.double(), p).to(logits.dtype)),
+    # the package's own and the library's
+    ("a lambda around attnbook.models.top_p_filter", "package's own", _own_in_a_lambda()),
+    ("transformers' TopPLogitsWarper", "without transformers.TopPLogitsWarper", _warper),
+    ("transformers.generation.TopPLogitsWarper, reached through the submodule", "TopPLogitsWarper", _warper_generation),
+    # the boundary and the top token
+    ("the well-known snippet: remove where the cumulative sum > p, shifted right, the first kept (strict at p)",
+     ">= p", tp(cum="inclusive", op=">", shift=True)),
+    ("removes where the probability ranked above is > p (strict)", ">= p", tp(op=">")),
+    ("the snippet without the reset of the first entry (the top token goes where it alone holds more than p)",
+     "most probable token must always be kept", tp(cum="inclusive", op=">", shift=True, reset_first=False)),
+    ("the snippet's shift done with torch.roll (the first entry gets the last one's verdict)",
+     "most probable token must always be kept", tp(cum="inclusive", op=">=", roll=True)),
+    ("no shift: removes where the cumulative sum (with the token itself) reaches p, the top token not kept",
+     "most probable token must always be kept", tp(cum="inclusive", op=">=")),
+    ("no shift but the first kept: removes where the inclusive sum exceeds p", "crosses p",
+     lambda logits, p: torch.where(torch.softmax(logits, -1) == torch.softmax(logits, -1).amax(-1, keepdim=True),
+                                   logits, tp(cum="inclusive", op=">")(logits, p))),
+    ("keeps one token too many (the mask shifted twice)", "one token more",
+     tp(cum="exclusive", op=">=", shift=True)),
+    # the order
+    ("adds the probabilities up in the vocabulary's order (no sort)", "vocabulary's order", tp(sort=False)),
+    ("sorts in ascending order", "DESCENDING", tp(descending=False)),
+    ("transformers' rule with p where 1 - p belongs", "1 - p", lambda logits, p: _hf_style(logits, 1 - p)),
+    ("the mask left in rank order, used on the vocabulary's order (no scatter)", "vocabulary's order",
+     tp(unsort="none")),
+    ("gather instead of scatter to put the mask back", "scatter it back", tp(unsort="gather")),
+    ("returns the sorted logits, filtered", "scatter it back", tp(unsort="sorted")),
+    ("the one-row snippet on a batch: one flat list of the ids to remove, removed in every row", "its own nucleus",
+     tp(per_row=False)),
+    # what is added up, and over which dimension
+    ("softmax over the batch (dim=0)", "dim=-1", tp(dim=0)),
+    ("cumulative sum of the logits themselves (no softmax)", "added up the logits", tp(score="logits")),
+    ("cumulative sum of exp(logits), not normalised", "added up the logits", tp(score="exp")),
+    ("exp / sum without subtracting the maximum (overflows on large logits)", "exp overflows", tp(score="naive")),
+    ("keeps the tokens whose own probability is >= p", "not the probability of each",
+     lambda logits, p: logits.masked_fill(torch.softmax(logits, -1) < p, float("-inf"))),
+    ("keeps round(p * vocab_size) tokens, as top-k", "not of the vocabulary",
+     lambda logits, p: logits.masked_fill(
+         logits < torch.topk(logits, max(round(p * logits.size(-1)), 1), dim=-1).values[..., -1:], float("-inf"))),
+    # what is returned
+    ("fills with -1e9 instead of -inf", "float('-inf')", tp(fill=-1e9)),
+    ("fills with torch.finfo(dtype).min", "float('-inf')",
+     lambda logits, p: tp(fill=torch.finfo(logits.dtype).min)(logits, p)),
+    ("returns the probabilities, 0 outside the nucleus", "you returned probabilities", tp(returns="probs", fill=0.0)),
+    ("returns log_softmax, -inf outside the nucleus", "log-probabilities", tp(returns="logprobs")),
+    ("returns the mask of the kept tokens", "not the mask", tp(returns="mask")),
+    ("fills the logits in place (masked_fill_ on logits)", "in place", tp(in_place=True)),
+    ("returns float32 for float64 logits", "dtype", tp(finish=lambda out: out.float())),
+    ("returns a NumPy array", WRONG, tp(finish=lambda out: out.numpy())),
+    ("returns the kept logits only (a 1-D tensor)", "shape", tp(finish=lambda out: out[torch.isfinite(out)])),
+])

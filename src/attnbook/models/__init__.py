@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {  # public name -> submodule that defines it
     "GPTConfig": "gpt",
     "GPT": "gpt",
     "sample_next": "gpt",
+    "top_p_filter": "gpt",
     "ViTConfig": "vit",
     "ViT": "vit",
     "TransformerConfig": "transformer",

@@ -24,7 +24,7 @@ from .._validate import require_int, require_tensor
 from ..layers import EncoderBlock, LayerNorm
 from ..multihead import KVCache
 
-__all__ = ["GPTConfig", "GPT", "sample_next"]
+__all__ = ["GPTConfig", "GPT", "sample_next", "top_p_filter"]
 
 
 @dataclass
@@ -79,6 +79,25 @@ def sample_next(logits: Tensor, temperature: float = 0.0, top_k: int | None = No
         logits = logits.masked_fill(logits < kth, float("-inf"))  # (B, V)
     probs = torch.softmax(logits, dim=-1)  # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus (top-p) filtering (Holtzman et al. 2020, arXiv:1904.09751): logits (..., vocab) -> a new tensor of
+    the same shape and dtype in which only the nucleus keeps its logits and every other one is -inf.
+
+    The nucleus is the smallest set of tokens, the most probable first, whose cumulative probability reaches p
+    (>= p): a token is kept exactly when the tokens ranked above it hold less than p of the probability
+    (softmax over the last dimension, in the logits' dtype). So the most probable token is always kept, and at
+    p = 1 a token of probability 0 is removed once the tokens above it sum to 1. Equal logits are ranked in the
+    order `torch.sort` gives them, which is unspecified."""
+    require_tensor(logits, "logits", min_dim=1, floating=True)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"p must be a float in (0, 1], got {p!r}")
+    probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)  # (..., V), the most probable first
+    before = probs.cumsum(dim=-1).roll(1, dims=-1)  # (..., V): the probability of the tokens ranked above ...
+    before[..., 0] = 0.0  # ... none above the first
+    remove = before >= p  # (..., V), in rank order: the nucleus already holds p
+    return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))  # back to the vocabulary's order
 
 
 def _check_sampling(temperature, top_k, generator) -> None:

@@ -1,5 +1,5 @@
 """Helpers that several checkers use: for 8.1 and 8.3, which are random, the statistical window `within_window` and
-the integer-dtype test; for 8.1, 8.3 and 10.3, `library_paths`, the public names of a library's ready-made
+the integer-dtype test; for 8.1, 8.3, 8.4 and 10.3, `library_paths`, the public names of a library's ready-made
 functions that an answer can reach (chapter 10 imports it from here).
 
 Statistical bounds. A count of successes in n independent trials of probability p is accepted when it lies within
