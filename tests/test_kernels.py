@@ -34,6 +34,8 @@ CASES = {
     "large logits causal": (1, 2, 64, 64, 32, 32, True, "float32", 32, 32, 30.0),
     "float16": (1, 2, 70, 70, 64, 64, True, "float16", 64, 64, 1.0),
     "blocks bigger than N": (1, 2, 9, 9, 8, 8, False, "float32", 64, 64, 1.0),
+    "many unmasked blocks causal": (1, 2, 150, 150, 16, 16, True, "float32", 64, 16, 1.0),
+    "many unmasked blocks": (1, 1, 20, 150, 16, 16, False, "float32", 16, 32, 1.0),
 }
 TOL = {"float32": 1e-4, "float16": 2e-3}
 

@@ -33,6 +33,7 @@ __all__ = [
     "Timing",
     "benchmark",
     "peak_memory",
+    "cpu_allocations",
     "matmul_peak",
     "MatmulThroughput",
     "matmul_throughput",
@@ -143,6 +144,16 @@ def _device_of(args, kwargs) -> torch.device:
 
 def _cpu_peak_memory(fn, args, kwargs) -> int:
     """Peak of the running sum of CPU allocations and frees that the profiler records during fn."""
+    live = peak = 0
+    for nbytes in cpu_allocations(fn, *args, **kwargs):
+        live += nbytes
+        peak = max(peak, live)
+    return int(peak)
+
+
+def cpu_allocations(fn, *args, **kwargs) -> list[int]:
+    """The CPU allocations (bytes > 0) and frees (< 0) that PyTorch's profiler records while fn(*args, **kwargs)
+    runs once, in the order they happened."""
     from torch.profiler import ProfilerActivity, profile
 
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
@@ -156,11 +167,7 @@ def _cpu_peak_memory(fn, args, kwargs) -> int:
     events = [
         e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]" and e.device_type().name == "CPU"
     ]
-    live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_ns()):
-        live += e.nbytes()  # > 0 for an allocation, < 0 for a free
-        peak = max(peak, live)
-    return int(peak)
+    return [int(e.nbytes()) for e in sorted(events, key=lambda e: e.start_ns())]
 
 
 @contextlib.contextmanager

@@ -53,13 +53,20 @@ def _attention_fwd(
     k_base = K + b * stride_kb + h * stride_kh
     v_base = V + b * stride_vb + h * stride_vh
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of each row
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp(score - m_i)
-    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)  # running sum of exp(score - m_i) * v
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max of each row (scores in base 2)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp2(score - m_i)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)  # running sum of exp2(score - m_i) * v
 
     hi = S
     if IS_CAUSAL:  # top-left aligned: row i sees keys 0..i, so later key blocks are skipped entirely
         hi = tl.minimum(S, (start_m + 1) * BLOCK_M)
+    # Key blocks before `full` are whole (no padding past S) and, with a causal mask, lie left of the diagonal
+    # for every row of this query block: they need no mask. Only the blocks from `full` on, the diagonal ones and
+    # the last partial one, pay for the comparisons.
+    full = (S // BLOCK_N) * BLOCK_N
+    if IS_CAUSAL:
+        full = tl.minimum(full, (start_m * BLOCK_M) // BLOCK_N * BLOCK_N)
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e) folded in: exp(x) = exp2(x * log2(e)), the GPU's instruction
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n  # (BLOCK_N,)
         k_ptrs = k_base + cols[None, :] * stride_kn + offs_d[:, None] * stride_kd
@@ -68,15 +75,16 @@ def _attention_fwd(
             qk = tl.dot(q, k, input_precision="ieee")  # (BLOCK_M, BLOCK_N), accumulated in float32
         else:
             qk = tl.dot(q, k)
-        qk = qk * sm_scale
-        allowed = cols[None, :] < S  # (1, BLOCK_N): padding past the last key
-        if IS_CAUSAL:
-            allowed = allowed & (cols[None, :] <= offs_m[:, None])  # (BLOCK_M, BLOCK_N)
-        qk = tl.where(allowed, qk, float("-inf"))
+        qk = qk * qk_scale  # scores in base 2: the running maximum and sum are of exp2(qk - m)
+        if start_n >= full:  # a diagonal or partial block: mask the keys past S, and past the row with a causal mask
+            allowed = cols[None, :] < S  # (1, BLOCK_N): padding past the last key
+            if IS_CAUSAL:
+                allowed = allowed & (cols[None, :] <= offs_m[:, None])  # (BLOCK_M, BLOCK_N)
+            qk = tl.where(allowed, qk, float("-inf"))
         # the first block always holds key 0, which every row may see, so m_new is finite from then on
         m_new = tl.maximum(m_i, tl.max(qk, 1))  # (BLOCK_M,)
-        p = tl.exp(qk - m_new[:, None])  # (BLOCK_M, BLOCK_N)
-        alpha = tl.exp(m_i - m_new)  # (BLOCK_M,): rescales what was accumulated under the old maximum
+        p = tl.exp2(qk - m_new[:, None])  # (BLOCK_M, BLOCK_N)
+        alpha = tl.exp2(m_i - m_new)  # (BLOCK_M,): rescales what was accumulated under the old maximum
         l_i = l_i * alpha + tl.sum(p, 1)
         v_ptrs = v_base + cols[:, None] * stride_vn + offs_dv[None, :] * stride_vd
         v = tl.load(v_ptrs, mask=(cols[:, None] < S) & (offs_dv[None, :] < DV), other=0.0)  # (BLOCK_N, BLOCK_DV)
