@@ -363,8 +363,8 @@ def test_8_4_cases_hold_for_every_offset(offset, monkeypatch, solutions):
     # Each case, on every draw: the shape and dtype the task text names; the logits of a row distinct; no cumulative
     # probability within 1e-3 of p, so that float32 and float64, sorted either way, give the same nucleus; the peaked
     # rows' top token above p; at p = 1 the two-token rows hold probabilities exactly 1 and 0 in float32 and float64,
-    # the others no probability below 1e-3; the large rows beyond exp's range. The chapter's solution keeps exactly
-    # the nucleus counted here, in a loop, and in float32 too.
+    # the others no probability below 1e-3; the large rows beyond exp's range; the mixed case's rows 800 apart. The
+    # chapter's solution keeps exactly the nucleus counted here, in a loop, and in float32 too.
     from attnbook.exercises import compare
     from attnbook.exercises.ch08.top_p import CASES, case_logits
 
@@ -396,6 +396,9 @@ def test_8_4_cases_hold_for_every_offset(offset, monkeypatch, solutions):
                 assert float(probs.max()) > p
             if kind == "large":
                 assert bool(torch.isinf(row.exp()).any())
+        if kind == "mixed":  # one row so far below the other that exp(row - the tensor's maximum) is 0 everywhere
+            tops = rows.max(dim=-1).values
+            assert float(tops.max() - tops.min()) > 800 and float(tops.min()) < 100, rows
 
 
 @pytest.mark.parametrize("offset", offsets(50))

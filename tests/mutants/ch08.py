@@ -823,19 +823,23 @@ def tp(*, score="softmax", dim=-1, descending=True, sort=True, cum="exclusive", 
     """8.4's learner template: probabilities (softmax over `dim`), sorted (`descending`), their cumulative sum, a
     removal mask in rank order, scattered back and filled with -inf (the defaults: a right answer, remove where the
     probability ranked above a token is >= p). Knobs: `score` ("softmax", "logits" (no softmax), "exp" (exp without
-    normalising), "naive" (exp / sum, no maximum subtracted)), `dim` (of the softmax), `descending`, `sort` (False:
-    the cumulative sum in the vocabulary's order), `cum` ("exclusive": the probability above each token;
-    "inclusive": with the token itself), `op` (the comparison that removes), `threshold(p)`, `shift` (the inclusive
-    mask moved one place right, as in the well-known snippet) with `reset_first` (its first entry set to keep) or
-    `roll` (torch.roll: the first gets the last one's verdict), `unsort` ("scatter", "none" (the rank-order mask used
-    on the vocabulary's order), "gather", "sorted" (the sorted logits returned)), `per_row` (False: one flat list of
-    the token ids to remove, for every row, as in the snippet for a single row), `fill`, `returns` ("logits",
-    "probs", "logprobs", "mask"), `in_place` (masked_fill_ on logits), `finish(out)`."""
+    normalising), "naive" (exp / sum, no maximum subtracted), "global" (exp(logits - logits.max()) / sum)), `dim`
+    (of the softmax), `descending`, `sort` (False: the cumulative sum in the vocabulary's order), `cum`
+    ("exclusive": the probability above each token; "inclusive": with the token itself), `op` (the comparison that
+    removes), `threshold(p)`, `shift` (the inclusive mask moved one place right, as in the well-known snippet) with
+    `reset_first` (its first entry set to keep) or `roll` (torch.roll: the first gets the last one's verdict),
+    `unsort` ("scatter", "none" (the rank-order mask used on the vocabulary's order), "gather", "sorted" (the sorted
+    logits returned)), `per_row` (False: one flat list of the token ids to remove, for every row, as in the snippet
+    for a single row), `fill`, `returns` ("logits", "probs", "logprobs", "mask"), `in_place` (masked_fill_ on
+    logits), `finish(out)`."""
     def top_p_filter(logits, p):
         if score == "softmax":
             probs = torch.softmax(logits, dim=dim)
         elif score == "naive":
             e = torch.exp(logits)
+            probs = e / e.sum(dim=-1, keepdim=True)
+        elif score == "global":  # stabilised with the whole tensor's maximum, not each row's
+            e = torch.exp(logits - logits.max())
             probs = e / e.sum(dim=-1, keepdim=True)
         elif score == "exp":
             probs = torch.exp(logits)
@@ -985,6 +989,8 @@ table("8.4", [
     ("cumulative sum of the logits themselves (no softmax)", "added up the logits", tp(score="logits")),
     ("cumulative sum of exp(logits), not normalised", "added up the logits", tp(score="exp")),
     ("exp / sum without subtracting the maximum (overflows on large logits)", "exp overflows", tp(score="naive")),
+    ("exp(logits - logits.max()) / sum: the whole tensor's maximum, not each row's (a learner trial)",
+     "softmax each row on its own", tp(score="global")),
     ("keeps the tokens whose own probability is >= p", "not the probability of each",
      lambda logits, p: logits.masked_fill(torch.softmax(logits, -1) < p, float("-inf"))),
     ("keeps round(p * vocab_size) tokens, as top-k", "not of the vocabulary",
@@ -992,6 +998,9 @@ table("8.4", [
          logits < torch.topk(logits, max(round(p * logits.size(-1)), 1), dim=-1).values[..., -1:], float("-inf"))),
     # what is returned
     ("fills with -1e9 instead of -inf", "float('-inf')", tp(fill=-1e9)),
+    ("fills with 0 instead of -inf (a learner trial)", "you set them to 0", tp(fill=0.0)),
+    ("multiplies the logits by the mask of the kept tokens (a learner trial)", "you set them to 0",
+     lambda logits, p: logits * tp(returns="mask")(logits, p)),
     ("fills with torch.finfo(dtype).min", "float('-inf')",
      lambda logits, p: tp(fill=torch.finfo(logits.dtype).min)(logits, p)),
     ("returns the probabilities, 0 outside the nucleus", "you returned probabilities", tp(returns="probs", fill=0.0)),

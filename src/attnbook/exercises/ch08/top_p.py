@@ -39,7 +39,8 @@ GAP = 0.05  # the least distance between two logits of a row
 # (description, shape, dtype, p, kind): "plain" rows of standard normal logits, "peaked" ones where the most probable
 # token alone holds more than p, "all in one" (two tokens, one with all the probability: at p = 1 it tells >= p from
 # > p; one token of probability 0 per row, so that no mistake depends on how equal probabilities are ranked), "p=1"
-# (every token with some probability), "large" logits about 1,000 (exp overflows in float64 above 709.8)
+# (every token with some probability), "large" logits about 1,000 (exp overflows in float64 above 709.8), "mixed"
+# (a large row and a plain one: a softmax shifted by the whole tensor's maximum leaves the plain row 0 / 0)
 CASES = [
     (N_("logits of shape (6,), a single row, p = 0.8"), (6,), torch.float64, 0.8, "plain"),
     (N_("logits of shape (2, 6), p = 0.9"), (2, 6), torch.float64, 0.9, "plain"),
@@ -51,6 +52,7 @@ CASES = [
         "about 1,000 lower, so that its probability is 0"), (3, 2), torch.float32, 1.0, "all in one"),
     (N_("logits of shape (2, 6), p = 1, every token holding some probability"), (2, 6), torch.float64, 1.0, "p=1"),
     (N_("large logits, about 1,000, of shape (2, 8), p = 0.6"), (2, 8), torch.float64, 0.6, "large"),
+    (N_("logits of shape (2, 8) whose two rows lie about 1,000 apart, p = 0.7"), (2, 8), torch.float64, 0.7, "mixed"),
 ]
 
 
@@ -99,7 +101,8 @@ def case_logits(index: int) -> Tensor:
     the large rows are tested for clearance 1,000 lower)."""
     _desc, shape, dtype, p, kind = CASES[index]
     g = generator(840 + index)
-    rows = [_draw(g, shape[-1], p, kind) for _row in range(math.prod(shape[:-1]))]
+    kinds = ["large", "plain"] if kind == "mixed" else [kind] * math.prod(shape[:-1])
+    rows = [_draw(g, shape[-1], p, row_kind) for row_kind in kinds]
     return torch.stack(rows).reshape(shape).to(dtype)
 
 
@@ -215,9 +218,28 @@ def _mistakes(logits: Tensor, p: float) -> dict:
                                             lambda w, excl: excl(w) < p) for dim in sorted({0, logits.dim() - 2})), ()))
         removed_anywhere = (~right_kept).reshape(-1, V).any(dim=0)  # (V,)
         out[union_hint] = (logits.masked_fill(removed_anywhere, inf),)
+    out[_("softmax each row on its own: shift it by its own maximum (over the last dimension, keepdim=True), not by "
+          "the maximum of the whole tensor, which leaves a row far below it 0 / 0")] = _global_max(logits, p)
+    out[_("set the logits outside the nucleus to float('-inf'): you set them to 0 (or multiplied the logits by the "
+          "mask), and 0 is a logit like any other, as likely as a kept token whose logit is 0")] = (
+        reference(logits, p).masked_fill(~right_kept, 0.0),)
     if bool(torch.isinf(x.exp()).any()):  # exp overflows: what an answer without the softmax keeps is not told
         out[no_softmax_hint] = None
     return out
+
+
+def _global_max(logits: Tensor, p: float) -> tuple | None:
+    """The forms of a softmax shifted by the whole tensor's maximum: a row whose exp then underflows everywhere is
+    0 / 0, NaN, so every comparison with p is False and the row is kept whole or removed whole (by how the answer
+    writes its test); the other rows are right. None where no row underflows, in float64 or the logits' dtype."""
+    forms, right = [], reference(logits, p)
+    for dtype in {torch.float64, logits.dtype}:
+        x = logits.to(dtype)
+        e = torch.exp(x - x.max())
+        lost = torch.isnan(e / e.sum(-1, keepdim=True)).any(-1, keepdim=True)  # (..., 1): the rows left 0 / 0
+        if bool(lost.any()):
+            forms += [torch.where(lost, logits, right), torch.where(lost, float("-inf"), right)]
+    return tuple(forms) or None
 
 
 STRICT_HINT = (N_("the nucleus stops as soon as its cumulative probability reaches p (>= p): you kept a token whose "
@@ -299,10 +321,11 @@ def check_top_p_filter(top_p_filter) -> str:
     first = next((i for i, (g, r, *_rest) in enumerate(facts) if not _same(g, r)), None)
     if first is None:
         return _("keeps the nucleus on {n} inputs, including a single row, two batch dimensions, float32, a most "
-                 "probable token above p, p = 1 and logits around 1,000", n=len(CASES))
+                 "probable token above p, p = 1, logits around 1,000 and rows 1,000 apart", n=len(CASES))
     got, ref, logits, p, on, kind = facts[first]
     wrong = [i for i, (g, r, *_rest) in enumerate(facts) if not _same(g, r)]
-    if all(facts[i][5] == "large" for i in wrong):
+    kinds = {facts[i][5] for i in wrong}
+    if "large" in kinds and kinds <= {"large", "mixed"}:  # right but where exp overflows (the mixed case's top row)
         raise Wrong(_("your result has the wrong values on {on}", on=on), _(OVERFLOW_HINT))
     hint = _explaining(runs, first)
     if hint is not None:
