@@ -200,7 +200,7 @@ def test_6_2_drawn_batches_keep_every_mistake_apart(offset):
         outputs = []
         for values, n, _dtype, _on in batches:
             ref, mistakes = decoder_mask.self_mask_and_mistakes(values, n)
-            outputs.append([ref] + [wrong for _hint, wrong in mistakes.values()])
+            outputs.append([ref] + list(mistakes.values()))
         _all_apart(outputs)
 
 
@@ -214,7 +214,7 @@ def test_6_4_drawn_masks_keep_every_mistake_apart(offset):
             outputs = []
             for _desc, mask, ref in cases:
                 if (mask.dtype == torch.bool) == kind:
-                    outputs.append([ref] + [w for _h, w in convert._convert_mistakes(mask, ref).values()])
+                    outputs.append([ref] + list(convert._convert_mistakes(mask, ref).values()))
             _all_apart(outputs)
         assert any(m.dtype != torch.bool and (m == -10000).any() for _d, m, _r in cases)
         assert any(m.dtype != torch.bool and (m == -1e9).any() for _d, m, _r in cases)

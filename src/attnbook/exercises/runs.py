@@ -1,11 +1,11 @@
 """Running an answer on every case before judging it: `collect` runs each case (`Run`: the learner's tensor, the
 right one, what each known mistake gives), `verdict` names a mistake only when it fits every case run and
 otherwise shows the first wrong entry and the rule, and `expect_gradients` backpropagates through an answer to
-check that a trained layer stays differentiable. Used by chapters 3, 4 and 11."""
+check that a trained layer stays differentiable. Used by chapters 3, 4, 6 and 11."""
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 from torch import Tensor
@@ -23,13 +23,16 @@ ATOL, RTOL = 1e-5, 1e-4  # the default tolerance of a case
 
 class Run(NamedTuple):
     """One case run: the learner's tensor, the right one, {hint: what that mistake gives here (a tensor, a
-    (tensor, atol, rtol) pair for a looser match, or None where the mistake cannot be told)}, the tolerance."""
+    (tensor, atol, rtol) pair for a looser match, or None where the mistake cannot be told)}, the tolerance, and
+    `detail(index) -> str`, where the case says in its own words what is wrong at a wrong entry (chapter 6's masks)
+    instead of printing the two values."""
     on: str
     got: Tensor
     ref: Tensor
     mistakes: dict
     atol: float = ATOL
     rtol: float = RTOL
+    detail: Callable[[tuple], str] | None = None
 
     @property
     def right(self) -> bool:
@@ -84,7 +87,8 @@ def expect_shape(got, ref: Tensor, mistakes: dict, runs: list[Run], *, what: str
 
 def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | None = NAN_HINT) -> None:
     """Wrong for the first run with wrong values: the hint of the first mistake that gives the learner's result on
-    every run, else the first wrong entry and the rule it breaks (never the whole expected tensor)."""
+    every run, else the first wrong entry (in the run's own words when it has a `detail`) and the rule it breaks
+    (never the whole expected tensor)."""
     first = next((r for r in runs if not r.right), None)
     if first is None:
         return
@@ -100,6 +104,9 @@ def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | Non
                       what=what, nan_if_torch_isnan_g_any='NaN' if torch.isnan(g).any() else 'inf', idx=idx,
                       on=first.on), nan_hint)
     idx = tuple(int(i) for i in (~torch.isclose(g, e, atol=first.atol, rtol=first.rtol)).nonzero()[0])
+    if first.detail is not None:
+        raise Wrong(_("{what} has the wrong values on {on}: {detail_case_index}", what=what, on=first.on,
+                      detail_case_index=first.detail(idx)), rule)
     want, have = e[idx].item(), g[idx].item()
     finite = math.isfinite(want) and math.isfinite(have)  # one may be a masked -inf the other lacks
     digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want and finite else 0

@@ -5,14 +5,14 @@ a real token), independently of `attnbook.masks`; 6.3's reference is a plain arg
 model, and each known mistake is the same loop with that one mistake.
 
 Every checker runs all its cases before it judges: a known mistake is named only when it gives the learner's
-result on every case of its kind; otherwise the message shows the first wrong entry and the rule it breaks
-(never a whole expected mask or row).
+result on every case where it is told (6.1, 6.2 and 6.4 by `runs.collect`/`verdict`; 6.3 by its own loop, whose
+mistakes are whole decodings computed only when needed); otherwise the message shows the first wrong entry and the
+rule it breaks (never a whole expected mask or row).
 
 One module per exercise: `causal` (6.1, a causal mask), `decoder_mask` (6.2, padding and causal masks combined),
 `greedy` (6.3, greedy decoding) and `convert` (6.4, nn.MultiheadAttention's masks in our convention); `_shared`
-holds what several of them use (a case and its known mistakes, the type and shape check of a mask, the judge that
-names a mistake only when it explains every case of its kind, the wording shared by 6.1 and 6.2). Importing this
-package imports the four modules, which registers the four checkers.
+holds what the mask checkers share (the type and shape check of a mask, the wording shared by 6.1 and 6.2).
+Importing this package imports the four modules, which registers the four checkers.
 """
 # Importing registers the checkers, in the order of the exercises.
 from . import causal  # 6.1

@@ -7,7 +7,8 @@ from ..compare import generator
 from ..ch05._shared import import_first
 from ..guard import call
 from ..registry import exercise
-from ._shared import ONE_AHEAD, STRICT, UPPER, Case, mask_type, run_masks, tf
+from ..runs import Run, collect, verdict
+from ._shared import ONE_AHEAD, STRICT, UPPER, mask_type, tf
 from ...i18n import N_, _
 
 
@@ -26,9 +27,9 @@ CAUSAL_FORBIDDEN = [
 ]
 
 
-def _causal_detail(case: Case, index: tuple[int, ...]) -> str:
+def _causal_detail(index: tuple[int, ...]) -> str:
     i, j = index
-    want = bool(case.ref[i, j])
+    want = j <= i
     rule = (_("key j={j} is not after query i={i} (j <= i), so query i may attend to it", j=j, i=i) if want else
             _("key j={j} comes after query i={i} (j > i), and a query may attend only to the keys j <= i",
               j=j, i=i))
@@ -74,9 +75,8 @@ def _capped_hint(got, n: int, smaller: list[int]) -> dict[tuple, str]:
 def check_causal_mask(causal_mask) -> str:
     """causal_mask(n) -> bool (n, n), True on and below the diagonal."""
     sizes = causal_sizes()
-    right_shape: list[int] = []  # the sizes n so far whose mask had the shape (n, n)
 
-    def run(n: int) -> Case:
+    def one(n: int, runs: list[Run]) -> Run:
         on = f"n={n}" + (_(" (a single position)") if n == 1 else "")
         got = call(causal_mask, n, what="causal_mask", on=on, forbid=CAUSAL_FORBIDDEN,
                    prepare=import_mask_makers_first)
@@ -84,20 +84,20 @@ def check_causal_mask(causal_mask) -> str:
         j = torch.arange(n)[None, :]  # (1, n): key positions (columns)
         ref = j <= i  # (n, n)
         mistakes = {
-            "inverted": (_("your mask is inverted: True must mean 'may attend', so the diagonal and everything below "
-                           "it are True, and the future (above the diagonal) is False"), ~ref),
-            "strict": (STRICT, j < i),
-            "upper": (UPPER, j >= i),
-            "all": (_("every entry is True, so nothing is masked: query i must not see the keys j > i"),
-                    torch.ones(n, n, dtype=torch.bool)),
-            _("one ahead"): (ONE_AHEAD, j <= i + 1),
+            _("your mask is inverted: True must mean 'may attend', so the diagonal and everything below it are "
+              "True, and the future (above the diagonal) is False"): ~ref,
+            STRICT: j < i,
+            UPPER: j >= i,
+            _("every entry is True, so nothing is masked: query i must not see the keys j > i"):
+                torch.ones(n, n, dtype=torch.bool),
+            ONE_AHEAD: j <= i + 1,
         }
-        mask_type(got, ref, what=_("your mask"), on=on,
-                   shape_hints={(1, 1, n, n): _("return a plain 2-D (n, n) mask; broadcasting adds the batch "
-                                                "and head axes later"), **_capped_hint(got, n, right_shape)},
-                   shape_hint=_("the mask is (n, n): one row per query and one column per key, n of each"))
-        right_shape.append(n)
-        return Case(on, got, ref, mistakes)
+        mask_type(got, ref, what=_("your mask"), on=on,  # every earlier run had the shape (its n, its n)
+                  shape_hints={(1, 1, n, n): _("return a plain 2-D (n, n) mask; broadcasting adds the batch "
+                                               "and head axes later"),
+                               **_capped_hint(got, n, [r.ref.size(0) for r in runs])},
+                  shape_hint=_("the mask is (n, n): one row per query and one column per key, n of each"))
+        return Run(on, got, ref, mistakes, detail=_causal_detail)
 
-    run_masks(sizes, run, what=_("your mask"), detail=_causal_detail)
+    verdict(collect(sizes, one), what=_("your mask"), rule=None)
     return _("right for n = {join_map_str_sizes}", join_map_str_sizes=', '.join(map(str, sizes)))

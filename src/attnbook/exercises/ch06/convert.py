@@ -8,7 +8,8 @@ from torch import Tensor
 from ..compare import generator
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import Case, mask_type, run_masks, tf
+from ..runs import Run, collect, verdict
+from ._shared import mask_type, tf
 from ...i18n import N_, _
 
 
@@ -74,44 +75,41 @@ CONVERT_FORBIDDEN = [
 ]
 
 
-def _convert_mistakes(mask: Tensor, ref: Tensor) -> dict[str, tuple[str, Tensor]]:
+def _convert_mistakes(mask: Tensor, ref: Tensor) -> dict[str, Tensor]:
+    """{hint: the mask that mistake gives}: a boolean mask's mistakes, or an additive one's."""
     if mask.dtype == torch.bool:
         return {
-            _("not inverted"): (_("nn.MultiheadAttention's True means 'blocked', ours means 'may attend': invert a "
-                                  "boolean mask"), mask.clone()),
-            _("all true"): (_("this boolean mask came out all True: you treated it like an additive mask; a boolean "
-                              "mask is converted by inverting it"), torch.ones_like(mask)),
+            _("nn.MultiheadAttention's True means 'blocked', ours means 'may attend': invert a boolean mask"):
+                mask.clone(),
+            _("this boolean mask came out all True: you treated it like an additive mask; a boolean mask is "
+              "converted by inverting it"): torch.ones_like(mask),
         }
     m = mask.double()
     return {
-        "inverted": (_("your mask is inverted: in an additive mask 0 means 'allowed' (adding 0 leaves the score "
-                       "unchanged) and a large negative number means 'blocked'"), ~ref),
-        _("only -inf"): (_("a large negative number such as -1e9 or -10000 blocks attention just like -inf (after the "
-                           "softmax its weight is 0): every large negative entry is blocked, not only -inf"),
-                      m != float("-inf")),
-        "not -10000": (_("BERT's -10000 blocks attention too (after the softmax its weight is about e^-10000 = 0): "
-                         "every large negative entry is blocked, -10000 included"), m >= -10000.0),
-        _("all true"): (_("every entry came out True: in an additive mask the large negative entries (-inf, -1e9, "
-                          "-10000) are the blocked ones"), torch.ones(mask.shape, dtype=torch.bool)),
-        _("none allowed"): (_("every entry came out False: in an additive mask the entries equal to 0 are allowed"),
-                         torch.zeros(mask.shape, dtype=torch.bool)),
+        _("your mask is inverted: in an additive mask 0 means 'allowed' (adding 0 leaves the score unchanged) and a "
+          "large negative number means 'blocked'"): ~ref,
+        _("a large negative number such as -1e9 or -10000 blocks attention just like -inf (after the softmax its "
+          "weight is 0): every large negative entry is blocked, not only -inf"): m != float("-inf"),
+        _("BERT's -10000 blocks attention too (after the softmax its weight is about e^-10000 = 0): every large "
+          "negative entry is blocked, -10000 included"): m >= -10000.0,
+        _("every entry came out True: in an additive mask the large negative entries (-inf, -1e9, -10000) are the "
+          "blocked ones"): torch.ones(mask.shape, dtype=torch.bool),
+        _("every entry came out False: in an additive mask the entries equal to 0 are allowed"):
+            torch.zeros(mask.shape, dtype=torch.bool),
     }
 
 
-def _convert_detail(mask: Tensor):
-    def detail(case: Case, index: tuple[int, ...]) -> str:
-        want = bool(case.ref[index])
-        entry = mask[index].item()
-        if mask.dtype == torch.bool:
-            meaning = _("the input there is {entry}, which in nn.MultiheadAttention's convention means ",
-                        entry=entry) + \
-                      (_("'blocked'") if entry else _("'allowed'"))
-        else:
-            meaning = _("the input there is {entry:g}, which in an additive mask means ", entry=entry) + \
-                      (_("'allowed'") if entry == 0 else _("'blocked'"))
-        return _("entry {list_index} is {tf_not_want}, expected {tf_want}: {meaning}",
-                 list_index=list(index), tf_not_want=tf(not want), tf_want=tf(want), meaning=meaning)
-    return detail
+def _convert_detail(mask: Tensor, ref: Tensor, index: tuple[int, ...]) -> str:
+    want = bool(ref[index])
+    entry = mask[index].item()
+    if mask.dtype == torch.bool:
+        meaning = _("the input there is {entry}, which in nn.MultiheadAttention's convention means ",
+                    entry=entry) + (_("'blocked'") if entry else _("'allowed'"))
+    else:
+        meaning = _("the input there is {entry:g}, which in an additive mask means ", entry=entry) + \
+                  (_("'allowed'") if entry == 0 else _("'blocked'"))
+    return _("entry {list_index} is {tf_not_want}, expected {tf_want}: {meaning}",
+             list_index=list(index), tf_not_want=tf(not want), tf_want=tf(want), meaning=meaning)
 
 
 @exercise("6.4", "nn.MultiheadAttention's masks in our convention", answer_name="to_allow_mask",
@@ -120,9 +118,8 @@ def _convert_detail(mask: Tensor):
 def check_to_allow_mask(to_allow_mask) -> str:
     """to_allow_mask(mask) -> bool mask of the same shape, True = may attend."""
     inputs = _convert_cases()
-    details = {}
 
-    def run(item) -> Case:
+    def one(item, runs: list[Run]) -> Run:
         desc, mask, ref = item
         got = call(to_allow_mask, mask, what="to_allow_mask", on=desc, forbid=CONVERT_FORBIDDEN,
                    explain=_convert_error_hint)
@@ -139,10 +136,8 @@ def check_to_allow_mask(to_allow_mask) -> str:
                               "after it)"))
         mask_type(got, ref, what=_("your mask"), on=desc,
                    shape_hint=_("keep the shape of the input: only the meaning of the entries changes"))
-        details[desc] = _convert_detail(mask)
-        return Case(desc, got, ref, _convert_mistakes(mask, ref),
-                     kind="boolean" if mask.dtype == torch.bool else "additive")
+        return Run(desc, got, ref, _convert_mistakes(mask, ref), detail=lambda index: _convert_detail(mask, ref, index))
 
-    run_masks(inputs, run, what=_("your mask"), detail=lambda case, index: details[case.on](case, index))
+    verdict(collect(inputs, one), what=_("your mask"), rule=None)
     return (_("right on {len_inputs} masks: boolean attn_mask and key_padding_mask, additive with -inf, -1e9 and "
               "-10000", len_inputs=len(inputs)))

@@ -8,7 +8,8 @@ from ..compare import generator
 from ..guard import call
 from .causal import CAUSAL_SHORTCUTS, import_mask_makers_first
 from ..registry import exercise
-from ._shared import ONE_AHEAD, STRICT, UPPER, Case, mask_type, run_masks, tf
+from ..runs import Run, collect, verdict
+from ._shared import ONE_AHEAD, STRICT, UPPER, mask_type, tf
 from ...i18n import N_, _
 
 INVERTED = N_("your mask is inverted: True must mean 'may attend'")
@@ -22,10 +23,10 @@ MASK_FORBIDDEN = [
 ]
 
 
-def _self_mask_detail(case: Case, index: tuple[int, ...]) -> str:
+def _self_mask_detail(lengths: list[int], ref: Tensor, index: tuple[int, ...]) -> str:
     b, _unused, i, j = index
-    length = case.lengths[b]
-    want = bool(case.ref[index])
+    length = lengths[b]
+    want = bool(ref[index])
     if want:
         rule = (_("key j={j} is a real token (j < lengths[b] = {length}) and not after query i={i} (j <= i), so "
                   "query i may attend to it",
@@ -65,8 +66,8 @@ def self_mask_batches() -> list[tuple[list[int], int, torch.dtype, str]]:
     ]
 
 
-def self_mask_and_mistakes(values: list[int], n: int) -> tuple[Tensor, dict[str, tuple[str, Tensor]]]:
-    """The right (batch, 1, n, n) mask for these lengths, and {key: (hint, the mask that mistake gives)}."""
+def self_mask_and_mistakes(values: list[int], n: int) -> tuple[Tensor, dict[str, Tensor]]:
+    """The right (batch, 1, n, n) mask for these lengths, and {hint: the mask that mistake gives}."""
     B = len(values)
     lengths = torch.tensor(values)
     i = torch.arange(n)[:, None]  # (n, 1) queries
@@ -77,25 +78,24 @@ def self_mask_and_mistakes(values: list[int], n: int) -> tuple[Tensor, dict[str,
     query_ok = (i < length).expand(B, 1, n, n)  # the real queries
     ref = causal & key_ok
     mistakes = {
-        "inverted": (INVERTED, ~ref),
-        "queries": (_("padding queries are not blocked: your mask blocks every key for the padding queries (the "
-                      "rows i >= lengths[b]), as if the padding were on the query axis or on both axes. Block only "
-                      "the padding KEYS (the columns j >= lengths[b]): a padding query still attends to the real "
-                      "tokens before it, and the loss ignores its output"), causal & query_ok),
-        "or": (_("combine the two masks with AND (&): a key must be allowed by both, not by either (|)"),
-               causal | key_ok),
-        _("no causal"): (NO_CAUSAL, key_ok),
-        _("no padding"): (_("the padding part is missing: keys at positions >= lengths[b] are padding and must be "
-                            "blocked"), causal.clone()),
-        _("off by one"): (_("off by one: key j is a real token when j < length (positions count from 0), not "
-                            "j <= length"), causal & (j <= length)),
-        "transposed": (_("queries are the rows (axis -2) and keys the columns (axis -1): your mask is transposed"),
-                       ref.transpose(-2, -1)),
-        "strict": (STRICT, (j < i) & key_ok),
-        "upper": (UPPER, (j >= i) & key_ok),
-        "one ahead": (ONE_AHEAD, (j <= i + 1) & key_ok),
-        "padding inverted": (_("the padding part is inverted: key j is a real token when j < lengths[b], and the keys "
-                               "j >= lengths[b] are the ones to block"), causal & ~key_ok),
+        INVERTED: ~ref,
+        _("padding queries are not blocked: your mask blocks every key for the padding queries (the rows i >= "
+          "lengths[b]), as if the padding were on the query axis or on both axes. Block only the padding KEYS (the "
+          "columns j >= lengths[b]): a padding query still attends to the real tokens before it, and the loss "
+          "ignores its output"): causal & query_ok,
+        _("combine the two masks with AND (&): a key must be allowed by both, not by either (|)"): causal | key_ok,
+        NO_CAUSAL: key_ok,
+        _("the padding part is missing: keys at positions >= lengths[b] are padding and must be blocked"):
+            causal.clone(),
+        _("off by one: key j is a real token when j < length (positions count from 0), not j <= length"):
+            causal & (j <= length),
+        _("queries are the rows (axis -2) and keys the columns (axis -1): your mask is transposed"):
+            ref.transpose(-2, -1),
+        STRICT: (j < i) & key_ok,
+        UPPER: (j >= i) & key_ok,
+        ONE_AHEAD: (j <= i + 1) & key_ok,
+        _("the padding part is inverted: key j is a real token when j < lengths[b], and the keys j >= lengths[b] "
+          "are the ones to block"): causal & ~key_ok,
     }
     return ref, mistakes
 
@@ -108,7 +108,7 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
     j < lengths[b]."""
     inputs = self_mask_batches()
 
-    def run(item) -> Case:
+    def one(item, runs: list[Run]) -> Run:
         values, n, dtype, on = item
         lengths = torch.tensor(values, dtype=dtype)
         got = call(decoder_self_mask, lengths, n, what="decoder_self_mask", on=on, forbid=MASK_FORBIDDEN,
@@ -127,10 +127,8 @@ def check_decoder_self_mask(decoder_self_mask) -> str:
         mask_type(got, ref, what=_("your mask"), on=on, shape_hints=shape_hints,
                   shape_hint=_("the mask is (batch, 1, n, n): for each sequence, one row per query and one column "
                                "per key, with a size-1 axis for the heads"))
-        case = Case(on, got, ref, mistakes)
-        case.lengths = values
-        return case
+        return Run(on, got, ref, mistakes, detail=lambda index: _self_mask_detail(values, ref, index))
 
-    run_masks(inputs, run, what=_("your mask"), detail=_self_mask_detail)
+    verdict(collect(inputs, one), what=_("your mask"), rule=None)
     return _("right on {len_inputs} batches, including an empty sequence, no padding and a batch of one",
              len_inputs=len(inputs))
