@@ -1,6 +1,5 @@
 """Helpers that several of chapter 5's checkers use: the float64 sinusoidal table (5.1's reference, also the
-positions of 5.2's attention and the float16 band of 5.3), the type and dtype checks of a learner's tensor, and
-the learner's output on a later case (5.2 and 5.4)."""
+positions of 5.2's attention and the float16 band of 5.3) and the type and dtype checks of a learner's tensor."""
 from __future__ import annotations
 
 import dis
@@ -25,19 +24,6 @@ def kind_of(x) -> str:
             type(x).__name__ == "ndarray":
         return _("a NumPy array of shape {tuple_x_shape}", tuple_x_shape=tuple(x.shape))
     return describe(x)
-
-
-def quietly(run):
-    """run() or None when it raises: the learner's output on a later case, used only to choose a hint."""
-    try:
-        return run()
-    except Exception:  # Wrong, NotAttempted or anything else: that case is simply not explained by a mistake
-        return None
-
-
-def same_values(got: Tensor | None, wrong: Tensor, atol: float) -> bool:
-    return got is not None and tuple(got.shape) == tuple(wrong.shape) and \
-        bool(torch.allclose(got, wrong, atol=atol, rtol=0, equal_nan=True))
 
 
 def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
