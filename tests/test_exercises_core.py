@@ -703,3 +703,23 @@ def test_runs_verdict_accepts_the_infinities_the_right_result_has(got, says):
     with pytest.raises(Wrong) as caught:
         verdict([Run("case", torch.tensor(got), torch.tensor([0.5, float("-inf"), 1.0]), {})], what="f", rule="r")
     assert says in str(caught.value), str(caught.value)
+
+
+def test_runs_verdict_shared_hints_and_band_hint():
+    """A key (hint, tag) gives its mistake that hint; band_hint replaces the rule only when every run lies within its
+    band (chapter 5's float16 results); a tolerance without rtol still says how close the two numbers are."""
+    from attnbook.exercises.runs import Run, verdict
+
+    ref = torch.tensor([1.0, 2.0])
+
+    def told(runs, **band):
+        with pytest.raises(Wrong) as caught:
+            verdict(runs, what="f", rule="the rule", **band)
+        return caught.value
+
+    assert told([Run("a", ref + 1, ref, {"h1": ref - 1, ("h2", "tag"): ref + 1})]).hint == "h2"
+    near = [Run("a", ref + 5e-4, ref, {}, 1e-4, 0.0, 2e-3), Run("b", ref, ref, {}, 1e-4, 0.0, 2e-3)]
+    wrong = told(near, band_hint="band")
+    assert wrong.hint == "band" and "agree to 3 significant digits" in str(wrong) and "about 4" in str(wrong)
+    assert told(near[:1] + [Run("b", ref + 1e-2, ref, {}, 1e-4, 0.0, 2e-3)], band_hint="band").hint == "the rule"
+    assert told(near).hint == "the rule"

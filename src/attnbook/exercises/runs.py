@@ -1,7 +1,7 @@
 """Running an answer on every case before judging it: `collect` runs each case (`Run`: the learner's tensor, the
 right one, what each known mistake gives), `verdict` names a mistake only when it fits every case run and
 otherwise shows the first wrong entry and the rule, and `expect_gradients` backpropagates through an answer to
-check that a trained layer stays differentiable. Used by chapters 3, 4, 6 and 11."""
+check that a trained layer stays differentiable. Used by chapters 3, 4, 5, 6 and 11."""
 from __future__ import annotations
 
 import math
@@ -24,14 +24,17 @@ ATOL, RTOL = 1e-5, 1e-4  # the default tolerance of a case
 class Run(NamedTuple):
     """One case run: the learner's tensor, the right one, {hint: what that mistake gives here (a tensor, a
     (tensor, atol, rtol) pair for a looser match, or None where the mistake cannot be told)}, the tolerance, and
-    `detail(index) -> str`, where the case says in its own words what is wrong at a wrong entry (chapter 6's masks)
-    instead of printing the two values."""
+    optionally a band: how much further each entry may be off when the cause is a known imprecision (float16
+    rounding), for `verdict`'s band_hint, and `detail(index) -> str`, where the case says in its own words what is
+    wrong at a wrong entry (chapter 6's masks) instead of printing the two values. A key (hint, tag) gives a second
+    mistake the same hint."""
     on: str
     got: Tensor
     ref: Tensor
     mistakes: dict
     atol: float = ATOL
     rtol: float = RTOL
+    band: Tensor | float | None = None
     detail: Callable[[tuple], str] | None = None
 
     @property
@@ -78,22 +81,40 @@ def expect_shape(got, ref: Tensor, mistakes: dict, runs: list[Run], *, what: str
         hint = next((h for h, w in mistakes.items() if w is not None and tuple((w[0] if isinstance(w, tuple) else w)
                      .shape) == tuple(got.shape) and all(_fits(r, h) for r in runs)), None)
         raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_ref_shape}",
-                      what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_ref_shape=tuple(ref.shape)), hint)
+                      what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_ref_shape=tuple(ref.shape)),
+                    _hint(hint))
     if got.is_complex() or got.dtype == torch.bool:
         raise Wrong(_("{what} has dtype {dtype} on {on}, expected real numbers like {dtype2}",
                       what=what, dtype=got.dtype, on=on, dtype2=ref.dtype))
     return got
 
 
-def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | None = NAN_HINT) -> None:
+def _hint(key):
+    return key[0] if isinstance(key, tuple) else key
+
+
+def known_mistake(runs: list[Run]) -> str | None:
+    """The hint of the first mistake (in the first wrong run's table) that gives the learner's result on every run
+    where it is told; None when every run is right or no mistake fits."""
+    first = next((r for r in runs if not r.right), None)
+    return None if first is None else _hint(next((h for h in first.mistakes if any(
+        r.mistakes.get(h) is not None for r in runs) and all(_fits(r, h) for r in runs)), None))
+
+
+def _in_band(run: Run) -> bool:
+    g, e = run.got.detach().to(torch.float64).cpu(), run.ref.detach().to(torch.float64).cpu()
+    return run.band is not None and bool(((g - e).abs() <= run.band + run.atol + run.rtol * e.abs()).all())
+
+
+def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | None = NAN_HINT,
+            band_hint: str | None = None) -> None:
     """Wrong for the first run with wrong values: the hint of the first mistake that gives the learner's result on
     every run, else the first wrong entry (in the run's own words when it has a `detail`) and the rule it breaks
-    (never the whole expected tensor)."""
+    (never the whole expected tensor), or band_hint instead of the rule when every run lies within its band."""
     first = next((r for r in runs if not r.right), None)
     if first is None:
         return
-    hint = next((h for h in first.mistakes if any(r.mistakes.get(h) is not None for r in runs)
-                 and all(_fits(r, h) for r in runs)), None)
+    hint = known_mistake(runs)
     if hint is not None:
         raise Wrong(_("{what} has the wrong values on {on}", what=what, on=first.on), hint)
     g, e = first.got.detach().to(torch.float64).cpu(), first.ref.detach().to(torch.float64).cpu()
@@ -114,10 +135,11 @@ def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | Non
     close = (_(" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
                "{round_math_log10_first_r})",
                digits=digits, dtype=dtype,
-               round_math_log10_first_r=round(-math.log10(first.rtol))) if digits >= 3 else "")
+               round_math_log10_first_r=round(-math.log10(first.rtol or first.atol / abs(want))))
+             if digits >= 3 else "")
     raise Wrong(_("{what} has the wrong values on {on}: at index {list_idx} expected {show_pair_want_have}{close}",
                   what=what, on=first.on, list_idx=list(idx), show_pair_want_have=show_pair(want, have),
-                  close=close), rule)
+                  close=close), band_hint if band_hint is not None and all(map(_in_band, runs)) else rule)
 
 
 GRAD_TAIL = N_("no .detach(), torch.no_grad(), .item(), float() or NumPy round trips")

@@ -1,6 +1,5 @@
 """Helpers that several of chapter 5's checkers use: the float64 sinusoidal table (5.1's reference, also the
-positions of 5.2's attention and the float16 band of 5.3), the type and dtype checks of a learner's tensor, and
-the run over the cases that names a mistake only when it explains every case (5.1 and 5.3)."""
+positions of 5.2's attention and the float16 band of 5.3) and the type and dtype checks of a learner's tensor."""
 from __future__ import annotations
 
 import dis
@@ -12,7 +11,7 @@ from torch import Tensor
 
 from ..compare import expect_tensor
 from ..reach import unwrap
-from ..hints import describe, show_pair
+from ..hints import describe
 from ..registry import Wrong
 from ...i18n import _
 
@@ -25,37 +24,6 @@ def kind_of(x) -> str:
             type(x).__name__ == "ndarray":
         return _("a NumPy array of shape {tuple_x_shape}", tuple_x_shape=tuple(x.shape))
     return describe(x)
-
-
-def _f64(out) -> Tensor | None:
-    """A learner's output as a float64 CPU tensor to compare with, or None when it is not a real tensor."""
-    if not isinstance(out, Tensor) or out.is_complex() or out.dtype == torch.bool:
-        return None
-    return out.detach().to(F64).cpu()
-
-
-def quietly(run):
-    """run() or None when it raises: the learner's output on a later case, used only to choose a hint."""
-    try:
-        return run()
-    except Exception:  # Wrong, NotAttempted or anything else: that case is simply not explained by a mistake
-        return None
-
-
-def same_values(got: Tensor | None, wrong: Tensor, atol: float) -> bool:
-    return got is not None and tuple(got.shape) == tuple(wrong.shape) and \
-        bool(torch.allclose(got, wrong, atol=atol, rtol=0, equal_nan=True))
-
-
-def _first_wrong(got: Tensor, expected: Tensor, atol: float) -> str:
-    """'at index [5, 2] expected 2.3291, got 2.3287 (max abs error 0.00042)': the first entry that is off, with
-    enough digits that the two numbers differ on screen (never the whole expected tensor)."""
-    err = (got - expected).abs()
-    bad = (err > atol) | err.isnan()
-    idx = tuple(int(i) for i in bad.nonzero()[0])
-    return (_("at index {list_idx} expected {show_pair_expected_idx_i} (max abs error {err_max_item:.2g})",
-              list_idx=list(idx), show_pair_expected_idx_i=show_pair(expected[idx].item(), got[idx].item()),
-              err_max_item=err.max().item()))
 
 
 def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tuple, str], dtype: torch.dtype,
@@ -87,39 +55,6 @@ def expect_type(got, shape: tuple, *, what: str, on: str, shape_hints: dict[tupl
         raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}{like}",
                       what=what, dtype=got.dtype, on=on, dtype2=dtype, like=like), dtype_hint)
     return got
-
-
-def check_tensor_cases(cases: list, run, validate, *, what: str, atol: float, reference, mistakes, band,
-                        half_hint: str) -> None:
-    """Run the learner's code on every case in order; Wrong at the first case it gets wrong.
-
-    `run(case)` calls the learner's code (through `call`), `validate(got, case)` checks type, shape and dtype,
-    `reference(case)` is the right float64 result, `mistakes(case)` the (hint, wrong result, tolerance) of the
-    usual mistakes and `band(case)` how far float16 rounding can move each entry. A hint is given only when its
-    mistake explains every case (the learner's code is run on the later cases too, to see): a mistake that
-    happens to agree on one input is never named.
-    """
-    outputs: list[Tensor | None] = []
-    for n, case in enumerate(cases):
-        on = case[0]
-        got = validate(run(case), case)
-        ref = reference(case)
-        g = got.detach().to(F64).cpu()
-        outputs.append(g)
-        if torch.allclose(g, ref, atol=atol, rtol=0):
-            continue
-        outputs += [_f64(quietly(lambda c=later: run(c))) for later in cases[n + 1:]]
-        table = [mistakes(c) for c in cases]
-        for h, (hint, _unused, _unused) in enumerate(table[n]):
-            if all(same_values(outputs[j], table[j][h][1], table[j][h][2]) for j in range(len(cases))):
-                raise Wrong(_("{what} has the wrong values on {on}", what=what, on=on), hint)
-        expect_tensor(got, what=what, on=on)  # NaN or inf that no known mistake explains
-        detail = _first_wrong(g, ref, atol)
-        refs = [ref if j == n else reference(c) for j, c in enumerate(cases)]
-        if all(o is not None and o.shape == r.shape and bool(((o - r).abs() <= band(c) + atol).all())
-               for o, r, c in zip(outputs, refs, cases)):
-            raise Wrong(_("{what} has the wrong values on {on}: {detail}", what=what, on=on, detail=detail), half_hint)
-        raise Wrong(_("{what} has the wrong values on {on}: {detail}", what=what, on=on, detail=detail))
 
 
 def import_transformers_first(fn) -> None:

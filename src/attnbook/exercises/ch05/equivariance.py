@@ -15,7 +15,7 @@ from ..guard import call
 from ..inputs import builds
 from ..hints import describe
 from ..registry import exercise, Wrong
-from ._shared import F64, kind_of, quietly, reference_table
+from ._shared import F64, kind_of, reference_table
 from ...i18n import N_, _
 
 
@@ -306,6 +306,14 @@ def _two_numbers(got: float, expected: float) -> tuple[str, str]:
 
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-7 + 1e-6 * abs(b)
+
+
+def quietly(run):
+    """run() or None when it raises: the learner's number on a later case, used only to choose a hint."""
+    try:
+        return run()
+    except Exception:  # Wrong, NotAttempted or anything else: that case is simply not explained by a mistake
+        return None
 
 
 def _explains(values: list[float | None], wrongs: list[float | None]) -> bool:

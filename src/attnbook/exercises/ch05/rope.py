@@ -9,7 +9,8 @@ from torch import Tensor
 from ..compare import randn
 from ..guard import call
 from ..registry import exercise
-from ._shared import F64, check_tensor_cases, expect_type, half_band, import_transformers_first
+from ..runs import Run, collect, verdict
+from ._shared import F64, expect_type, half_band, import_transformers_first
 from ...i18n import N_, _
 
 
@@ -139,27 +140,25 @@ def _rope_cases() -> list[tuple[str, Tensor, Tensor]]:
     ]
 
 
-def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, float]]:
-    """(hint, wrong result, tolerance) for the usual mistakes on this input."""
-    tol = 1e-4
-    return [
-        (_ROPE_INTERLEAVED, _rope(x, positions, pairing="interleaved"), tol),
-        (_ROPE_SIGN, _rope(x, positions, sign=-1.0), tol),
-        (_ROPE_EXP, _rope(x, positions, exponent="i"), tol),
-        (_ROPE_SHIFT, _rope(x, positions, shift=1), tol),
-        (_ROPE_IGNORE, _rope(x, positions, ignore_positions=True), tol),
-        (_ROPE_FROM_ZERO, _rope(x, positions, from_zero="min"), tol),
-        (_ROPE_FROM_ZERO, _rope(x, positions, from_zero="first"), tol),
-        (_ROPE_CONSECUTIVE, _rope(x, positions, consecutive=True), tol),
-        (_ROPE_REPEAT, _rope(x, positions, freqs="repeat_interleave"), tol),
-        (_ROPE_NO_MINUS, _rope(x, positions, freqs="no_minus"), tol),
-        (_ROPE_HALF_POSITIONS, _rope(x, positions, half_positions=True), tol),
-        (_(_ROPE_INTERLEAVED) + _("; also, ") + _(_ROPE_SIGN), _rope(x, positions, pairing="interleaved",
-                                                  sign=-1.0), tol),
-        (_ROPE_MULTIPLY, _rope(x, positions, divide=False), 5e-2),
-        (_("you returned x unchanged: rotate each pair (x_i, x_{i + d/2}) by the angle position * theta_i"),
-         x.to(F64), 1e-7),
-    ]
+def _rope_mistakes(x: Tensor, positions: Tensor) -> dict:
+    """{hint: what that mistake gives on this input (a looser tolerance where float32 loses more)}."""
+    return {
+        _ROPE_INTERLEAVED: _rope(x, positions, pairing="interleaved"),
+        _ROPE_SIGN: _rope(x, positions, sign=-1.0),
+        _ROPE_EXP: _rope(x, positions, exponent="i"),
+        _ROPE_SHIFT: _rope(x, positions, shift=1),
+        _ROPE_IGNORE: _rope(x, positions, ignore_positions=True),
+        _ROPE_FROM_ZERO: _rope(x, positions, from_zero="min"),
+        (_ROPE_FROM_ZERO, "first"): _rope(x, positions, from_zero="first"),
+        _ROPE_CONSECUTIVE: _rope(x, positions, consecutive=True),
+        _ROPE_REPEAT: _rope(x, positions, freqs="repeat_interleave"),
+        _ROPE_NO_MINUS: _rope(x, positions, freqs="no_minus"),
+        _ROPE_HALF_POSITIONS: _rope(x, positions, half_positions=True),
+        _(_ROPE_INTERLEAVED) + _("; also, ") + _(_ROPE_SIGN): _rope(x, positions, pairing="interleaved", sign=-1.0),
+        _ROPE_MULTIPLY: (_rope(x, positions, divide=False), 5e-2, 0.0),
+        _("you returned x unchanged: rotate each pair (x_i, x_{i + d/2}) by the angle position * theta_i"):
+            (x.to(F64), 1e-7, 0.0),
+    }
 
 
 @exercise("5.3", "Rotary position embedding", answer_name="apply_rope", section="Rotary position embedding (RoPE)",
@@ -167,25 +166,22 @@ def _rope_mistakes(x: Tensor, positions: Tensor) -> list[tuple[str, Tensor, floa
 def check_apply_rope(apply_rope) -> str:
     """apply_rope(x, positions) on (..., seq, d): pairs (i, i + d/2) turned by positions * 10000^(-2i/d)."""
     cases = _rope_cases()
-    def run(case):
-        desc, x, positions = case  # copies: code that changes them in place is told so, and the case stays intact
-        return call(apply_rope, x.clone(), positions.clone(), what="apply_rope", on=desc, forbid=ROPE_FORBIDDEN,
-                    explain=_rope_error_hint, prepare=import_transformers_first)
 
-    def validate(got, case):
-        desc, x, positions = case
+    def one(case, runs):
+        desc, x, positions = case  # copies: code that changes them in place is told so, and the case stays intact
+        got = call(apply_rope, x.clone(), positions.clone(), what="apply_rope", on=desc, forbid=ROPE_FORBIDDEN,
+                   explain=_rope_error_hint, prepare=import_transformers_first)
         shape_hints = {tuple(x.shape[:-1]) + (x.size(-1) // 2,): _("return all d features: the rotated first halves "
                                                                    "of the pairs and the rotated second halves, side by side")}
-        return expect_type(got, tuple(x.shape), what=_("your result"), on=desc, shape_hints=shape_hints,
-                            shape_hint=_("return a tensor of the shape of x, (..., seq, d): each feature of each row "
-                                         "is turned, none is added or dropped"),
-                            dtype=x.dtype, like=_(" like x"),
-                            dtype_hint=_("return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
-                                         "them from x"))
+        got = expect_type(got, tuple(x.shape), what=_("your result"), on=desc, shape_hints=shape_hints,
+                          shape_hint=_("return a tensor of the shape of x, (..., seq, d): each feature of each row "
+                                       "is turned, none is added or dropped"),
+                          dtype=x.dtype, like=_(" like x"),
+                          dtype_hint=_("return the dtype of x: compute cos and sin, then .to(x.dtype), or build "
+                                       "them from x"))
+        return Run(desc, got, _rope(x, positions), _rope_mistakes(x, positions), 1e-4, 0.0, _rope_band(x, positions))
 
-    check_tensor_cases(cases, run, validate, what=_("your result"), atol=1e-4,
-                        reference=lambda c: _rope(c[1], c[2]), mistakes=lambda c: _rope_mistakes(c[1], c[2]),
-                        band=lambda c: _rope_band(c[1], c[2]), half_hint=_ROPE_HALF)
+    verdict(collect(cases, one), what=_("your result"), rule=None, band_hint=_ROPE_HALF)
     return (_("right on {len_cases} inputs: 2-D to 4-D, positions that do not start at 0 or are not consecutive, "
               "large positions, float64 and a single pair", len_cases=len(cases)))
 

@@ -9,7 +9,8 @@ from torch import Tensor
 from ..compare import as_value, expect_value, generator
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import F64, kind_of, quietly, same_values
+from ..runs import Run, collect, known_mistake
+from ._shared import F64, kind_of
 from ...i18n import N_, _
 
 
@@ -130,35 +131,31 @@ def check_pe_shift_matrix(pe_shift_matrix) -> str:
     """
     cases = shift_cases()
     ps = torch.arange(-20, 51, dtype=F64)  # (71,): the positions the matrix is tried on
+    matrices = []
 
-    def run(case):
+    def one(case, runs):  # a Run of R applied to (sin, cos) at every position: R is right when it moves them by k
         k, omega = case
         on = f"k={k}, omega={omega:g}"
         got = call(pe_shift_matrix, k, omega, what="pe_shift_matrix", on=on, forbid=SHIFT_FORBIDDEN,
                    explain=_shift_error_hint)
-        return _shift_matrix_of(got, k, omega, on)
+        matrices.append(_shift_matrix_of(got, k, omega, on))
+        v = _pair(omega * ps)  # (2, 71)
+        mistakes = {hint: wrong @ v for hint, wrong in _shift_mistakes(k, omega)}
+        return Run(on, matrices[-1] @ v, _pair(omega * (ps + k)), mistakes, 1e-5, 0.0)  # the accuracy the task states
 
-    matrices: list[Tensor | None] = []
-    for n, (k, omega) in enumerate(cases):
-        R = run((k, omega))
-        matrices.append(R)
-        if tuple(R.shape) == (2, 2) and torch.isfinite(R).all():
-            moved = R @ _pair(omega * ps)  # (2, 71): R applied to (sin, cos) at every position
-            if torch.allclose(moved, _pair(omega * (ps + k)), atol=1e-5, rtol=0):  # the accuracy the task states
-                continue
-        matrices += [quietly(lambda c=later: run(c)) for later in cases[n + 1:]]
-        table = [_shift_mistakes(*c) for c in cases]
-        explained = {hint: wrong for i, (hint, wrong) in enumerate(table[n])
-                     if all(same_values(matrices[j], table[j][i][1], 1e-5) for j in range(len(cases)))}
-        expect_value(
-            R, _shift_reference(k, omega), what=f"pe_shift_matrix({k}, {omega:g})", atol=1e-5,
-            mistakes=explained,
-            hint=_("expand sin(omega (p + k)) and cos(omega (p + k)) with the angle-sum formulas: each is a "
-                   "combination of sin(omega p) and cos(omega p) whose coefficients are the entries of R"),
-            nan_hint=_("every entry is a cosine or a sine of omega * k, an ordinary number"),
-        )
-        raise Wrong(_("pe_shift_matrix({k}, {omega:g}) does not map (sin, cos) at position p to position p + k",
-                      k=k, omega=omega),
-                    _("R @ [sin(omega p), cos(omega p)] must equal [sin(omega (p + k)), cos(omega (p + k))] for every p"))
-    return _("R moves (sin, cos) by k positions for all {len_cases} (k, omega), including k = 0 and k < 0",
-             len_cases=len(cases))
+    runs = collect(cases, one)
+    n = next((n for n, r in enumerate(runs) if not r.right), None)
+    if n is None:
+        return _("R moves (sin, cos) by k positions for all {len_cases} (k, omega), including k = 0 and k < 0",
+                 len_cases=len(cases))
+    (k, omega), hint = cases[n], known_mistake(runs)
+    expect_value(
+        matrices[n], _shift_reference(k, omega), what=f"pe_shift_matrix({k}, {omega:g})", atol=1e-5,
+        mistakes={hint: dict(_shift_mistakes(k, omega))[hint]} if hint else {},
+        hint=_("expand sin(omega (p + k)) and cos(omega (p + k)) with the angle-sum formulas: each is a "
+               "combination of sin(omega p) and cos(omega p) whose coefficients are the entries of R"),
+        nan_hint=_("every entry is a cosine or a sine of omega * k, an ordinary number"),
+    )
+    raise Wrong(_("pe_shift_matrix({k}, {omega:g}) does not map (sin, cos) at position p to position p + k",
+                  k=k, omega=omega),
+                _("R @ [sin(omega p), cos(omega p)] must equal [sin(omega (p + k)), cos(omega (p + k))] for every p"))

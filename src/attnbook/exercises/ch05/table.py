@@ -7,7 +7,8 @@ from torch import Tensor
 from ..compare import generator
 from ..guard import call
 from ..registry import exercise
-from ._shared import check_tensor_cases, expect_type, half_band, import_transformers_first, reference_table, table_angles
+from ..runs import Run, collect, verdict
+from ._shared import expect_type, half_band, import_transformers_first, reference_table, table_angles
 from ...i18n import N_, _
 
 
@@ -117,13 +118,10 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
     """
     cases = [(_("max_len={n}, d_model={d}", n=n, d=d), n, d) for n, d in table_sizes()]
 
-    def run(case):
+    def one(case, runs):
         on, max_len, d = case
-        return call(sinusoidal_table, max_len, d, what="sinusoidal_table", on=on, forbid=TABLE_FORBIDDEN,
-                    explain=_table_error_hint, prepare=import_transformers_first)
-
-    def validate(got, case):
-        on, max_len, d = case
+        got = call(sinusoidal_table, max_len, d, what="sinusoidal_table", on=on, forbid=TABLE_FORBIDDEN,
+                   explain=_table_error_hint, prepare=import_transformers_first)
         shape_hints = {
             (d, max_len): _("your table is transposed: one row per position, one column per feature"),
             (max_len, d // 2): _("return all d_model columns: sin in the even ones and cos in the odd ones"),
@@ -141,15 +139,15 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
                     "your table has {rows} rows, but max_len={max_len} asks for {max_len}: one row per position, from "
                     "the max_len argument (a table kept from an earlier call, or made with a fixed size, has another "
                     "length)", rows=rows, max_len=max_len)
-        return expect_type(got, (max_len, d), what=_("your table"), on=on, shape_hints=shape_hints,
-                            shape_hint=_("the table is 2-D, (max_len, d_model): one row per position and one column "
-                                         "per feature"),
-                            dtype=torch.float32,
-                            dtype_hint=_("make the table in float32, the dtype of model weights: build it from float32 "
-                                         "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end"))
+        got = expect_type(got, (max_len, d), what=_("your table"), on=on, shape_hints=shape_hints,
+                          shape_hint=_("the table is 2-D, (max_len, d_model): one row per position and one column "
+                                       "per feature"),
+                          dtype=torch.float32,
+                          dtype_hint=_("make the table in float32, the dtype of model weights: build it from float32 "
+                                       "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end"))
+        mistakes = {hint: (wrong, tol, 0.0) for hint, wrong, tol in _table_mistakes(max_len, d)}
+        return Run(on, got, reference_table(max_len, d), mistakes, 1e-4, 0.0, half_band(table_angles(max_len, d)))
 
-    check_tensor_cases(cases, run, validate, what=_("your table"), atol=1e-4,
-                        reference=lambda c: reference_table(c[1], c[2]), mistakes=lambda c: _table_mistakes(c[1], c[2]),
-                        band=lambda c: half_band(table_angles(c[1], c[2])), half_hint=_TABLE_HALF)
+    verdict(collect(cases, one), what=_("your table"), rule=None, band_hint=_TABLE_HALF)
     return _("right on {len_cases} sizes, from one position and d_model=2 to d_model=64", len_cases=len(cases))
 
