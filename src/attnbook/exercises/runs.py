@@ -148,6 +148,13 @@ def expect_items(got, refs, mistakes, runs: list[Items], *, what, on: str, dtype
                  for k, (g, ref, m) in enumerate(zip(got, refs, mistakes)))
 
 
+def named_mistake(runs: list[Run]) -> str | None:
+    """The first mistake of the first wrong run that gives the learner's result on every run where it is told."""
+    first = next((r for r in runs if not r.right), None)
+    return first and next((h for h in first.mistakes if any(r.mistakes.get(h) is not None for r in runs)
+                           and all(_fits(r, h) for r in runs)), None)
+
+
 def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None) -> None:
     """Wrong for the first run with wrong values: the hint of the first mistake that gives the learner's result on
     every run, else `explain(first, runs)`'s (a hint from a property of the results, such as weights that do not
@@ -161,8 +168,7 @@ def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None) -> None:
         k = next(k for k, r in enumerate(first) if not r.right)
         return verdict([r[k] for r in runs], what=what[k], rule=rule[k], nan_hint=nan_hint[k],
                        explain=explain and explain[k])
-    hint = next((h for h in first.mistakes if any(r.mistakes.get(h) is not None for r in runs)
-                 and all(_fits(r, h) for r in runs)), None) or (explain and explain(first, runs))
+    hint = named_mistake(runs) or (explain and explain(first, runs))
     if hint is not None:
         raise Wrong(_("{what} has the wrong values on {on}", what=what, on=first.on), hint)
     g, e = first.got.detach().to(torch.float64).cpu(), first.ref.detach().to(torch.float64).cpu()
