@@ -1,8 +1,8 @@
 """Checkers for chapter 1, queries, keys and values.
 
-A function answer is run on every input first; when it is wrong, a known mistake is named only if it gives the
-answer's result on every input it was run on (`explaining_mistake`), so that a mistake that happens to fit one input is
-never blamed. Otherwise the message shows the first wrong entry and the rule it breaks.
+A function answer is run on every input first (`runs.collect`); when it is wrong, a known mistake is named only if it
+gives the answer's result on every input it was run on (`runs.verdict`), so that a mistake that happens to fit one
+input is never blamed. Otherwise the message shows the first wrong entry and the rule it breaks.
 """
 from __future__ import annotations
 
@@ -13,23 +13,22 @@ import torch
 from torch import Tensor
 
 from ..attention import softmax
-from .compare import (close_to, expect_items, expect_like, expect_tensor, expect_tuple, explaining_mistake,
-                      generator, keyed_hint, record_items, try_mistake, wrong_values)
+from .compare import close_to, expect_tensor, expect_tuple, generator
 from .forbid import ATTENTION_SHORTCUTS
 from .guard import call
-from .hints import FLOAT64_TOL, precision_hint, tolerance_for
+from .hints import FLOAT32_ARITHMETIC, FLOAT64_TOL, tolerance_for
 from .registry import exercise, Wrong
+from .runs import ATOL, RTOL, Run, collect, expect_items, expect_like, loose, shape_hint, try_mistake, verdict
 from ..i18n import N_, _
 
-def _mistakes(pairs) -> dict[str, Tensor | None]:
-    """{hint: wrong_output}, in order; None where this input's shapes make the mistake impossible (it raises).
 
-    Every hint must differ from the others: a dict keeps only one output per hint.
-    """
-    return {hint: wrong for hint, wrong in pairs}
-
-
-_same = close_to
+def _mistakes(ref: Tensor, pairs, tolerance: tuple[float, float] = (ATOL, RTOL)) -> dict:
+    """{hint: wrong_output} for a Run, in order, matched to `tolerance` on every input; [] where this input's shapes
+    make the mistake impossible (it raises). First, on a float64 input only (no other input may name it), a result
+    right only to float32's tolerance. Every hint must differ from the others: a dict keeps only one output per
+    hint."""
+    return loose({**({FLOAT32_ARITHMETIC: (ref, ATOL, RTOL)} if ref.dtype == torch.float64 else {}), **dict(pairs)},
+                 *tolerance)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -59,7 +58,7 @@ _SCALE_1_1 = (N_("the scale 1/sqrt(d_k) belongs to the attention scores (chapter
 
 
 def _qkv_mistakes(X: Tensor, W: Tensor, name: str, w_name: str, ref: Tensor, weights: dict[str, Tensor]):
-    """{hint: the result that mistake gives for `name` on this input, or None where it raises}."""
+    """{hint: the result that mistake gives for `name` on this input, or [] where it raises}."""
     size = "d_v" if name == "V" else "d_k"
     pairs = [
         (_("you transposed the weight matrix: {w_name} already has shape (d, {size}), so compute X @ {w_name}, "
@@ -83,7 +82,7 @@ def _qkv_mistakes(X: Tensor, W: Tensor, name: str, w_name: str, ref: Tensor, wei
            name=name, size=size),
          ref.reshape(-1, ref.shape[-1])),
     ]
-    return _mistakes(pairs)
+    return _mistakes(ref, pairs)
 
 
 # PyTorch's own projections of X to q, k and v (inside its multi-head attention): ready-made answers
@@ -113,55 +112,31 @@ def check_project_qkv(project_qkv) -> str:
              (1, 3, 4), 2, 2, torch.float64),
     ]
     names = ("Q", "K", "V")
-    runs: list[list] = [[], [], []]  # per item: (the answer's result, {hint: mistake's result}) on every input
-    first = None  # (run index, item index, description, expected) of the first wrong result
-    for desc, X, W_q, W_k, W_v in cases:
+    what = [_("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1) for i, name in enumerate(names)]
+
+    def one(case, runs):
+        desc, X, W_q, W_k, W_v = case
         weights = {"W_q": W_q, "W_k": W_k, "W_v": W_v}
         refs = [X @ W_q, X @ W_k, X @ W_v]  # (..., n, d_k), (..., n, d_k), (..., n, d_v)
-        mistakes = [_qkv_mistakes(X, weights[w], name, w, ref, weights)
-                    for name, w, ref in zip(names, weights, refs)]
-        try:
-            got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint,
-                       forbid=QKV_FORBIDDEN)
-            got = expect_tuple(got, names, "project_qkv", desc)
-            # All three right but in another order?
-            for order in permutations(range(3)):
-                if order != (0, 1, 2) and all(_same(got[i], refs[j]) for i, j in enumerate(order)):
-                    returned = ", ".join(names[j] for j in order)
-                    raise Wrong(_("project_qkv returned ({returned}) on {desc}, expected (Q, K, V)",
-                                  returned=returned, desc=desc),
-                                _("return them in the order Q, K, V: `return Q, K, V`"))
-            for i, name in enumerate(names):
-                what = _("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1)
-                item = expect_tensor(got[i], what=what, on=desc, finite=False)
-                if tuple(item.shape) != tuple(refs[i].shape):
-                    earlier = runs[i] + [(item, mistakes[i])]
-                    raise Wrong(_("{what} has shape {tuple_item_shape} on {desc}, expected {tuple_refs_i_shape}",
-                                  what=what, tuple_item_shape=tuple(item.shape),
-                                  desc=desc, tuple_refs_i_shape=tuple(refs[i].shape)),
-                                explaining_mistake(earlier, len(earlier) - 1))
-                expect_like(item, refs[i], what=what, on=desc, dtype=X.dtype, input_name="X")
-        except Wrong:
-            if first is None:
-                raise
-            break  # a wrong result came first: report it, with the evidence of the inputs before
-        for i in range(3):
-            runs[i].append((got[i], mistakes[i]))
-        if first is None:
-            bad = [i for i in range(3) if not close_to(got[i], refs[i], *tolerance_for(X.dtype))]
-            if bad:
-                first = (len(runs[0]) - 1, bad[0], desc, refs[bad[0]])
-    if first is None:
-        return _("Q, K and V are right on {len_cases} inputs, including d_k != d, d_v != d_k, one token and "
-                 "batches", len_cases=len(cases))
-    run, i, desc, ref = first
-    name, w_name = names[i], ("W_q", "W_k", "W_v")[i]
-    got = runs[i][run][0]
-    raise wrong_values(_("{name} (item {i_1} of what you returned)", name=name, i_1=i + 1), desc, got, ref,
-                        precision_hint(got, ref, explaining_mistake(runs[i], run)),
-                        _("{name} = X @ {w_name}: entry [i, j] (in every sequence of a batch) is the dot product "
-                          "of row i of X (token i) with column j of {w_name}", name=name, w_name=w_name),
-                        *tolerance_for(ref.dtype))
+        got = call(project_qkv, X, W_q, W_k, W_v, what="project_qkv", on=desc, explain=_qkv_error_hint,
+                   forbid=QKV_FORBIDDEN)
+        got = expect_tuple(got, names, "project_qkv", desc)
+        for order in permutations(range(3)):  # all three right but in another order?
+            if order != (0, 1, 2) and all(close_to(got[i], refs[j]) for i, j in enumerate(order)):
+                returned = ", ".join(names[j] for j in order)
+                raise Wrong(_("project_qkv returned ({returned}) on {desc}, expected (Q, K, V)",
+                              returned=returned, desc=desc),
+                            _("return them in the order Q, K, V: `return Q, K, V`"))
+        mistakes = [_qkv_mistakes(X, weights[w], name, w, ref, weights) for name, w, ref in zip(names, weights, refs)]
+        return expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=X.dtype, input_name="X",
+                            tolerance=tolerance_for(X.dtype))
+
+    rules = [_("{name} = X @ {w_name}: entry [i, j] (in every sequence of a batch) is the dot product of row i of X "
+               "(token i) with column j of {w_name}", name=name, w_name=w_name)
+             for name, w_name in zip(names, ("W_q", "W_k", "W_v"))]
+    verdict(collect(cases, one), what=what, rule=rules, nan_hint=rules)
+    return _("Q, K and V are right on {len_cases} inputs, including d_k != d, d_v != d_k, one token and "
+             "batches", len_cases=len(cases))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -235,7 +210,7 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
     e = scores.exp()
     naive = e / e.sum()  # NaN where exp overflows or every term underflows
     by_sum = scores / scores.sum()
-    w = _mistakes([
+    w = _mistakes(weights, [
         (_NO_SOFTMAX, scores),
         (_BY_SUM, by_sum),
         (_HARD, one_hot),
@@ -249,7 +224,7 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
         (_("your weights have an extra dimension of size 1 at the end: they should be 1-D, one weight per "
            "key, shape (n,), as K @ q gives"), weights[:, None]),
     ])
-    out = _mistakes([
+    out = _mistakes(output, [
         (_("you took a weighted sum of the keys; the output is a weighted sum of the values: weights @ V"),
          try_mistake(lambda: weights @ K)),
         (_NO_SOFTMAX, scores @ V),
@@ -273,50 +248,41 @@ def _lookup_mistakes(q: Tensor, K: Tensor, V: Tensor):
 def check_soft_lookup(soft_lookup) -> str:
     """soft_lookup(q, K, V) must return the tuple (softmax(K @ q) @ V, softmax(K @ q)), unscaled, in q's dtype."""
     cases = _lookup_cases(generator(12))  # new values on every run (compare.fresh_values), the same shapes
-    names = ("output", "weights")
-    what = {0: _("output (item 1 of what you returned)"), 1: _("weights (item 2 of what you returned)")}
-    runs: list[list] = [[], []]  # per item: (the answer's result, {hint: mistake's result}) on every input
-    first = None
-    for desc, q, K, V in cases:
+    what = (_("weights (item 2 of what you returned)"), _("output (item 1 of what you returned)"))  # judged first
+
+    def one(case, runs):
+        desc, q, K, V = case
+        got = call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint,
+                   forbid=LOOKUP_FORBIDDEN)
+        got = expect_tuple(got, ("output", "weights"), "soft_lookup", desc)
         weights, output, w_mistakes, out_mistakes = _lookup_mistakes(q, K, V)
-        refs, mistakes = (output, weights), (out_mistakes, w_mistakes)
-        try:
-            got = call(soft_lookup, q, K, V, what="soft_lookup", on=desc, explain=_lookup_error_hint,
-                       forbid=LOOKUP_FORBIDDEN)
-            got = expect_tuple(got, names, "soft_lookup", desc)
-            if _same(got[0], weights) and _same(got[1], output) and not _same(got[0], output):
-                raise Wrong(_("soft_lookup returned (weights, output) on {desc}, expected (output, weights)",
-                              desc=desc),
-                            _("return them in the order output, weights: `return output, weights`"))
-            expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q")
-        except Wrong:
-            if first is None:
-                raise
-            break
-        found = record_items(runs, got, refs, mistakes)
-        if found is None and q.dtype == torch.float64:  # float64 results to FLOAT64_TOL
-            bad = [i for i in (1, 0) if not close_to(got[i], refs[i], *FLOAT64_TOL)]
-            found = (len(runs[0]) - 1, bad[0]) if bad else None
-        if first is None and found is not None:
-            first = (*found, desc, refs[found[1]])
-    if first is None:
-        return _("output and weights are right on {len_cases} inputs, including d_v != d_k and a single key",
-                 len_cases=len(cases))
-    run, i, desc, ref = first
-    got = runs[i][run][0]
-    hint = precision_hint(got, ref, explaining_mistake(runs[i], run))
-    if i == 1 and hint is None and torch.isfinite(got).all():
-        total = float(got.double().sum())
-        if got.min() < 0:
-            hint = _("some of your weights are negative; softmax weights are all positive: weights = softmax(K @ q)")
-        elif abs(total - 1.0) > 1e-4:
-            hint = _("your weights sum to {total:.4g}, not 1; softmax divides by the sum: weights = softmax(K @ "
-                     "q)", total=total)
-    rule = (_("weights = softmax(K @ q): weight j is exp(score j) divided by the sum of exp over all the scores")
-            if i == 1 else _("output = weights @ V: the sum of the rows of V, each multiplied by its weight"))
-    nan_rule = (_("softmax weights are finite numbers between 0 and 1; exp of a large score is inf, and inf / inf "
-                  "is NaN")) if i == 1 else None
-    raise wrong_values(what[i], desc, got, ref, hint, rule, *tolerance_for(ref.dtype), nan_rule=nan_rule)
+        if close_to(got[0], weights) and close_to(got[1], output) and not close_to(got[0], output):
+            raise Wrong(_("soft_lookup returned (weights, output) on {desc}, expected (output, weights)", desc=desc),
+                        _("return them in the order output, weights: `return output, weights`"))
+        return expect_items(got[::-1], (weights, output), (w_mistakes, out_mistakes), runs, what=what, on=desc,
+                            dtype=q.dtype, input_name="q", tolerance=tolerance_for(q.dtype))
+
+    rules = (_("weights = softmax(K @ q): weight j is exp(score j) divided by the sum of exp over all the scores"),
+             _("output = weights @ V: the sum of the rows of V, each multiplied by its weight"))
+    verdict(collect(cases, one), what=what, rule=rules, explain=(_weights_hint, None),
+            nan_hint=(_("softmax weights are finite numbers between 0 and 1; exp of a large score is inf, and inf / "
+                        "inf is NaN"), rules[1]))
+    return _("output and weights are right on {len_cases} inputs, including d_v != d_k and a single key",
+             len_cases=len(cases))
+
+
+def _weights_hint(first: Run, runs) -> str | None:
+    """What finite weights that no known mistake explains show: negative weights, or a sum other than 1."""
+    got = first.got
+    if not torch.isfinite(got).all():
+        return None
+    total = float(got.double().sum())
+    if got.min() < 0:
+        return _("some of your weights are negative; softmax weights are all positive: weights = softmax(K @ q)")
+    if abs(total - 1.0) > 1e-4:
+        return _("your weights sum to {total:.4g}, not 1; softmax divides by the sum: weights = softmax(K @ q)",
+                 total=total)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -384,12 +350,14 @@ def _softmax_cases(g: torch.Generator):
     ]
 
 
-def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict[str, Tensor | None]:
-    """{mistake label or hint: the result it gives on x along dim (None where it raises)}."""
-    e_flat = try_mistake(lambda: torch.exp(x - x.amax(dim=dim)))  # no keepdim: lines up wrongly, or fails
+def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict:
+    """{mistake label or hint: the result it gives on x along dim ([] where it raises)}."""
+    def e_flat():  # no keepdim: lines up wrongly, or fails
+        return torch.exp(x - x.amax(dim=dim))
+
     e_keep = torch.exp(x - x.amax(dim=dim, keepdim=True))
     right = softmax(x, dim=dim)
-    return _mistakes([
+    return _mistakes(right, [
         ("default 0", softmax(x, dim=0) if default else right),
         ("last", softmax(x, dim=-1)),
         *[(f"dim {d}", try_mistake(lambda d=d: softmax(x, dim=d))) for d in (0, 1, 2)],
@@ -401,13 +369,13 @@ def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict[str, Tensor | 
            "use e.sum(dim=dim, keepdim=True)"), try_mistake(lambda: e_keep / e_keep.sum(dim=dim))),
         (_("the maximum drops the dimension it reduces, so it lines up with the wrong entries of x: "
            "use x.amax(dim=dim, keepdim=True)"),
-         None if e_flat is None else try_mistake(lambda: e_flat / e_flat.sum(dim=dim, keepdim=True))),
+         try_mistake(lambda: e_flat() / e_flat().sum(dim=dim, keepdim=True))),
         (_("the maximum and the sum both drop the dimension they reduce, so they line up with the wrong "
            "entries: pass keepdim=True to both"),
-         None if e_flat is None else try_mistake(lambda: e_flat / e_flat.sum(dim=dim))),
+         try_mistake(lambda: e_flat() / e_flat().sum(dim=dim))),
         (_("you divided by the sum of the whole tensor; divide by the sum along dim, so that each slice sums to 1"),
          e_keep / e_keep.sum()),
-    ])
+    ], (1e-6, 1e-5))
 
 
 def _softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
@@ -422,43 +390,35 @@ def _softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
 def check_stable_softmax(stable_softmax) -> str:
     """stable_softmax(x, dim=-1) must match softmax on ordinary, huge and one-hot logits, along any dim."""
     cases = _softmax_cases(generator(13))  # new values on every run (compare.fresh_values), the same shapes
-    runs, first = [], None
-    for desc, x, dim in cases:
+
+    def one(case, runs):
+        desc, x, dim = case
         args = {} if dim is None else {"dim": dim}  # dim=None: the default, dim=-1, is tested too
         default, dim = dim is None, -1 if dim is None else dim
-        ref = softmax(x, dim=dim)
-        mistakes = _softmax_mistakes(x, dim, default)
-        try:
-            got = call(stable_softmax, x, **args, what="stable_softmax", on=desc, explain=_softmax_error_hint,
-                       forbid=SOFTMAX_FORBIDDEN)
-            got = expect_tensor(got, what=_("the result"), on=desc, finite=False)
-            if tuple(got.shape) != tuple(ref.shape):
-                earlier = runs + [(got, mistakes)]
-                raise Wrong(_("the result has shape {tuple_got_shape} on {desc}, expected {tuple_ref_shape}, the "
-                              "shape of x",
-                              tuple_got_shape=tuple(got.shape),
-                              desc=desc,
-                              tuple_ref_shape=tuple(ref.shape)), explaining_mistake(earlier, len(earlier) - 1))
-            expect_like(got, ref, what=_("the result"), on=desc, dtype=x.dtype, input_name="x",
-                         dtype_hint=_("return the dtype you were given: build the result from x with tensor "
-                                      "operations rather than creating a new tensor with a fixed dtype"))
-        except Wrong:
-            if first is None:
-                raise
-            break
-        runs.append((got, mistakes))
-        if first is None and not close_to(got, ref, *_softmax_tolerance(x.dtype)):
-            first = (len(runs) - 1, desc, dim, ref)
-    if first is None:
-        return _("matches softmax on {len_cases} inputs, including logits of +-1000, any dim and float64",
-                 len_cases=len(cases))
-    run, desc, dim, ref = first
-    given = _("normalise over the `dim` you were given (here dim={dim})", dim=dim)
-    texts = {"default 0": _("the default must be the last dimension: keep the signature stable_softmax(x, dim=-1)"),
-             "last": _("you normalised over the last dimension whatever `dim` was; {given}", given=given),
-             **{f"dim {d}": _("you normalised over dim={d} whatever `dim` was; {given}",
-                              d=d, given=given) for d in (0, 1, 2)}}
-    got = runs[run][0]
-    raise wrong_values(_("the result"), desc, got, ref,
-                        precision_hint(got, ref, keyed_hint(runs, run, texts, 1e-6, 1e-5)),
-                        _SOFTMAX_RULE, *_softmax_tolerance(ref.dtype), nan_rule=_SOFTMAX_SHIFT)
+        ref, mistakes = softmax(x, dim=dim), _softmax_mistakes(x, dim, default)
+        got = call(stable_softmax, x, **args, what="stable_softmax", on=desc, explain=_softmax_error_hint,
+                   forbid=SOFTMAX_FORBIDDEN)
+        got = expect_tensor(got, what=_("the result"), on=desc, finite=False)
+        if tuple(got.shape) != tuple(ref.shape):
+            raise Wrong(_("the result has shape {tuple_got_shape} on {desc}, expected {tuple_ref_shape}, the shape "
+                          "of x", tuple_got_shape=tuple(got.shape), desc=desc, tuple_ref_shape=tuple(ref.shape)),
+                        shape_hint(got, mistakes, runs))
+        got = expect_like(got, ref, mistakes, runs, what=_("the result"), on=desc, dtype=x.dtype, input_name="x",
+                          dtype_hint=_("return the dtype you were given: build the result from x with tensor "
+                                       "operations rather than creating a new tensor with a fixed dtype"))
+        return Run(desc, got, ref, mistakes, *_softmax_tolerance(x.dtype))
+
+    runs = collect(cases, one)
+    try:
+        verdict(runs, what=_("the result"), rule=_SOFTMAX_RULE, nan_hint=_SOFTMAX_SHIFT)
+    except Wrong as e:  # a mistake of the dimension, worded with the dim of the first wrong input
+        dim = cases[next(i for i, r in enumerate(runs) if not r.right)][2]
+        given = _("normalise over the `dim` you were given (here dim={dim})", dim=-1 if dim is None else dim)
+        texts = {"default 0": _("the default must be the last dimension: keep the signature stable_softmax(x, "
+                                "dim=-1)"),
+                 "last": _("you normalised over the last dimension whatever `dim` was; {given}", given=given),
+                 **{f"dim {d}": _("you normalised over dim={d} whatever `dim` was; {given}", d=d, given=given)
+                    for d in (0, 1, 2)}}
+        raise Wrong(e.message, texts.get(e.hint, e.hint)) from None
+    return _("matches softmax on {len_cases} inputs, including logits of +-1000, any dim and float64",
+             len_cases=len(cases))

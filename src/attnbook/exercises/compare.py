@@ -332,18 +332,9 @@ def expect_int(got, *, what: str = N_("your function"), on: str = "", hint: str 
                   what=what, describe_got=describe(got), where=where), _("return one whole number"))
 
 
-# Naming a mistake only when it explains every case: run the answer on every input, compute each known
-# mistake on the same inputs, and name the mistake only if it gives the answer's result everywhere.
+# Whether a result is a known mistake's (runs.verdict is the rule that names one; these serve checks of their own).
 
 ATOL, RTOL = 1e-5, 1e-4
-
-
-def try_mistake(fn):
-    """fn() if it works, else None: the output of a mistake that only some shapes allow (X @ W.T, W @ X, ...)."""
-    try:
-        return fn()
-    except (RuntimeError, ValueError, IndexError):
-        return None
 
 
 def close_to(got, ref: Tensor | None, atol: float = ATOL, rtol: float = RTOL) -> bool:
@@ -360,101 +351,3 @@ def fits_mistake(got, wrong, atol: float = ATOL, rtol: float = RTOL) -> bool:
     if isinstance(wrong, tuple):
         return any(close_to(got, w, atol, rtol) for w in wrong)
     return close_to(got, wrong, atol, rtol)
-
-
-def explaining_mistake(runs: list[tuple[object, dict[str, Tensor | None]]], first: int,
-                atol: float = ATOL, rtol: float = RTOL) -> str | None:
-    """The hint of the first mistake that gives the answer's result on every input it was run on.
-
-    `runs` holds (the answer's result, {hint: that mistake's result or None where it raises}) for every input, in
-    order; `first` is the first input on which the answer is wrong. A mistake that raises on an input where the
-    answer returned a result does not explain it."""
-    got0, mistakes0 = runs[first]
-    for hint, wrong0 in mistakes0.items():
-        if not fits_mistake(got0, wrong0, atol, rtol):
-            continue
-        if all(fits_mistake(got, mistakes.get(hint), atol, rtol) for got, mistakes in runs):
-            return hint
-    return None
-
-
-def first_wrong_entry(got: Tensor, ref: Tensor, atol: float = ATOL, rtol: float = RTOL) -> tuple[list[int], str]:
-    """(index, 'expected a, got b') of the first entry of `got` (same shape as ref) that is not close to ref."""
-    g, r = got.detach().double().cpu(), ref.detach().double().cpu()
-    bad = ~torch.isclose(g, r, atol=atol, rtol=rtol, equal_nan=True)
-    idx = tuple(int(i) for i in bad.nonzero()[0]) if bad.any() else tuple(0 for _ in g.shape)
-    return list(idx), show_pair(r[idx].item(), g[idx].item())
-
-
-def expect_like(got, ref: Tensor, *, what: str, on: str, dtype: torch.dtype, input_name: str,
-                 shape_hints: dict[tuple, str] | None = None, dtype_hint: str = DTYPE_HINT) -> Tensor:
-    """Wrong unless `got` is a tensor of ref's shape and of `dtype` (the dtype of the input `input_name`)."""
-    got = expect_tensor(got, what=what, on=on, finite=False)
-    if tuple(got.shape) != tuple(ref.shape):
-        raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_ref_shape}",
-                      what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_ref_shape=tuple(ref.shape)),
-                    (shape_hints or {}).get(tuple(got.shape)))
-    if got.is_complex() or got.dtype == torch.bool:
-        raise Wrong(_("{what} has dtype {dtype} on {on}, expected real numbers of dtype {dtype2}",
-                      what=what, dtype=got.dtype, on=on, dtype2=dtype))
-    if not got.is_floating_point():
-        raise Wrong(_("{what} has the integer dtype {dtype} on {on}, expected floating point ({dtype2})",
-                      what=what, dtype=got.dtype, on=on, dtype2=dtype),
-                    _("integer tensors drop the fractional part: keep the computation in floating point "
-                      "(no .int() or .long())"))
-    if got.dtype != dtype:
-        hint = dtype_hint
-        if got.dtype in (torch.float16, torch.bfloat16):
-            hint = _("half precision keeps only about 3 significant digits: ") + _(dtype_hint)
-        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}, the dtype of {input_name}",
-                      what=what, dtype=got.dtype, on=on, dtype2=dtype, input_name=input_name), hint)
-    return got
-
-
-def wrong_values(what: str, on: str, got: Tensor, ref: Tensor, hint: str | None, rule: str,
-                  atol: float = ATOL, rtol: float = RTOL, nan_rule: str | None = None) -> Wrong:
-    """The Wrong for values: the mistake's hint if one explains every input, else the first wrong entry and the
-    rule it breaks."""
-    if hint is not None:
-        return Wrong(_("{what} has the wrong values on {on}", what=what, on=on), hint)
-    if not torch.isfinite(got.detach()).all() and torch.isfinite(ref).all():
-        idx = [int(i) for i in (~torch.isfinite(got.detach())).nonzero()[0]]
-        bad = "NaN" if torch.isnan(got.detach()).any() else "inf"
-        return Wrong(_("{what} contains {bad} (first at index {idx}) on {on}",
-                       what=what, bad=bad, idx=idx, on=on), nan_rule or rule)
-    idx, pair = first_wrong_entry(got, ref, atol, rtol)
-    return Wrong(_("{what} has the wrong values on {on}: at index {idx} expected {pair}",
-                   what=what, on=on, idx=idx, pair=pair), rule)
-
-
-def keyed_hint(runs, first, texts: dict[str, str], atol: float = ATOL, rtol: float = RTOL) -> str | None:
-    """explaining_mistake's mistake, as the text to show (`texts` words the mistakes keyed by a label, not a hint)."""
-    key = explaining_mistake(runs, first, atol, rtol)
-    return None if key is None else texts.get(key, key)
-
-
-def expect_items(got: tuple, refs: tuple, mistakes: tuple, runs: list[list], *, what: dict, on: str,
-                 dtype: torch.dtype, input_name: str, shape_hint=None) -> None:
-    """For an answer that returns several tensors (output, weights): check each item, the last first (a wrong
-    output usually comes from wrong weights), for being a tensor, its shape and its dtype. A wrong shape names
-    the mistake that gives it on this case and every earlier one (`shape_hint(runs, index)`, by default
-    `explaining_mistake`); `runs[i]` holds item i's (result, {hint: mistake's result}) of the earlier cases."""
-    shape_hint = shape_hint or explaining_mistake
-    for i in reversed(range(len(refs))):
-        item = expect_tensor(got[i], what=what[i], on=on, finite=False)
-        if tuple(item.shape) != tuple(refs[i].shape):
-            earlier = runs[i] + [(item, mistakes[i])]
-            raise Wrong(_("{what_i} has shape {tuple_item_shape} on {on}, expected {tuple_refs_i_shape}",
-                          what_i=what[i], tuple_item_shape=tuple(item.shape),
-                          on=on, tuple_refs_i_shape=tuple(refs[i].shape)),
-                        shape_hint(earlier, len(earlier) - 1))
-        expect_like(item, refs[i], what=what[i], on=on, dtype=dtype, input_name=input_name)
-
-
-def record_items(runs: list[list], got: tuple, refs: tuple, mistakes: tuple) -> tuple[int, int] | None:
-    """Add one case's items to `runs` (see `expect_items`); return (case index, item index) of this case's first
-    wrong item, the last item first, or None when every item is right."""
-    for i in range(len(refs)):
-        runs[i].append((got[i], mistakes[i]))
-    bad = [i for i in reversed(range(len(refs))) if not close_to(got[i], refs[i])]
-    return (len(runs[0]) - 1, bad[0]) if bad else None

@@ -111,18 +111,6 @@ def tolerance_for(dtype) -> tuple[float, float]:
     return FLOAT64_TOL if dtype == torch.float64 else (1e-5, 1e-4)
 
 
-def precision_hint(got, ref, hint: str | None) -> str | None:
-    """FLOAT32_ARITHMETIC for a float64 result that is right only to float32's tolerance (whatever mistake `hint`
-    names: on this input that mistake gives the right result too), else `hint`."""
-    import torch
-
-    from .compare import close_to  # compare builds on this module
-
-    if ref.dtype == torch.float64 and close_to(got, ref):
-        return _(FLOAT32_ARITHMETIC)
-    return hint
-
-
 def explain_error(e: BaseException | str) -> str | None:
     """A hint for a common exception raised by a learner's code (see ERROR_HINTS), or None.
 

@@ -1,7 +1,8 @@
 """Running an answer on every case before judging it: `collect` runs each case (`Run`: the learner's tensor, the
-right one, what each known mistake gives), `verdict` names a mistake only when it fits every case run and
-otherwise shows the first wrong entry and the rule, and `expect_gradients` backpropagates through an answer to
-check that a trained layer stays differentiable. Used by chapters 3, 4, 5, 6 and 11."""
+right one, what each known mistake gives; `Items`: a Run per tensor of an answer that returns several), `verdict`
+names a mistake only when it fits every case run and otherwise shows the first wrong entry and the rule, and
+`expect_gradients` backpropagates through an answer to check that a trained layer stays differentiable. Used by
+chapters 1 to 6 and 11."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ from typing import Callable, NamedTuple
 import torch
 from torch import Tensor
 
-from .compare import NAN_HINT, expect_tensor, randn
+from .compare import DTYPE_HINT, NAN_HINT, expect_tensor, randn
 from .guard import call
 from .hints import show_pair
 from .observe import Gradients
@@ -23,11 +24,12 @@ ATOL, RTOL = 1e-5, 1e-4  # the default tolerance of a case
 
 class Run(NamedTuple):
     """One case run: the learner's tensor, the right one, {hint: what that mistake gives here (a tensor, a
-    (tensor, atol, rtol) pair for a looser match, or None where the mistake cannot be told)}, the tolerance, and
-    optionally a band: how much further each entry may be off when the cause is a known imprecision (float16
-    rounding), for `verdict`'s band_hint, and `detail(index) -> str`, where the case says in its own words what is
-    wrong at a wrong entry (chapter 6's masks) instead of printing the two values. A key (hint, tag) gives a second
-    mistake the same hint."""
+    (tensor, atol, rtol) pair for a looser match, a list of these for a mistake made in several forms, any of which
+    fits, [] where the mistake raises (an answer that returned a result here is not making it), or None where the
+    mistake cannot be told)}, the tolerance; optionally a band: how much further each entry may be off when the
+    cause is a known imprecision (float16 rounding), for `verdict`'s band_hint, and `detail(index) -> str`, where
+    the case says in its own words what is wrong at a wrong entry (chapter 6's masks) instead of printing the two
+    values. A key (hint, tag) gives a second mistake the same hint."""
     on: str
     got: Tensor
     ref: Tensor
@@ -47,13 +49,39 @@ def _close(got: Tensor, want: Tensor, atol: float, rtol: float) -> bool:
     return g.shape == w.shape and torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True)
 
 
+class Items(tuple):
+    """One case run of an answer that returns several tensors (output, weights): a Run per tensor, in the order
+    they are judged (the weights before the output they make wrong)."""
+
+    @property
+    def right(self) -> bool:
+        return all(r.right for r in self)
+
+
+def _forms(wrong, atol: float = ATOL, rtol: float = RTOL):
+    """(tensor, atol, rtol) of each form of a mistake's output (see Run), `atol` and `rtol` where it gives none."""
+    for w in wrong if isinstance(wrong, list) else [wrong]:
+        yield w if isinstance(w, tuple) else (w, atol, rtol)
+
+
 def _fits(run: Run, hint: str) -> bool:
     """Whether the mistake `hint` gives the learner's result on this run (a mistake not told here fits)."""
     wrong = run.mistakes.get(hint)
-    if wrong is None:
-        return True
-    wrong, atol, rtol = wrong if isinstance(wrong, tuple) else (wrong, run.atol, run.rtol)
-    return _close(run.got, wrong, atol, rtol)
+    return wrong is None or any(_close(run.got, w, a, r) for w, a, r in _forms(wrong, run.atol, run.rtol))
+
+
+def try_mistake(fn):
+    """fn() if it works, else [] (no result fits it): the output of a mistake that only some shapes allow."""
+    try:
+        return fn()
+    except (RuntimeError, ValueError, IndexError):
+        return []
+
+
+def loose(mistakes: dict, atol: float = ATOL, rtol: float = RTOL) -> dict:
+    """`mistakes` matched to (atol, rtol) where they give no tolerance, whatever the run's (a float64 run's is
+    tighter): a mistake is still named where the answer also computed in float32."""
+    return {h: None if w is None else list(_forms(w, atol, rtol)) for h, w in mistakes.items()}
 
 
 def collect(cases, one, *, all_cases: bool = True) -> list[Run]:
@@ -73,24 +101,61 @@ def collect(cases, one, *, all_cases: bool = True) -> list[Run]:
     return runs
 
 
+def _hint(key):
+    """The hint of a mistake table's key: the key itself, or a (hint, tag) pair's hint."""
+    return key[0] if isinstance(key, tuple) else key
+
+
+def shape_hint(got: Tensor, mistakes: dict, runs: list[Run]) -> str | None:
+    """The first mistake whose output here has got's shape and that fits every earlier run."""
+    return _hint(next((h for h, w in mistakes.items() if w is not None and any(tuple(f.shape) == tuple(got.shape)
+                       for f, _a, _r in _forms(w)) and all(_fits(r, h) for r in runs)), None))
+
+
 def expect_shape(got, ref: Tensor, mistakes: dict, runs: list[Run], *, what: str, on: str) -> Tensor:
     """`got` as a tensor of ref's shape, else Wrong, naming a mistake of that shape only if it fits every earlier
     run too."""
     got = expect_tensor(got, what=what, on=on, finite=False)
     if tuple(got.shape) != tuple(ref.shape):
-        hint = next((h for h, w in mistakes.items() if w is not None and tuple((w[0] if isinstance(w, tuple) else w)
-                     .shape) == tuple(got.shape) and all(_fits(r, h) for r in runs)), None)
         raise Wrong(_("{what} has shape {tuple_got_shape} on {on}, expected {tuple_ref_shape}",
                       what=what, tuple_got_shape=tuple(got.shape), on=on, tuple_ref_shape=tuple(ref.shape)),
-                    _hint(hint))
+                    shape_hint(got, mistakes, runs))
     if got.is_complex() or got.dtype == torch.bool:
         raise Wrong(_("{what} has dtype {dtype} on {on}, expected real numbers like {dtype2}",
                       what=what, dtype=got.dtype, on=on, dtype2=ref.dtype))
     return got
 
 
-def _hint(key):
-    return key[0] if isinstance(key, tuple) else key
+def expect_like(got, ref: Tensor, mistakes: dict, runs: list[Run], *, what: str, on: str, dtype: torch.dtype,
+                input_name: str, dtype_hint: str = DTYPE_HINT) -> Tensor:
+    """Like expect_shape, and of `dtype`, the dtype of the input `input_name` (an integer or half-precision result
+    told so)."""
+    got = expect_tensor(got, what=what, on=on, finite=False)
+    if tuple(got.shape) == tuple(ref.shape) and (got.is_complex() or got.dtype == torch.bool):
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected real numbers of dtype {dtype2}",
+                      what=what, dtype=got.dtype, on=on, dtype2=dtype))
+    got = expect_shape(got, ref, mistakes, runs, what=what, on=on)
+    if not got.is_floating_point():
+        raise Wrong(_("{what} has the integer dtype {dtype} on {on}, expected floating point ({dtype2})",
+                      what=what, dtype=got.dtype, on=on, dtype2=dtype),
+                    _("integer tensors drop the fractional part: keep the computation in floating point "
+                      "(no .int() or .long())"))
+    if got.dtype != dtype:
+        hint = dtype_hint
+        if got.dtype in (torch.float16, torch.bfloat16):
+            hint = _("half precision keeps only about 3 significant digits: ") + _(dtype_hint)
+        raise Wrong(_("{what} has dtype {dtype} on {on}, expected {dtype2}, the dtype of {input_name}",
+                      what=what, dtype=got.dtype, on=on, dtype2=dtype, input_name=input_name), hint)
+    return got
+
+
+def expect_items(got, refs, mistakes, runs: list[Items], *, what, on: str, dtype: torch.dtype, input_name: str,
+                 tolerance: tuple[float, float] = (ATOL, RTOL)) -> Items:
+    """A case's Items: each tensor of `got`, in the order they are judged (refs, mistakes and what likewise), through
+    expect_like against that item's earlier runs."""
+    return Items(Run(on, expect_like(g, ref, m, [r[k] for r in runs], what=what[k], on=on, dtype=dtype,
+                                     input_name=input_name), ref, m, *tolerance)
+                 for k, (g, ref, m) in enumerate(zip(got, refs, mistakes)))
 
 
 def known_mistake(runs: list[Run]) -> str | None:
@@ -106,15 +171,21 @@ def _in_band(run: Run) -> bool:
     return run.band is not None and bool(((g - e).abs() <= run.band + run.atol + run.rtol * e.abs()).all())
 
 
-def verdict(runs: list[Run], *, what: str, rule: str | None, nan_hint: str | None = NAN_HINT,
-            band_hint: str | None = None) -> None:
+def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None, band_hint: str | None = None) -> None:
     """Wrong for the first run with wrong values: the hint of the first mistake that gives the learner's result on
-    every run, else the first wrong entry (in the run's own words when it has a `detail`) and the rule it breaks
-    (never the whole expected tensor), or band_hint instead of the rule when every run lies within its band."""
+    every run, else `explain(first, runs)`'s (a hint from a property of the results, such as weights that do not
+    sum to 1), else the first wrong entry (in the run's own words when it has a `detail`) and the rule it breaks
+    (never the whole expected tensor), or band_hint instead of the rule when every run lies within its band. For
+    `Items`, `what`, `rule`, `nan_hint` and `explain` hold one per item, and the verdict is on the first wrong item
+    of the first wrong case."""
     first = next((r for r in runs if not r.right), None)
     if first is None:
         return
-    hint = known_mistake(runs)
+    if isinstance(first, Items):
+        k = next(k for k, r in enumerate(first) if not r.right)
+        return verdict([r[k] for r in runs], what=what[k], rule=rule[k], nan_hint=nan_hint[k],
+                       explain=explain and explain[k])
+    hint = known_mistake(runs) or (explain and explain(first, runs))
     if hint is not None:
         raise Wrong(_("{what} has the wrong values on {on}", what=what, on=first.on), hint)
     g, e = first.got.detach().to(torch.float64).cpu(), first.ref.detach().to(torch.float64).cpu()

@@ -8,11 +8,12 @@ import torch
 from torch import Tensor
 
 from ...attention import scaled_dot_product_attention
-from ..compare import (close_to, expect_items, expect_tuple, keyed_hint, randn, record_items, try_mistake, wrong_values)
+from ..compare import close_to, expect_tuple, randn
 from ..forbid import ATTENTION_SHORTCUTS
 from ..guard import call
 from ..hints import FLOAT32_ARITHMETIC, FLOAT64_TOL, tolerance_for
 from ..registry import exercise, Wrong
+from ..runs import collect, expect_items, loose, try_mistake, verdict
 from ...i18n import N_, _
 
 
@@ -55,22 +56,17 @@ def _attention_cases() -> list[tuple[str, tuple[Tensor, Tensor, Tensor], Tensor 
 _EMPTY_ROW = (N_("its weights and output must be 0: after the softmax, set the weights of every query whose mask row has "
                  "no True to 0"))
 _SCALE_SIZE = N_("d_k is the size of the last dimension of q (and k), q.size(-1); you scaled by the square root of {what}")
-_SCALE_TEXTS = {  # label -> what was scaled by, shown in _SCALE_SIZE (translated when shown: see _scale_texts)
-    "scale L": N_("q.size(-2), the number of queries"),
-    "scale S": N_("k.size(-2), the number of keys"),
-    "scale d_v": N_("v.size(-1), d_v, the size of the values"),
-    "scale dim 0": N_("the size of dimension 0 (q.size(0) or q.shape[0])"),
+_SCALE_TEXTS = {  # what was scaled by, shown in _SCALE_SIZE -> that size
+    N_("q.size(-2), the number of queries"): lambda q, k, v: q.size(-2),
+    N_("k.size(-2), the number of keys"): lambda q, k, v: k.size(-2),
+    N_("v.size(-1), d_v, the size of the values"): lambda q, k, v: v.size(-1),
+    N_("the size of dimension 0 (q.size(0) or q.shape[0])"): lambda q, k, v: q.size(0),
 }
 
 
-def _scale_texts() -> dict[str, str]:
-    """The hints of _SCALE_TEXTS in the language of the moment."""
-    return {label: _(_SCALE_SIZE, what=_(what)) for label, what in _SCALE_TEXTS.items()}
-
-
-def _variants(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict[str, Tensor]:
-    """The attention weights that common mistakes produce on this input, keyed by the hint for each (or by a label
-    in _SCALE_TEXTS). Every key is present on every input: on an input where a mistake makes no difference (a
+def _variants(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict:
+    """The attention weights that common mistakes produce on this input, keyed by the hint for each ([] where the
+    mistake raises). Every key is present on every input: on an input where a mistake makes no difference (a
     mask mistake without a mask) it gives the right weights, so that it can be confirmed on every input."""
     d_k = q.size(-1)
     raw = q.double() @ k.double().transpose(-2, -1)  # (..., L, S)
@@ -89,10 +85,8 @@ def _variants(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict[str,
           dim=-1),
         _("you divided the scores by d_k; divide by sqrt(d_k) (math.sqrt(q.size(-1)))"):
             torch.softmax(masked(raw / d_k), dim=-1),
-        "scale L": torch.softmax(masked(raw / math.sqrt(q.size(-2))), dim=-1),
-        "scale S": torch.softmax(masked(raw / math.sqrt(k.size(-2))), dim=-1),
-        "scale d_v": torch.softmax(masked(raw / math.sqrt(v.size(-1))), dim=-1),
-        "scale dim 0": torch.softmax(masked(raw / math.sqrt(q.size(0))), dim=-1),
+        **{_(_SCALE_SIZE, what=_(what)): torch.softmax(masked(raw / math.sqrt(size(q, k, v))), dim=-1)
+           for what, size in _SCALE_TEXTS.items()},
         _("your scores are k q^T (keys by queries); the scores are q k^T, one row per query: q @ k.transpose(-2, -1)"):
             try_mistake(lambda: torch.softmax(masked((k.double() @ q.double().transpose(-2, -1)) / math.sqrt(d_k)),
             dim=-1)),
@@ -113,11 +107,11 @@ def _variants(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict[str,
     # empty rows made on top of the mistake)
     empty = None if mask is None else ~mask.any(dim=-1, keepdim=True)
 
-    def forms(w: Tensor | None):
-        if w is None or empty is None:
+    def forms(w):
+        if not isinstance(w, Tensor) or empty is None:
             return w
         fixed = w.masked_fill(empty, 0.0)
-        return (w, w.nan_to_num(0.0), fixed, fixed.nan_to_num(0.0))
+        return [w, w.nan_to_num(0.0), fixed, fixed.nan_to_num(0.0)]
 
     return {hint: forms(w) for hint, w in out.items()}
 
@@ -165,15 +159,30 @@ ATTENTION_FORBIDDEN = [
 def check_attention(attention) -> str:
     """attention(q, k, v, mask=None) -> (output, weights) in q's dtype must match scaled_dot_product_attention."""
     cases = _attention_cases()
-    what = {0: _("the output tensor (the first item you return)"), 1: _("the weights tensor (the second item you return)")}
-    runs: list[list] = [[], []]  # per item: (the answer's result, {mistake: its result}) on every input
-    right_weights: list[tuple[Tensor, bool]] = []  # (the right weights, no mask) of every input in runs
-    first = None
-    for desc, (q, k, v), mask in cases:
+    what = (_("the weights tensor (the second item you return)"), _("the output tensor (the first item you return)"))
+
+    def one(case, runs):
+        desc, (q, k, v), mask = case
         args = (q, k, v) if mask is None else (q, k, v, mask)
         ref_out, ref_w = scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
-        refs = (ref_out, ref_w)
         out_shape, w_shape = tuple(ref_out.shape), tuple(ref_w.shape)
+        got = call(attention, *args, what="attention", on=desc, forbid=ATTENTION_FORBIDDEN,
+                   explain=_mask_error_hint(mask, q))
+        if isinstance(got, Tensor):
+            shape = tuple(got.shape)
+            hint = (_("you returned only the output; return both: `return output, weights`") if shape == out_shape
+                    else _("you returned only the weights; return both: `return output, weights`")
+                    if shape == w_shape else _("return a tuple: `return output, weights`"))
+            raise Wrong(_("attention returned a single tensor of shape {shape} on {desc}, expected a tuple "
+                          "(output, weights)", shape=shape, desc=desc), hint)
+        out, weights = expect_tuple(got, ("output", "weights"), "attention", desc)
+        if (isinstance(out, Tensor) and isinstance(weights, Tensor) and out_shape != w_shape
+                and tuple(out.shape) == w_shape and tuple(weights.shape) == out_shape):
+            raise Wrong(_("attention returned tensors of shapes {tuple_out_shape} and {tuple_weights_shape} "
+                          "on {desc}, expected output {out_shape} then weights {w_shape}",
+                          tuple_out_shape=tuple(out.shape), tuple_weights_shape=tuple(weights.shape),
+                          desc=desc, out_shape=out_shape, w_shape=w_shape),
+                        _("you swapped them: return the output first, then the weights (`return output, weights`)"))
         w_mistakes = {**_variants(q, k, v, mask),
                       _("you returned the output where the weights belong: `return output, weights`"): ref_out}
         scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., L, S)
@@ -182,58 +191,29 @@ def check_attention(attention) -> str:
                       _("you multiplied the weights by k; the output is the weighted sum of the values, weights @ v"):
                           try_mistake(lambda: ref_w @ k.double()),
                       _("you returned the weights where the output belongs: `return output, weights`"): ref_w}
-        mistakes = (o_mistakes, w_mistakes)
-        try:
-            got = call(attention, *args, what="attention", on=desc, forbid=ATTENTION_FORBIDDEN,
-                       explain=_mask_error_hint(mask, q))
-            if isinstance(got, Tensor):
-                shape = tuple(got.shape)
-                hint = (_("you returned only the output; return both: `return output, weights`") if shape == out_shape
-                        else _("you returned only the weights; return both: `return output, weights`")
-                        if shape == w_shape else _("return a tuple: `return output, weights`"))
-                raise Wrong(_("attention returned a single tensor of shape {shape} on {desc}, expected a tuple "
-                              "(output, weights)", shape=shape, desc=desc), hint)
-            got = expect_tuple(got, ("output", "weights"), "attention", desc)
-            out, weights = got
-            if (isinstance(out, Tensor) and isinstance(weights, Tensor) and out_shape != w_shape
-                    and tuple(out.shape) == w_shape and tuple(weights.shape) == out_shape):
-                raise Wrong(_("attention returned tensors of shapes {tuple_out_shape} and {tuple_weights_shape} "
-                              "on {desc}, expected output {out_shape} then weights {w_shape}",
-                              tuple_out_shape=tuple(out.shape), tuple_weights_shape=tuple(weights.shape),
-                              desc=desc, out_shape=out_shape, w_shape=w_shape),
-                            _("you swapped them: return the output first, then the weights (`return output, weights`)"))
-            expect_items(got, refs, mistakes, runs, what=what, on=desc, dtype=q.dtype, input_name="q",
-                         shape_hint=lambda runs_, k: keyed_hint(runs_, k, _scale_texts()))
-        except Wrong:
-            if first is None:
-                raise
-            break
-        found = record_items(runs, got, refs, mistakes)
-        right_weights.append((ref_w, mask is None))
-        if found is None and q.dtype == torch.float64:  # float64 results to FLOAT64_TOL
-            bad = [i for i in (1, 0) if not close_to(got[i], refs[i], *FLOAT64_TOL)]
-            found = (len(runs[0]) - 1, bad[0]) if bad else None
-        if first is None and found is not None:
-            first = (*found, desc, refs[found[1]])
-    if first is None:
-        return _("output and weights match scaled_dot_product_attention on {len_cases} inputs, with and without "
-                 "masks", len_cases=len(cases))
-    run, i, desc, ref = first
-    rule = (_("weights = softmax(q k^T / sqrt(d_k)) over the keys (dim=-1), with blocked keys (mask False) at 0 and a "
-              "query that may attend to no key at 0 everywhere") if i == 1
-            else _("output = weights @ v: for each query, the sum of the value rows, each multiplied by its weight"))
-    got = runs[i][run][0]
-    hint = keyed_hint(runs[i], run, _scale_texts())
-    # Right to float32's tolerance on float64 inputs: whatever mistake `hint` names gives the right result on this
-    # input too, so it does not explain the error. An epsilon in the softmax's denominator may (on every input), or
+        # Mistakes are matched to float32's tolerance, except on a float64 input where the result is that close to
+        # the right one: whatever mistake fits it there also gives the right result, so it does not explain the error
+        mistakes = [m if q.dtype == torch.float64 and close_to(g, ref) else loose(m)
+                    for g, ref, m in ((weights, ref_w, w_mistakes), (out, ref_out, o_mistakes))]
+        return expect_items((weights, out), (ref_w, ref_out), mistakes, runs, what=what, on=desc, dtype=q.dtype,
+                            input_name="q", tolerance=tolerance_for(q.dtype))
+
+    rules = (_("weights = softmax(q k^T / sqrt(d_k)) over the keys (dim=-1), with blocked keys (mask False) at 0 and "
+               "a query that may attend to no key at 0 everywhere"),
+             _("output = weights @ v: for each query, the sum of the value rows, each multiplied by its weight"))
+    # Right to float32's tolerance on float64 inputs: an epsilon in the softmax's denominator (on every input), or
     # float32 rounding; another small error gets the first wrong entry and the rule.
-    near = ref.dtype == torch.float64 and close_to(got, ref)
-    if (hint is None or near) and i == 1 and _short_rows([w for w, _unused in runs[1]], right_weights):
-        hint = _(_EPSILON)
-    elif near:
-        hint = _(FLOAT32_ARITHMETIC) if _float32_rounding(got, ref) else None
-    raise wrong_values(what[i], desc, got, ref, hint,
-                        rule, *tolerance_for(ref.dtype), nan_rule=rule)
+    verdict(collect(cases, one), what=what, rule=rules, nan_hint=rules,
+            explain=(lambda first, runs: _(_EPSILON) if _short_rows(runs, cases) else _float32_hint(first),
+                     lambda first, runs: _float32_hint(first)))
+    return _("output and weights match scaled_dot_product_attention on {len_cases} inputs, with and without "
+             "masks", len_cases=len(cases))
+
+
+def _float32_hint(first) -> str | None:
+    """FLOAT32_ARITHMETIC for a float64 result right to float32's tolerance whose error looks like float32 rounding."""
+    near = first.ref.dtype == torch.float64 and close_to(first.got, first.ref)
+    return _(FLOAT32_ARITHMETIC) if near and _float32_rounding(first.got, first.ref) else None
 
 
 _EPSILON = N_("each row of your weights sums to slightly less than 1, all its weights smaller than the softmax's by "
@@ -242,15 +222,13 @@ _EPSILON = N_("each row of your weights sums to slightly less than 1, all its we
                "weights of 0 in another way")
 
 
-def _short_rows(weights: list, right: list[tuple[Tensor, bool]]) -> bool:
-    """True if on every input the answer's weights are the right weights with each row multiplied by a factor of at
-    most 1 (the row's sum), and on some input without a mask a factor is below 1 by more than the tolerance of the
-    input's dtype: what a small number added to the softmax's denominator gives. (A mask applied after the softmax
-    also multiplies rows by factors below 1, but only rows with a blocked key.)"""
+def _short_rows(runs: list, cases: list) -> bool:
+    """True if on every input the answer's weights (the Runs of `runs`, of `cases`) are the right weights with each
+    row multiplied by a factor of at most 1 (the row's sum), and on some input without a mask a factor is below 1 by
+    more than the tolerance of the input's dtype: what a small number added to the softmax's denominator gives. (A
+    mask applied after the softmax also multiplies rows by factors below 1, but only rows with a blocked key.)"""
     short = False
-    for got, (ref, unmasked) in zip(weights, right):
-        if not (isinstance(got, Tensor) and got.is_floating_point() and tuple(got.shape) == tuple(ref.shape)):
-            return False
+    for (_on, got, ref, *_rest), (_desc, _qkv, mask) in zip(runs, cases):
         g = got.detach().double().cpu()
         if not torch.isfinite(g).all():
             return False
@@ -262,7 +240,7 @@ def _short_rows(weights: list, right: list[tuple[Tensor, bool]]) -> bool:
         deficit = (1.0 - sums)[kept]
         if bool((deficit < -(atol + rtol)).any()):
             return False
-        short = short or (unmasked and bool((deficit > atol + rtol).any()))
+        short = short or (mask is None and bool((deficit > atol + rtol).any()))
     return short
 
 

@@ -8,6 +8,7 @@ from torch import Tensor
 from ..compare import expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
+from ..runs import Run, collect, known_mistake
 from ...i18n import N_, _
 
 
@@ -68,50 +69,43 @@ def _padding_cases(g: torch.Generator) -> list[tuple]:
 def check_padding_mask(padding_mask) -> str:
     """padding_mask(lengths, max_len) -> bool (batch, max_len), True at the first lengths[b] positions."""
     cases = _padding_cases(generator(23))
-    runs, first = [], None  # runs: (the answer's mask, {hint: mistake's mask}) on every input
-    for values, max_len, desc, *dtype in cases:
+
+    def one(case, runs):
+        values, max_len, desc, *dtype = case
         lengths = torch.tensor(values, dtype=dtype[0] if dtype else torch.int64)
         ref = torch.arange(max_len)[None, :] < lengths[:, None]  # (batch, max_len), True at real tokens
-        try:
-            got = call(padding_mask, lengths, max_len, what="padding_mask", on=desc)
-            got = expect_tensor(got, what=_("your mask"), on=desc, finite=False)
-            batch = len(values)
-            if tuple(got.shape) != (batch, max_len):
-                transposed = tuple(got.shape) == (max_len, batch) and got.dtype == torch.bool and \
-                    torch.equal(got, ref.T)
-                longest = tuple(got.shape) == (batch, max(values)) and max(values) != max_len
-                raise Wrong(_("your mask has shape {tuple_got_shape} on {desc}, expected (batch, max_len) = "
-                              "{batch_max_len}",
-                              tuple_got_shape=tuple(got.shape), desc=desc, batch_max_len=(batch, max_len)),
-                            _("your mask is transposed: one row per sequence, one column per position") if transposed
-                            else _("your mask has one column per position up to the longest length; it must have "
-                                   "max_len columns, and max_len can be larger than every length") if longest else None)
-            if got.dtype != torch.bool:
-                zero_one = not got.is_complex() and bool(((got == 0) | (got == 1)).all())
-                hint = (_("compare, don't cast: a comparison of the positions with the lengths already gives a bool "
-                          "tensor (or finish with .bool())") if zero_one
-                        else _("a mask holds True/False: build it with a comparison"))
-                raise Wrong(_("your mask has dtype {dtype} on {desc}, expected torch.bool (masks are boolean, "
-                              "True = real token)", dtype=got.dtype, desc=desc), hint)
-        except Wrong:
-            if first is None:
-                raise
-            break
-        runs.append((got, _mask_mistakes(lengths, max_len)))
-        if first is None and not torch.equal(got, ref):
-            first = (len(runs) - 1, values, desc, ref)
+        got = call(padding_mask, lengths, max_len, what="padding_mask", on=desc)
+        got = expect_tensor(got, what=_("your mask"), on=desc, finite=False)
+        batch = len(values)
+        if tuple(got.shape) != (batch, max_len):
+            transposed = tuple(got.shape) == (max_len, batch) and got.dtype == torch.bool and torch.equal(got, ref.T)
+            longest = tuple(got.shape) == (batch, max(values)) and max(values) != max_len
+            raise Wrong(_("your mask has shape {tuple_got_shape} on {desc}, expected (batch, max_len) = "
+                          "{batch_max_len}",
+                          tuple_got_shape=tuple(got.shape), desc=desc, batch_max_len=(batch, max_len)),
+                        _("your mask is transposed: one row per sequence, one column per position") if transposed
+                        else _("your mask has one column per position up to the longest length; it must have "
+                               "max_len columns, and max_len can be larger than every length") if longest else None)
+        if got.dtype != torch.bool:
+            zero_one = not got.is_complex() and bool(((got == 0) | (got == 1)).all())
+            hint = (_("compare, don't cast: a comparison of the positions with the lengths already gives a bool "
+                      "tensor (or finish with .bool())") if zero_one
+                    else _("a mask holds True/False: build it with a comparison"))
+            raise Wrong(_("your mask has dtype {dtype} on {desc}, expected torch.bool (masks are boolean, "
+                          "True = real token)", dtype=got.dtype, desc=desc), hint)
+        return Run(desc, got, ref, _mask_mistakes(lengths, max_len))
+
+    runs = collect(cases, one)
+    first = next((r for r in runs if not r.right), None)
     if first is None:
         return _("right on {len_cases} batches, including an empty sequence and one with no padding",
                  len_cases=len(cases))
-    run, values, desc, ref = first
-    got, mistakes = runs[run]
-    for hint, wrong in mistakes.items():
-        if torch.equal(got, wrong) and all(torch.equal(g, m[hint]) for g, m in runs):
-            raise Wrong(_("your mask has the wrong values on {desc}", desc=desc), hint)
+    hint = known_mistake(runs)
+    if hint is not None:
+        raise Wrong(_("your mask has the wrong values on {desc}", desc=first.on), hint)
+    got, ref = first.got, first.ref
     row, pos = (int(i) for i in (got != ref).nonzero()[0])
     raise Wrong(_("your mask has the wrong values on {desc}: row {row} (length {values_row}) is "
                   "{bool_got_row_pos} at position {pos}, expected {bool_ref_row_pos}",
-                  desc=desc, row=row, values_row=values[row], bool_got_row_pos=bool(got[row, pos]),
-                  pos=pos, bool_ref_row_pos=bool(ref[row, pos])), _MASK_RULE)
-
-
+                  desc=first.on, row=row, values_row=int(ref[row].sum()), bool_got_row_pos=bool(got[row, pos]),
+                  pos=pos, bool_ref_row_pos=bool(ref[row, pos])), _MASK_RULE)  # (every length is at most max_len)
