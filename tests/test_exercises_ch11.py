@@ -123,3 +123,14 @@ def test_transformers_pieces_are_named_where_a_learner_imports_them():
     assert llama + "LlamaConfig" not in block and llama + "LlamaModel" not in block  # what the chapter may use
     # only where a piece is defined: a name a module imports from another is that other module's
     assert all(path.startswith("transformers.models.") and ".modeling_" in path for path in block)
+
+
+def test_11_1_an_error_only_float32_inputs_show_is_not_called_a_float64_precision_slip():
+    # The precision hint ("float64 inputs are checked to a relative 1e-12") explains a result right only to float32's
+    # accuracy; an answer wrong on the float32 cases alone is not making that mistake (a helper's trial found it named).
+    def rms_norm(x, weight, eps=1e-6):
+        out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+        return out * 1.001 if x.dtype == torch.float32 else out
+
+    result = check("11.1", rms_norm)
+    assert result.status == "failed" and "1e-12" not in result.message, result.message

@@ -151,7 +151,7 @@ def check_rms_norm(rms_norm) -> str:
         ref = _rms_ref(x.to(F64), weight.to(F64), eps_)
         expect_input_dtype(got, x, what=_("your result"), on=on)
         mistakes = _rms_mistakes(x, weight, eps_, eps is not None)
-        mistakes[_(PRECISION_HINT)] = near(ref, x)  # last: any mistake above that fits is the better hint
+        mistakes[_(PRECISION_HINT)] = near(ref)  # last: any mistake above that fits is the better hint
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, *tolerance(x))
 

@@ -104,7 +104,7 @@ def check_swiglu(swiglu) -> str:
         ref = _swiglu_ref(x, W_gate, W_up, W_down)  # (..., d), float64
         expect_input_dtype(got, x, what=_("your result"), on=on)
         mistakes = _swiglu_mistakes(x, W_gate, W_up, W_down)
-        mistakes[_(PRECISION_HINT)] = near(ref, x)  # last: any mistake above that fits is the better hint
+        mistakes[_(PRECISION_HINT)] = near(ref)  # last: any mistake above that fits is the better hint
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
         return Run(on, got, ref, mistakes, *tolerance(x))
 
