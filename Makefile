@@ -9,7 +9,8 @@ NOTEBOOKS := $(CHAPTERS) $(wildcard book/appendix_*.ipynb)
 ZH_NOTEBOOKS := $(wildcard book/zh/[0-9][0-9]_*.ipynb) $(wildcard book/zh/appendix_*.ipynb)
 # `make test` runs these short Chinese chapters after the site builds and the browser tests, so that both lanes
 # of its last stage end together; the rest beside them
-ZH_LATE := book/zh/05_positional_encoding.ipynb book/zh/09_timing_attention.ipynb book/zh/appendix_mistakes.ipynb
+ZH_LATE := book/zh/05_positional_encoding.ipynb book/zh/06_decoder_masking.ipynb book/zh/09_timing_attention.ipynb \
+	book/zh/appendix_mistakes.ipynb
 ZH_EARLY := $(filter-out $(ZH_LATE),$(ZH_NOTEBOOKS))
 # `make test` hands pytest-xdist whole files (a notebook's cells stay in one kernel, in order) in this order, the
 # slowest first (measured with --durations=0), so that no long file starts while the other worker runs dry
@@ -69,7 +70,8 @@ test: install $(NPM_STAMP)
 	@# Two cores, never more than two busy processes (the timing chapters measure): first the tests on two
 	@# workers, whole files, slowest first (SLOW_FIRST), which record every catalogue verdict (tests/test_remote.py)
 	@# for the score the report prints; then the Chinese chapters' nbval (one thread, its log shown at the end)
-	@# beside the two website builds and the website's tests, after which the three short ones in ZH_LATE run.
+	@# beside the two website builds and the website's tests, after which the four in ZH_LATE run (measured: the
+	@# browser tests lost their screenshots, so the lane beside the long one takes one more chapter).
 	rm -rf _build/catalogue && mkdir -p _build
 	ATTNBOOK_CATALOGUE_RECORD=_build/catalogue $(BIN)/python -m pytest $(TEST_FILES) --nbval --nbval-current-env --nbval-cell-timeout=300 -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 	$(BIN)/python tools/mutant_report.py --recorded _build/catalogue
