@@ -15,10 +15,11 @@ import math
 import torch
 from torch import Tensor
 
-from ..compare import expect_input_dtype, expect_tensor, fits_mistake, generator
+from ..compare import expect_input_dtype, expect_tensor, generator
 from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
+from ..runs import Run, known_mistake
 from ._shared import library_paths
 from ...i18n import N_, _
 
@@ -289,7 +290,7 @@ def _first_difference(got: Tensor, ref: Tensor, logits: Tensor, p: float, on: st
           references=("attnbook.models.gpt.top_p_filter",))
 def check_top_p_filter(top_p_filter) -> str:
     """top_p_filter(logits, p): the logits of each row's nucleus unchanged, every other one -inf."""
-    runs: list[tuple[Tensor, dict]] = []  # (the learner's result, the mistakes' results) of each case run
+    runs: list[Run] = []  # each case run: the learner's result, the right one, the mistakes' results
     facts: list[tuple[Tensor, Tensor, Tensor, float, str, str]] = []  # (got, ref, logits, p, on, kind)
     for index, (desc, shape, dtype, p, kind) in enumerate(CASES):
         logits = case_logits(index)
@@ -316,7 +317,8 @@ def check_top_p_filter(top_p_filter) -> str:
                 break  # an earlier case is already wrong: report that one, with the evidence of the cases before
             raise
         ref = reference(logits, p)
-        runs.append((got, _mistakes(logits, p)))
+        runs.append(Run(on, got, ref, {hint: None if forms is None else list(forms)
+                                       for hint, forms in _mistakes(logits, p).items()}, 1e-5, 1e-4))
         facts.append((got, ref, logits, p, on, kind))
     first = next((i for i, (g, r, *_rest) in enumerate(facts) if not _same(g, r)), None)
     if first is None:
@@ -327,22 +329,12 @@ def check_top_p_filter(top_p_filter) -> str:
     kinds = {facts[i][5] for i in wrong}
     if "large" in kinds and kinds <= {"large", "mixed"}:  # right but where exp overflows (the mixed case's top row)
         raise Wrong(_("your result has the wrong values on {on}", on=on), _(OVERFLOW_HINT))
-    hint = _explaining(runs, first)
+    hint = known_mistake(runs)
     if hint is not None:
         raise Wrong(_("your result has the wrong values on {on}", on=on), hint)
     if all(_finite_fill(g, r) for g, r, *_rest in (facts[i] for i in wrong)):
         raise Wrong(_("your result is finite where it should be -inf on {on}", on=on), _(FILL_HINT))
     raise _first_difference(got, ref, logits, p, on)
-
-
-def _explaining(runs: list[tuple[Tensor, dict]], first: int) -> str | None:
-    """The first mistake that gives the answer's result on every case where it is told (None: not told there), the
-    first wrong case among them."""
-    for hint, wrong in runs[first][1].items():
-        if wrong is not None and all(mistakes.get(hint, ()) is None or fits_mistake(got, mistakes.get(hint, ()))
-                                     for got, mistakes in runs):
-            return hint
-    return None
 
 
 def _same(got: Tensor, ref: Tensor) -> bool:
