@@ -50,3 +50,14 @@ def test_the_report_from_records_needs_every_entry_once(tmp_path, capsys):
     assert recorded(tmp_path, entries[:2]) is None  # one record of no entry
     (tmp_path / "gw1.jsonl").write_text(json.dumps(lines[0]) + "\n")
     assert recorded(tmp_path, entries) is None  # recorded twice
+
+
+def test_the_report_refuses_a_command_line_it_does_not_know(capsys):
+    """--help prints the usage and an unknown or incomplete flag stops at once (exit 2), instead of scoring the
+    whole catalogue for minutes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from mutant_report import main
+
+    assert main(["--help"]) == 0 and "--exercise N.k" in capsys.readouterr().out
+    assert main(["--chapter"]) == 2 and "--chapter needs a value" in capsys.readouterr().err
+    assert main(["--exercise", "4.2", "--verbose"]) == 2 and "'--verbose'" in capsys.readouterr().err

@@ -81,7 +81,28 @@ def recorded(folder: Path, catalogue) -> dict[str, list] | None:
     return rows
 
 
+FLAGS = {"-v": 0, "--chapter": 1, "--exercise": 1, "--seeds": 1, "--save": 1, "--against": 1, "--recorded": 1}
+
+
+def _usage_error(argv: list[str]) -> str | None:
+    """What is wrong with the command line (an unknown flag, a flag without its value), or None."""
+    i = 0
+    while i < len(argv):
+        if argv[i] not in FLAGS:
+            return f"unknown argument {argv[i]!r}; expected one of {', '.join(FLAGS)}"
+        if i + FLAGS[argv[i]] >= len(argv):
+            return f"{argv[i]} needs a value"
+        i += 1 + FLAGS[argv[i]]
+    return None
+
+
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
+    if (error := _usage_error(argv)) is not None:
+        print(f"mutant_report: {error}", file=sys.stderr)
+        return 2
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import torch
 
