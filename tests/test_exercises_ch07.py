@@ -95,7 +95,7 @@ def test_7_1_channel_order_is_caught_on_the_worked_example():
     [
         (lambda t: t.float(), "torch.float32", "torch.float64"),  # exact on whole numbers, so it used to pass
         (lambda t: t.double(), "torch.float64", "torch.float32"),  # on the float32 input
-        (lambda t: t.to(torch.int64), "torch.int64", "torch.float64"),
+        (lambda t: t.to(torch.int64), "torch.int64", "floating point (torch.float64)"),
     ],
     ids=["float", "double", "long"],
 )

@@ -7,8 +7,9 @@ import re
 import torch
 from torch import Tensor
 
-from ..compare import expect_close, expect_dtype, generator
+from ..compare import generator
 from ..guard import call
+from ..runs import Run, collect, expect_like, shape_hint, verdict
 from ..observe import Backward, Nothing
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
@@ -16,6 +17,9 @@ from ._shared import DTYPE_HINT, dtype_first, expect_function, randn64, toleranc
 
 
 CLS_FORBIDDEN = [("attnbook.models.vit.ViT.embed", N_("build the tokens yourself from x, cls and pos"))]
+
+
+_CLS_RULE = N_("token 0 of each image is cls plus pos[:, 0]; token i + 1 is patch i of x plus pos[:, i + 1]")
 
 
 def _cls_mistakes(x: Tensor, cls: Tensor, pos: Tensor) -> dict[str, Tensor]:
@@ -165,7 +169,9 @@ def check_prepend_cls(prepend_cls) -> str:
     """prepend_cls(x, cls, pos) -> torch.cat([cls expanded over the batch, x], dim=1) + pos."""
     cases = cls_cases()
     expect_function(prepend_cls, "prepend_cls", CLS_FORBIDDEN)
-    for i, (B, N, D, dtype, grad) in enumerate(cases):
+
+    def one(case, runs: list[Run]) -> Run:
+        i, (B, N, D, dtype, grad) = case
         x = randn64(B, N, D, seed=750 + i, dtype=dtype)  # (B, N, D)
         cls = randn64(1, 1, D, seed=760 + i, dtype=dtype) + 2.0  # (1, 1, D), unlike any patch
         pos = randn64(1, N + 1, D, seed=770 + i, dtype=dtype)  # (1, N + 1, D)
@@ -185,18 +191,22 @@ def check_prepend_cls(prepend_cls) -> str:
                           explain=functools.partial(_cls_error_hint, x=x),
                           observe=Backward({"x": 0, "cls": 1, "pos": 2}) if grad else Nothing())
         hint = _token_count_hint(got, x, cls, pos)
-        if hint is None and isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape) and \
-                not any(tuple(w.shape) == tuple(got.shape) for w in mistakes.values()):
-            hint = _FIXED_SIZE if got.dim() == 3 else _("return one tensor (B, N + 1, D): the class token and the "
-                                                        "N patch tokens of each image")
+        if hint is None and isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape):
+            hint = shape_hint(got, mistakes, runs) or (
+                _FIXED_SIZE if got.dim() == 3 else _("return one tensor (B, N + 1, D): the class token and the N "
+                                                     "patch tokens of each image"))
         if hint is not None:
             raise Wrong(_("your result has shape {tuple_got_shape} on {on}, expected {tuple_expected_shape}",
                           tuple_got_shape=tuple(got.shape), on=on, tuple_expected_shape=tuple(expected.shape)), hint)
         dtype_first(got, expected, "x", _("your result"), on)
-        expect_close(got, expected, what=_("your result"), on=on, mistakes=mistakes, **tolerance(dtype))
-        expect_dtype(got, dtype, what=_("your result"), on=on, input_name="x", hint=DTYPE_HINT)
-        if grad:
+        got = expect_like(got, expected, mistakes, runs, what=_("your result"), on=on, dtype=dtype, input_name="x",
+                          dtype_hint=DTYPE_HINT)
+        run = Run(on, got, expected, mistakes, *tolerance(dtype).values())
+        if grad and run.right:
             _check_gradients(got, grads, x, cls, pos, on)
+        return run
+
+    verdict(collect(enumerate(cases), one), what=_("your result"), rule=_CLS_RULE)
     return (_("right on {len_cases} inputs, including a batch of one, a single patch, float32 and float64, more "
               "images, patches and features than the usual sizes, and the gradients reach x, cls and pos",
               len_cases=len(cases)))

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from ...patches import patchify as _patchify
 from ..compare import expect_close
 from ..guard import call
+from ..runs import Run, collect, expect_shape, verdict
 from ..observe import Observer
 from ..hints import describe
 from ..registry import exercise, Wrong
@@ -25,6 +26,10 @@ CONV_FORBIDDEN = [
 def _conv_weight(weight: Tensor, C: int, P: int) -> Tensor:
     """The Conv2d kernel (D, C, P, P) equal to a Linear weight (D, P*P*C) whose columns are (row, col, channel)."""
     return weight.reshape(weight.size(0), P, P, C).permute(0, 3, 1, 2)  # (D, P, P, C) -> (D, C, P, P)
+
+
+_KERNEL_RULE = (N_("the weight's columns run over the patch's pixel rows, then its pixel columns, then the channels "
+                   "(innermost); Conv2d's kernel is (output, channel, pixel row, pixel column)"))
 
 
 def _conv_weight_mistakes(weight: Tensor, C: int, P: int) -> dict[str, Tensor]:
@@ -172,6 +177,30 @@ def _expect_own_parameters(shared, on: str) -> None:
                       "nn.Parameter(t.clone())"))
 
 
+def _check_bias_and_output(conv, shared, weight: Tensor, bias: Tensor, shape, P: int, dtype, on: str, *,
+                           seed: int) -> None:
+    """Wrong unless conv's bias is `bias`, its parameters are its own, and conv(images) equals
+    patchify(images) @ weight.T + bias (its weight already checked)."""
+    got_bias = conv.bias.detach()
+    dtype_first(got_bias, bias, "weight", _("your Conv2d's bias"), on)
+    if not torch.allclose(got_bias.double(), bias.double(), **tolerance(dtype)):
+        hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
+                _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
+        raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
+    _expect_own_parameters(shared, on)
+    images = randn64(*shape, seed=seed, dtype=dtype)  # (B, C, H, W)
+    with torch.no_grad():
+        out = call(conv, images, what=_("your Conv2d"), on=_("images of shape {shape}", shape=shape))  # (B, D, H/P, W/P)
+    expected = _patchify(images.double(), P) @ weight.double().T + bias.double()  # (B, N, D)
+    if not isinstance(out, Tensor) or out.dim() != 4:
+        raise Wrong(_("your Conv2d returned {describe_out} on images of shape {shape}, expected a 4-D tensor",
+                      describe_out=describe(out), shape=shape),
+                    _("return an ordinary nn.Conv2d, without changing its forward"))
+    out_tol = 1e-4 if dtype == torch.float32 else TOLERANCE[dtype]  # float32 sums of P*P*C products
+    expect_close(out.flatten(2).transpose(1, 2), expected, what="conv(images).flatten(2).transpose(1, 2)",
+                 on=_("images of shape {shape} and {on}", shape=shape, on=on), atol=out_tol, rtol=out_tol)
+
+
 @exercise("7.2", "The patch embedding as a convolution", answer_name="patch_embedding_as_conv",
           section="Patchify plus a matrix is a convolution",
           references=("attnbook.patches.PatchEmbedding.to_conv", "attnbook.patches.PatchEmbedding.from_conv",
@@ -185,7 +214,9 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
         (4, 1, 3, (2, 4, 3, 2), torch.float64),
     ]
     expect_function(patch_embedding_as_conv, "patch_embedding_as_conv", CONV_FORBIDDEN)
-    for i, (C, P, D, shape, dtype) in enumerate(cases):
+
+    def one(case, runs: list[Run]) -> Run:
+        i, (C, P, D, shape, dtype) = case
         weight = randn64(D, P * P * C, seed=720 + i, dtype=dtype)  # (D, P*P*C), channels innermost
         bias = randn64(D, seed=730 + i, dtype=dtype) + 1.0  # (D,), far from 0
         kind = "float32" if dtype == torch.float32 else "float64"
@@ -197,28 +228,15 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
         _check_conv_structure(conv, C, P, D, on)
         _check_conv_dtype(conv, dtype, on)
         kernel = _conv_weight(weight, C, P)  # (D, C, P, P)
+        mistakes = _conv_weight_mistakes(weight, C, P)
         dtype_first(conv.weight.detach(), kernel, "weight", _("your Conv2d's weight"), on)  # no float32 on the way
-        expect_close(conv.weight.detach(), kernel, what=_("your Conv2d's weight"), on=on,
-                     mistakes=_conv_weight_mistakes(weight, C, P), **tolerance(dtype))
-        got_bias = conv.bias.detach()
-        dtype_first(got_bias, bias, "weight", _("your Conv2d's bias"), on)
-        if not torch.allclose(got_bias.double(), bias.double(), **tolerance(dtype)):
-            hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
-                    _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
-            raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
-        _expect_own_parameters(shared, on)
-        images = randn64(*shape, seed=740 + i, dtype=dtype)  # (B, C, H, W)
-        with torch.no_grad():
-            out = call(conv, images, what=_("your Conv2d"), on=_("images of shape {shape}",
-                                                                 shape=shape))  # (B, D, H/P, W/P)
-        expected = _patchify(images.double(), P) @ weight.double().T + bias.double()  # (B, N, D)
-        if not isinstance(out, Tensor) or out.dim() != 4:
-            raise Wrong(_("your Conv2d returned {describe_out} on images of shape {shape}, expected a 4-D tensor",
-                          describe_out=describe(out), shape=shape),
-                        _("return an ordinary nn.Conv2d, without changing its forward"))
-        out_tol = 1e-4 if dtype == torch.float32 else TOLERANCE[dtype]  # float32 sums of P*P*C products
-        expect_close(out.flatten(2).transpose(1, 2), expected, what="conv(images).flatten(2).transpose(1, 2)",
-                     on=_("images of shape {shape} and {on}", shape=shape, on=on), atol=out_tol, rtol=out_tol)
+        got = expect_shape(conv.weight.detach(), kernel, mistakes, runs, what=_("your Conv2d's weight"), on=on)
+        run = Run(on, got, kernel, mistakes, *tolerance(dtype).values())
+        if run.right:
+            _check_bias_and_output(conv, shared, weight, bias, shape, P, dtype, on, seed=740 + i)
+        return run
+
+    verdict(collect(enumerate(cases), one), what=_("your Conv2d's weight"), rule=_KERNEL_RULE)
     return (_("the Conv2d equals patchify(images) @ weight.T + bias on {len_cases} inputs, from 1 to 4 channels, "
               "patch sizes 1 to 4, in float32 and float64", len_cases=len(cases)))
 

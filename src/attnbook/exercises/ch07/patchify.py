@@ -8,8 +8,8 @@ import torch
 from torch import Tensor
 
 from ...patches import patchify as _patchify
-from ..compare import expect_close, expect_dtype
 from ..guard import call
+from ..runs import Run, collect, expect_like, shape_hint, verdict
 from ..registry import exercise, Wrong
 from ...i18n import N_, _
 from ._shared import DTYPE_HINT, counting, dtype_first, expect_function, randn64, tolerance, worked_example
@@ -28,8 +28,16 @@ PATCHIFY_FORBIDDEN = [
 ]
 
 
-def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
-    """What plausible mistakes return on `images`, keyed by the hint for each (the first match wins)."""
+_SHAPE_RULE = (N_("the result is (B, N, P*P*C): for each image, one row per patch, N = (H/P)(W/P) of them, each "
+                  "holding the P*P*C values of its pixels, with B, C, H and W from images.shape"))
+_PATCH_RULE = (N_("patch k of an image is the k-th P x P square, row by row across the grid; its vector lists the "
+                  "pixels row by row inside the square, each pixel's channels together: (R, G, B) of the top-left "
+                  "pixel, then of the next one"))
+
+
+def _patchify_mistakes(images: Tensor, P: int) -> dict:
+    """What plausible mistakes return on `images`, keyed by the hint for each (the first that fits every case wins;
+    a list holds the forms of one mistake)."""
     B, C, H, W = images.shape
     N, dim = (H // P) * (W // P), P * P * C
     g = images.reshape(B, C, H // P, P, W // P, P)  # axes: 0 B, 1 C, 2 grid row, 3 pixel row, 4 grid col, 5 pixel col
@@ -53,7 +61,7 @@ def _patchify_mistakes(images: Tensor, P: int) -> dict[str, Tensor]:
         _("a plain reshape to (B, N, P*P*C) does not cut patches: it takes the values in memory order (a whole "
           "image row, then the next), so one 'patch' mixes pixels of several patches: the P rows of a patch come from "
           "P different image rows"):
-            images.reshape(B, N, dim),
+            [images.reshape(B, N, dim), images.permute(0, 2, 3, 1).reshape(B, N, dim)],  # channels first or last
         _("your result is (batch, P*P*C, n_patches), the layout F.unfold returns; put the patches on dim 1: "
           "(batch, n_patches, P*P*C)"): _patchify(images, P).transpose(1, 2),
         _("your result has no batch dimension; keep it: (batch, n_patches, P*P*C), even for a batch of one"):
@@ -113,25 +121,25 @@ def check_patchify(patchify) -> str:
         (_("random float64 images of shape (2, 3, 6, 4), patch_size=2"), randn64(2, 3, 6, 4, seed=72), 2),
     ]
     expect_function(patchify, "patchify", PATCHIFY_FORBIDDEN)
-    for desc, images, P in cases:
+
+    def one(case, runs: list[Run]) -> Run:
+        desc, images, P = case
         got = call(patchify, images, P, what="patchify", on=desc, forbid=PATCHIFY_FORBIDDEN,
                    explain=functools.partial(_patchify_error_hint, images=images, P=P))
         expected = _patchify(images, P)  # (B, N, P*P*C)
-        hint = _channel_hint(got, images, P)
-        if hint is not None:
-            raise Wrong(_("your result has shape {tuple_got_shape} on {desc}, expected {tuple_expected_shape}",
-                          tuple_got_shape=tuple(got.shape),
-                          desc=desc, tuple_expected_shape=tuple(expected.shape)), hint)
         mistakes = _patchify_mistakes(images, P)
-        if isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape) and \
-                not any(tuple(w.shape) == tuple(got.shape) for w in mistakes.values()):
+        hint = _channel_hint(got, images, P)
+        if isinstance(got, Tensor) and tuple(got.shape) != tuple(expected.shape):
+            hint = hint or shape_hint(got, mistakes, runs) or _SHAPE_RULE
             raise Wrong(_("your result has shape {tuple_got_shape} on {desc}, expected {tuple_expected_shape}",
                           tuple_got_shape=tuple(got.shape), desc=desc, tuple_expected_shape=tuple(expected.shape)),
-                        _("the result is (B, N, P*P*C): for each image, one row per patch, N = (H/P)(W/P) of them, "
-                          "each holding the P*P*C values of its pixels, with B, C, H and W from images.shape"))
+                        hint)
         dtype_first(got, expected, "images", _("your result"), desc)  # moving values must not round them
-        expect_close(got, expected, what=_("your result"), on=desc, mistakes=mistakes, **tolerance(images.dtype))
-        expect_dtype(got, images.dtype, what=_("your result"), on=desc, input_name="images", hint=DTYPE_HINT)
+        got = expect_like(got, expected, mistakes, runs, what=_("your result"), on=desc, dtype=images.dtype,
+                          input_name="images", dtype_hint=DTYPE_HINT)
+        return Run(desc, got, expected, mistakes, *tolerance(images.dtype).values())
+
+    verdict(collect(cases, one), what=_("your result"), rule=_PATCH_RULE)
     return (_("right on {len_cases} inputs, including the worked example, non-square images, one patch per "
               "image, one pixel per patch, and float32 and float64 images", len_cases=len(cases)))
 
