@@ -298,6 +298,8 @@ def test_8_2_every_mistake_separates_on_every_draw(offset, monkeypatch):
         ids[-1, -1] = 0
         right = F.cross_entropy(lg[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
         for hint, value in _lm_mistakes(lg, ids).items():
+            if value is None:  # not told on this input: it gives the right loss here, or cannot be made (T = 2)
+                continue
             assert not abs(float(value) - float(right)) <= 1e-4, (seed, hint)  # NaN (no target left) differs too
 
 

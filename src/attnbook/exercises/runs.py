@@ -208,9 +208,13 @@ def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None, band_hin
                digits=digits, dtype=dtype,
                round_math_log10_first_r=round(-math.log10(first.rtol or first.atol / abs(want))))
              if digits >= 3 else "")
+    hint = band_hint if band_hint is not None and all(map(_in_band, runs)) else rule
+    if not idx:  # a single number
+        raise Wrong(_("{what} has the wrong value on {on}: expected {show_pair_want_have}{close}", what=what,
+                      on=first.on, show_pair_want_have=show_pair(want, have), close=close), hint)
     raise Wrong(_("{what} has the wrong values on {on}: at index {list_idx} expected {show_pair_want_have}{close}",
                   what=what, on=first.on, list_idx=list(idx), show_pair_want_have=show_pair(want, have),
-                  close=close), band_hint if band_hint is not None and all(map(_in_band, runs)) else rule)
+                  close=close), hint)
 
 
 GRAD_TAIL = N_("no .detach(), torch.no_grad(), .item(), float() or NumPy round trips")

@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..compare import expect_close, expect_tensor, generator
+from ..compare import expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
+from ..runs import Run, collect, verdict
 from ...i18n import N_, _
 
 # A pattern, matched by name when called (resolving the path would import transformers, 1 s or more). It names
@@ -38,8 +39,13 @@ def _loss_error_hint(message: str) -> str | None:
     return None
 
 
-def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
-    """The results of plausible mistakes on this input, keyed by the hint for each."""
+_LOSS_RULE = (N_("the loss is the mean, over all batch * (seq - 1) predictions, of minus the log-probability that "
+                 "the output at position t gives to the token at position t + 1"))
+
+
+def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor | None]:
+    """The results of plausible mistakes on this input, keyed by the hint for each (None where this input cannot
+    show the mistake)."""
     B, T, V = logits.shape
 
     def ce(lg: Tensor, tg: Tensor, reduction: str = "mean") -> Tensor:
@@ -58,7 +64,7 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
         _("F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits"):
             F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
         _("shift by exactly one position: the output at t predicts the token at t + 1, not t + 2"):
-            ce(logits[:, :-2], ids[:, 2:]) if T > 2 else right + 1.0,
+            ce(logits[:, :-2], ids[:, 2:]) if T > 2 else None,
         _("the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)"): -right,
         _("your loss is batch times the mean: you averaged over the positions and summed over the sequences of the "
           "batch (in either order); take one mean over all batch * (seq - 1) predictions"):
@@ -70,7 +76,7 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
             ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
         _("ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
           "ignore_index out"): F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
-        if bool((ids[:, 1:] == 0).any()) else right + 1.0,
+        if bool((ids[:, 1:] == 0).any()) else None,
         _("your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1"): F.nll_loss(
             torch.log_softmax(logits, dim=1)[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
     })
@@ -97,7 +103,7 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor]:
         out[_("you flattened the batch before shifting, so the last output of each sequence predicts the first "
               "token of the next sequence: shift within each sequence, then flatten")] = ce(
             logits.reshape(-1, V)[:-1], ids.reshape(-1)[1:])
-    return {hint: value for hint, value in out.items() if not torch.allclose(value, right)}
+    return {hint: None if value is None or torch.allclose(value, right) else value for hint, value in out.items()}
 
 
 @exercise("8.2", "The causal language-modelling loss", answer_name="causal_lm_loss",
@@ -123,7 +129,9 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
     ]
     large = (_("large float32 logits, from about -300 to 300, of shape (2, 4, 9) and ids (2, 4)"),
              *case(2, 4, 9, 825, torch.float32, 100.0))  # not counted in the success message, which predates it
-    for on, logits, ids in cases + [large]:
+
+    def one(case, runs: list[Run]) -> Run:
+        on, logits, ids = case
         got = call(causal_lm_loss, logits, ids, what="causal_lm_loss", on=on, forbid=LM_LOSS_FORBIDDEN,
                    explain=_loss_error_hint)
         if isinstance(got, numbers.Real) and not isinstance(got, bool):
@@ -155,12 +163,14 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
                   "logsumexp, which subtract the maximum, or use F.cross_entropy on the raw logits") if got.isnan() else
                 _("a probability that underflows to 0 has log -inf: take log_softmax (or logsumexp), not the log of a "
                   "softmax, or use F.cross_entropy on the raw logits")))
-        expect_close(got.detach(), right, what=_("your loss"), on=on, atol=1e-5, rtol=1e-5,
-                     mistakes=_lm_mistakes(logits.detach(), ids))
-        if not got.requires_grad:
+        run = Run(on, got.detach(), right, _lm_mistakes(logits.detach(), ids), 1e-5, 1e-5)
+        if run.right and not got.requires_grad:
             raise Wrong(_("your loss has the right value on {on} but no gradient can flow back to the logits",
                           on=on),
                         _("compute it from logits with tensor operations; .item(), float() or torch.tensor(...) "
                           "cut it off from the graph, and training calls loss.backward()"))
+        return run
+
+    verdict(collect(cases + [large], one), what=_("your loss"), rule=_LOSS_RULE)
     return _("right on {len_cases} inputs, including a batch of 1, a single prediction and float32",
              len_cases=len(cases))
