@@ -14,6 +14,7 @@ from ..compare import expect_close, expect_tensor, expect_tuple, generator
 from ..forbid import ATTENTION_SHORTCUTS
 from ..guard import call
 from ..registry import exercise, Wrong
+from ..runs import Run, collect, expect_shape, verdict
 from ...i18n import N_, _
 
 
@@ -209,29 +210,17 @@ def _check_cache(got: Tensor, expected: Tensor, old: Tensor, new: Tensor, which:
     })
 
 
-def _matches(got: Tensor, wrong: Tensor, atol: float, rtol: float) -> bool:
-    return (tuple(got.shape) == tuple(wrong.shape)
-            and torch.allclose(got.detach().double(), wrong.double(), atol=atol, rtol=rtol, equal_nan=True))
+_ATTEND_RULE = (N_("the L new queries are the last L positions of the grown cache: new query i sees every cached key "
+                   "and the new keys up to its own position (the bottom-right causal mask), with the scores scaled by "
+                   "1/sqrt(d)"))
 
 
-def _variants(wrong) -> tuple[Tensor, ...]:
-    """The outputs of a mistake that it can give on an input (a NaN output says nothing: code that masks with a
-    large negative number instead of -inf gives other numbers there)."""
-    return tuple(w for w in (wrong if isinstance(wrong, tuple) else (wrong,)) if torch.isfinite(w).all())
-
-
-def _attend_hint(runs: list, first: int) -> tuple[str, Tensor] | None:
-    """(hint, output) of a mistake that gives the learner's output on the first wrong input and on every other
-    input it can be made on (one new token cannot tell a missing scale from d = q.size(-2), or a mask off by one
-    from the new keys left out, but a chunk of new tokens can); None when no mistake explains every input."""
-    _, out0, _, mistakes0, tol0 = runs[first]
-    candidates = [(hint, w) for hint, wrong in mistakes0.items()
-                  for w in (wrong if isinstance(wrong, tuple) else (wrong,)) if _matches(out0, w, *tol0)]
-    for hint, w0 in candidates:
-        if all(any(_matches(out, w, *tol) for w in _variants(mistakes[hint]))
-               for _, out, _, mistakes, tol in runs if hint in mistakes and _variants(mistakes[hint])):
-            return hint, w0
-    return None
+def _told(mistakes: dict) -> dict:
+    """The mistakes as runs' forms: the finite outputs each gives on this input, None where it gives only NaN (a
+    NaN output says nothing: code that masks with a large negative number instead of -inf gives other numbers)."""
+    forms = {h: [w for w in (wrong if isinstance(wrong, tuple) else (wrong,)) if torch.isfinite(w).all()]
+             for h, wrong in mistakes.items()}
+    return {h: f or None for h, f in forms.items()}
 
 
 @exercise("10.3", "Append to a cache and attend over it", answer_name="attend_with_cache", section="The KV cache",
@@ -239,44 +228,32 @@ def _attend_hint(runs: list, first: int) -> tuple[str, Tensor] | None:
 def check_attend_with_cache(attend_with_cache) -> str:
     """attend_with_cache(q, k_cache, v_cache, k_new, v_new) -> (output, k_cache, v_cache)."""
     cases = _attend_cases()
-    runs, first = [], None  # runs: (description, output, expected, mistakes, (atol, rtol)) of every input checked
-    for desc, (q, kc, vc, kn, vn) in cases:
+    what = _("the output (the first item you return)")
+
+    def one(case, runs: list[Run]) -> Run:
+        desc, (q, kc, vc, kn, vn) = case
         k, v = torch.cat([kc, kn], dim=-2), torch.cat([vc, vn], dim=-2)  # (B, h, S, d), (B, h, S, d_v)
         L, S = q.size(-2), k.size(-2)
         expected = scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                 attn_mask=_bottom_right(L, S))[0]  # (B, h, L, d_v)
         tol = (1e-2, 1e-2) if q.dtype == torch.float16 else (1e-5, 1e-4)
-        try:
-            got = call(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
-                        forbid=attend_forbidden, explain=_attend_explain, reload=True)
-            items = expect_tuple(got, _RESULT_NAMES, "attend_with_cache", desc)
-            _check_order(items, k, v, expected.shape, desc)
-            out, k_got, v_got = items
-            _check_cache(k_got, k, kc, kn, "k_cache", desc)
-            _check_cache(v_got, v, vc, vn, "v_cache", desc)
-            mistakes = _attend_mistakes(q, kc, vc, kn, vn)
-            out = expect_tensor(out, what=_("the output (the first item you return)"), on=desc, finite=False)
-            if out.shape != expected.shape:  # says which shape, and the mistake that gives it
-                expect_close(out, expected, what=_("the output (the first item you return)"), on=desc,
-                             mistakes={h: w[0] if isinstance(w, tuple) else w for h, w in mistakes.items()})
-            if out.is_floating_point() and out.dtype != q.dtype:
-                raise Wrong(_("the output has dtype {dtype} on {desc}, expected {dtype2} (the dtype of q)",
-                              dtype=out.dtype, desc=desc, dtype2=q.dtype),
-                            _output_dtype_hint(out.dtype, q.dtype))
-        except Wrong:
-            if first is None:
-                raise
-            break  # a wrong output came first: report it, with the evidence of the inputs before
-        runs.append((desc, out, expected, mistakes, tol))
-        if first is None and not _matches(out, expected, *tol):
-            first = len(runs) - 1
-    if first is None:
-        return (_("output and grown caches are right on {len_cases} inputs: one new token, empty caches, chunks "
-                  "of new tokens with the bottom-right causal mask, and float16", len_cases=len(cases)))
-    desc, out, expected, mistakes, (atol, rtol) = runs[first]
-    mistake = _attend_hint(runs, first)
-    expect_close(out, expected, what=_("the output (the first item you return)"), on=desc, atol=atol, rtol=rtol,
-                 mistakes=dict([mistake]) if mistake else None,
-                 nan_hint=_("a softmax over scores that are all -inf gives NaN: every new query must see at least "
-                            "itself, so check the mask"))
-    raise Wrong(_("the output has the wrong values on {desc}", desc=desc))  # not reached: expect_close raised
+        got = call(attend_with_cache, q, kc, vc, kn, vn, what="attend_with_cache", on=desc,
+                   forbid=attend_forbidden, explain=_attend_explain, reload=True)
+        items = expect_tuple(got, _RESULT_NAMES, "attend_with_cache", desc)
+        _check_order(items, k, v, expected.shape, desc)
+        out, k_got, v_got = items
+        _check_cache(k_got, k, kc, kn, "k_cache", desc)
+        _check_cache(v_got, v, vc, vn, "v_cache", desc)
+        mistakes = _told(_attend_mistakes(q, kc, vc, kn, vn))
+        out = expect_shape(out, expected, mistakes, runs, what=what, on=desc)  # names the mistake of that shape
+        if out.is_floating_point() and out.dtype != q.dtype:
+            raise Wrong(_("the output has dtype {dtype} on {desc}, expected {dtype2} (the dtype of q)",
+                          dtype=out.dtype, desc=desc, dtype2=q.dtype),
+                        _output_dtype_hint(out.dtype, q.dtype))
+        return Run(desc, out, expected, mistakes, *tol)
+
+    verdict(collect(cases, one), what=what, rule=_ATTEND_RULE,
+            nan_hint=_("a softmax over scores that are all -inf gives NaN: every new query must see at least "
+                       "itself, so check the mask"))
+    return (_("output and grown caches are right on {len_cases} inputs: one new token, empty caches, chunks "
+              "of new tokens with the bottom-right causal mask, and float16", len_cases=len(cases)))

@@ -11,9 +11,10 @@ from torch import Tensor
 
 from ...multihead import repeat_kv as _repeat_kv
 from ..ch08._shared import code_names
-from ..compare import expect_close, expect_tensor, generator
+from ..compare import expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
+from ..runs import Run, collect, expect_shape, verdict
 from ...i18n import N_, _
 
 
@@ -107,6 +108,10 @@ def _repeat_explainer(x: Tensor):
     return explain
 
 
+_REPEAT_RULE = (N_("query head j reads kv head j // n_rep: each kv head appears n_rep times in a row, in order, and "
+                   "the values are copied exactly"))
+
+
 @exercise("10.2", "repeat_kv for grouped-query attention", answer_name="repeat_kv", section="MHA, GQA and MQA",
           references=("attnbook.multihead.repeat_kv",))
 def check_repeat_kv(repeat_kv) -> str:
@@ -124,9 +129,10 @@ def check_repeat_kv(repeat_kv) -> str:
         (_("multi-query attention: x of shape (3, 1, 6, 4) and n_rep=8"), _kv_input(3, 1, 6, 4, seed=5), 8),
         (_("an empty cache: x of shape (1, 2, 0, 4) and n_rep=2"), _kv_input(1, 2, 0, 4, seed=6), 2),
     ]
-    for desc, x, n_rep in cases:
+    def one(case, runs: list[Run]) -> Run:
+        desc, x, n_rep = case
         got = call(repeat_kv, x, n_rep, what="repeat_kv", on=desc, forbid=repeat_kv_forbidden, reload=True,
-                    explain=_repeat_explainer(x))
+                   explain=_repeat_explainer(x))
         expected = _repeat_kv(x, n_rep)  # (B, n_kv * n_rep, S, d)
         got = expect_tensor(got, what=_("your result"), on=desc, finite=False)
         _check_head_count(got, x, n_rep, desc)
@@ -135,7 +141,10 @@ def check_repeat_kv(repeat_kv) -> str:
                           dtype=got.dtype, desc=desc, dtype2=x.dtype),
                         _("only copy the numbers: no .float() or .double(), and nothing that mixes x with a tensor "
                           "of another dtype (torch.ones or torch.zeros without dtype=x.dtype make float32)"))
-        expect_close(got, expected, what=_("your result"), on=desc, atol=0.0, rtol=0.0,
-                     mistakes=_repeat_mistakes(x, n_rep))
+        mistakes = _repeat_mistakes(x, n_rep)
+        return Run(desc, expect_shape(got, expected, mistakes, runs, what=_("your result"), on=desc), expected,
+                   mistakes, 0.0, 0.0)
+
+    verdict(collect(cases, one), what=_("your result"), rule=_REPEAT_RULE)
     return (_("right on {len_cases} inputs, including n_rep=1, multi-query attention, float16, a non-contiguous "
               "input and an empty cache", len_cases=len(cases)))
