@@ -286,7 +286,7 @@ def show(chapter: int, directory=None, out=None) -> dict | None:
         return None
     record = load(path)
     print(header(record), file=out)
-    print(f"from {path.name}, by `{record['provenance']['command']}`", file=out)
+    print(f"from {path.name}", file=out)  # not its command line, whose --out may name a folder of the recorder's
     if chapter == 10:
         print("\n" + decode_table(record) + "\n\n" + gqa_table(record), file=out)
         return record
