@@ -168,6 +168,7 @@ def _broken(change):
     (lambda r: r["attention"]["rows"][0].update(status="skipped"), r"attention.rows\[0\].reason"),
     (lambda r: r["attention"]["rows"][0].update(**{"pass": "sideways"}), r"attention.rows\[0\].pass"),
     (lambda r: r["matmul"]["float16"].update(flops_per_s=0), "matmul.float16.flops_per_s"),
+    (lambda r: r["matmul"]["float16"].update(status="skipped"), "matmul.float16.reason"),
     (lambda r: r["decode"].pop("gqa"), "decode.gqa"),
     (lambda r: r["decode"]["batch_sweep"]["rows"][0].update(status="fine"), r"decode.batch_sweep.rows\[0\].status"),
 ])
@@ -235,3 +236,12 @@ def test_record_end_to_end_on_the_cpu(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path)])
     assert "--out goes with --record" in capsys.readouterr().err
+
+
+def test_a_skipped_sweep_shows_its_reason(rec):
+    rec = copy.deepcopy(rec)
+    rec["decode"]["gqa"] = {"status": "skipped", "reason": "OutOfMemoryError: CUDA out of memory"}
+    rec["matmul"]["float16"] = {"status": "skipped", "reason": "RuntimeError: no"}
+    assert gpu_record.gqa_table(rec) == "GQA sweep skipped: OutOfMemoryError: CUDA out of memory"
+    assert gpu_record.roofline_points(rec, "float16") is None  # no throughput, no roofline
+    assert gpu_record.roofline_points(rec, "bfloat16") is not None

@@ -102,8 +102,10 @@ def validate(record, source: str = "record") -> dict:
     matmul = record.get("matmul")
     _need(isinstance(matmul, dict), source, "matmul", "an object of dtype -> measured throughput", matmul)
     for name, m in matmul.items():
-        _need(isinstance(m, dict) and _number(m.get("flops_per_s")) and m["flops_per_s"] > 0, source,
-              f"matmul.{name}.flops_per_s", "a positive FLOP/s", m.get("flops_per_s") if isinstance(m, dict) else m)
+        _check_row(dict(m, median_s=1.0, iqr_s=0.0) if isinstance(m, dict) else m, source, f"matmul.{name}")
+        if m["status"] == "ok":
+            _need(_number(m.get("flops_per_s")) and m["flops_per_s"] > 0, source, f"matmul.{name}.flops_per_s",
+                  "a positive FLOP/s", m.get("flops_per_s"))
     roof = record.get("roofline")
     _need(isinstance(roof, dict) and isinstance(roof.get("sram_bytes"), int), source, "roofline",
           "an object with the bandwidth and sram_bytes", roof)
@@ -259,7 +261,7 @@ def roofline_points(record: dict, dtype: str = "float16") -> dict | None:
     bandwidth, matmul = rec["roofline"]["bandwidth"], rec["matmul"].get(dtype)
     rows = [r for r in rec["attention"]["rows"] if r["dtype"] == dtype and r["pass"] == "forward"
             and r["status"] == "ok"]
-    if bandwidth["status"] != "ok" or matmul is None or not rows:
+    if bandwidth["status"] != "ok" or matmul is None or matmul["status"] != "ok" or not rows:
         return None
     a, n = rec["attention"], max(r["n"] for r in rows)
     t = getattr(torch, dtype)
@@ -291,7 +293,8 @@ def show(chapter: int, directory=None, out=None) -> dict | None:
         print("\n" + decode_table(record) + "\n\n" + gqa_table(record), file=out)
         return record
     for name, m in record["matmul"].items():
-        print(f"measured matmul throughput, {name}: {format_rate(m['flops_per_s'])} = 100%", file=out)
+        print(f"measured matmul throughput, {name}: {format_rate(m['flops_per_s'])} = 100%" if m["status"] == "ok"
+              else f"measured matmul throughput, {name}, skipped: {m['reason']}", file=out)
     bw = record["roofline"]["bandwidth"]
     print(f"memory bandwidth: {bw['bytes_per_s'] / 1e9:,.0f} GB/s (STREAM, the better of copy and triad)"
           if bw["status"] == "ok" else f"memory bandwidth skipped: {bw['reason']}", file=out)
