@@ -23,7 +23,7 @@ from attnbook.bench import main
 
 FIXTURES = Path(__file__).parent / "data" / "gpu_record"
 (FIXTURE,) = FIXTURES.glob("*.json")
-METHODS = ("naive (chapter 2)", "SDPA default", "SDPA math", "tiled (ours)", "Triton (ours)")
+METHODS = ("naive", "SDPA, default", "SDPA, MATH", "tiled (ours)", "Triton (ours)")
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_show_prints_the_provenance_line_above_every_table(rec, tmp_path, capsys
     first = out.splitlines()[0]
     assert first.startswith("Recorded on NVIDIA FAKE-GPU") and "(sm 9.0)" in first
     for part in ("driver 000.00 (fake)", f"torch {rec['provenance']['torch']}", "commit " +
-                 rec["provenance"]["commit"][:12], "2026-11-28 03:33 UTC", "--quick"):
+                 rec["provenance"]["commit"][:12], "2026-11-28 03:40 UTC", "--quick"):
         assert part in first, part
     for dtype in ("float16", "bfloat16"):
         for pass_ in ("forward", "forward+backward"):
@@ -84,7 +84,8 @@ def test_attention_table_shows_each_measured_row_and_why_others_were_skipped(rec
     for r in rows:
         if r["status"] == "ok":
             line = next(l for l in text.splitlines() if l.split()[:1] == [str(r["n"])] and r["method"] in l)
-            cells = line.split()
+            cells = line.removesuffix("noisy").split()
+            assert (line.endswith("noisy")) == (r["iqr_s"] > 0.1 * r["median_s"])  # chapter 9's mark
             assert float(cells[-5]) == pytest.approx(1e3 * r["median_s"], abs=6e-4)  # time (ms), 3 decimals
             assert float(cells[-2]) == pytest.approx(r["flops"] / r["median_s"] / 1e9, abs=0.06)  # GFLOP/s
     assert re.search(r"skipped \(Triton \(ours\), N = 32; Triton \(ours\), N = 64\): NotImplementedError: no "
@@ -125,8 +126,8 @@ def test_roofline_points_use_dao_et_al_counts(rec):
     rows_per_block = min(n, rec["roofline"]["sram_bytes"] // (4 * d * size))  # all 64 rows fit: one block
     fused = B * H * size * (2 * n * d + math.ceil(n / rows_per_block) * 2 * n * d)
     points = {p["method"]: p for p in roof["points"]}
-    assert points["naive (chapter 2)"]["intensity"] == pytest.approx(flops / standard)
-    assert points["SDPA flash_attention"]["intensity"] == pytest.approx(flops / fused)
+    assert points["naive"]["intensity"] == pytest.approx(flops / standard)
+    assert points["SDPA, FLASH_ATTENTION"]["intensity"] == pytest.approx(flops / fused)
     assert points["Triton (ours)"]["fused"] and not points["tiled (ours)"]["fused"]
     assert gpu_record.roofline_points(rec, "float64") is None
 
@@ -229,7 +230,7 @@ def test_record_end_to_end_on_the_cpu(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr().out
     assert re.search(r"\[ +\d+\.\d s\] chapter 9 · bfloat16 · forward\+backward · N = 64", out)  # progress
     methods = {r["method"] for r in rec["attention"]["rows"]}
-    assert {"naive (chapter 2)", "SDPA default", "SDPA math", "tiled (ours)", "Triton (ours)"} <= methods
+    assert set(METHODS) <= methods
     triton = [r for r in rec["attention"]["rows"] if r["method"] == "Triton (ours)"]
     assert all(r["status"] == "skipped" and "TRITON_INTERPRET" in r["reason"] for r in triton)
     assert rec["decode"]["batch_sweep"]["status"] == rec["decode"]["gqa"]["status"] == "ok"

@@ -24,7 +24,8 @@ SCHEMA = "attnbook.gpu-record/1"
 NO_RECORD = ("No GPU record yet: run `python -m attnbook.bench --record` on a machine with a GPU and commit "
              "book/data/gpu/<device>_<date>.json")
 PASSES = ("forward", "forward+backward")
-UNFUSED = ("naive (chapter 2)", "SDPA math", "tiled (ours)")  # their scores go through main memory
+UNFUSED = ("naive", "SDPA, MATH", "tiled (ours)")  # their scores go through main memory
+NOISY = 0.10  # chapter 9's mark: an IQR above a tenth of the median
 _TEXT, _MAYBE = (str,), (str, type(None))
 _PROVENANCE = {"device": _TEXT, "device_name": _TEXT, "capability": _MAYBE, "driver": _MAYBE, "cuda": _MAYBE,
                "torch": _TEXT, "triton": _MAYBE, "commit": _TEXT, "date": _TEXT, "host_cpu": _TEXT, "command": _TEXT}
@@ -202,11 +203,14 @@ def attention_table(record: dict, dtype: str = "float16", pass_: str = "forward"
     lines = [[str(r["n"]), r["method"], f"{1e3 * r['median_s']:,.3f}", f"{r['iqr_s'] / r['median_s']:.0%}",
               f"{r['peak_bytes'] / 2**20:,.2f}" if r.get("peak_bytes") is not None else "-",
               f"{r['flops'] / r['median_s'] / scale:,.1f}",
-              "-" if r.get("percent_of_matmul") is None else f"{r['percent_of_matmul']:.1f}"] for r in ok]
+              "-" if r.get("percent_of_matmul") is None else f"{r['percent_of_matmul']:.1f}",
+              "noisy" if r["iqr_s"] > NOISY * r["median_s"] else ""] for r in ok]
     a = record["attention"]
     text = [f"{dtype}, {pass_}: B = {a['batch']}, H = {a['heads']}, d_head = {a['d_head']}, no mask"
             + ("; FLOPs: forward + backward = 3 x forward" if pass_ != "forward" else "")]
-    text.append(_table(["N", "method", "time (ms)", "IQR", "peak memory (MiB)", unit, "% of matmul"], lines, (1,)))
+    text.append(_table(["N", "method", "time (ms)", "IQR", "peak memory (MiB)", unit, "% of matmul", ""], lines,
+                       (1, 7)))
+    text.append(f"IQR: the spread of the middle half of the times, as a share of the median; 'noisy' above {NOISY:.0%}")
     if any(r.get("percent_of_matmul") is None for r in ok):
         text.append("% of matmul '-': faster than every matrix product timed for the reference, which so missed "
                     "this machine's best: no percentage rather than one above 100")

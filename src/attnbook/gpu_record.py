@@ -149,11 +149,11 @@ def _measure(fn, args, min_run_time: float) -> dict:
 def _methods(device, dtype, d_head: int) -> dict:
     """Chapter 9's implementations: naive, SDPA's default and each backend that runs here, tiled, Triton."""
     from .kernels.triton_attention import triton_attention
-    methods = {"naive (chapter 2)": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
-               "SDPA default": F.scaled_dot_product_attention}
+    methods = {"naive": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],  # chapter 9's names
+               "SDPA, default": F.scaled_dot_product_attention}
     for backend in sdpa_backends(device, dtype, d_head):
-        methods[f"SDPA {backend.name.lower()}"] = _sdpa_with(backend)
-    methods["tiled (ours)"] = lambda q, k, v: tiled_attention(q, k, v, block_size=128)
+        methods[f"SDPA, {backend.name}"] = _sdpa_with(backend)
+    methods["tiled (ours)"] = tiled_attention  # blocks of 64, as in chapter 9
     methods["Triton (ours)"] = triton_attention
     return methods
 
@@ -223,8 +223,10 @@ def _bandwidth(device, sizes: dict) -> dict:
                               min_run_time=sizes["sweep_min_run_time"])
     except Exception as e:  # noqa: BLE001
         return _skipped(e)
-    return {"status": "ok", "copy_bytes_per_s": bw.copy, "triad_bytes_per_s": bw.triad,
-            "bytes_per_s": bw.best, "array_bytes": bw.array_bytes}
+    return {"status": "ok", "copy_bytes_per_s": bw.copy, "triad_bytes_per_s": bw.triad, "bytes_per_s": bw.best,
+            "array_bytes": bw.array_bytes, "copy_median_s": bw.copy_timing.median_s,
+            "copy_iqr_s": bw.copy_timing.iqr_s, "triad_median_s": bw.triad_timing.median_s,
+            "triad_iqr_s": bw.triad_timing.iqr_s, "min_run_time": sizes["sweep_min_run_time"]}
 
 
 def _batch_sweep(device, sizes: dict) -> dict:
@@ -324,7 +326,8 @@ def estimate_seconds(sizes: dict, flops_per_s: float = H100_FLOPS, bytes_per_s: 
     Each timing costs its `min_run_time`, plus five calls (warm-up, the Timer's calibration, two for peak memory)
     and 50 ms of overhead; a call takes max(FLOPs / P, bytes / W) with Dao et al.'s byte counts, an unfused call
     four times those bytes with the backward, and tiled attention ~10 µs per launch of its loop. 60 s for
-    start-up and Triton's compilation. Chapter 10's sweeps are small: each cell costs its min_run_time + 50 ms.
+    start-up and Triton's compilation. Chapter 10's sweeps are small: each cell costs its min_run_time + 50 ms,
+    after their random weights and caches are drawn on the CPU (taken as 250 MB/s).
     """
     B, H, d, mrt = sizes["batch"], sizes["heads"], sizes["d_head"], sizes["min_run_time"]
     total = 60.0
@@ -336,9 +339,11 @@ def estimate_seconds(sizes: dict, flops_per_s: float = H100_FLOPS, bytes_per_s: 
             calls = [unfused, unfused, fused, fused, fused, fused, unfused] + [fused]  # the 8 methods
             for i, moved in enumerate(calls):
                 t = max(flops / flops_per_s, moved / bytes_per_s)
-                t += (n // 128) * 12 * factor * 10e-6 if i == 6 else 0  # tiled: a Python loop of launches
+                t += (n // 64) * 16 * factor * 10e-6 if i == 6 else 0  # tiled: a Python loop of launches
                 total += len(sizes["dtypes"]) * (max(mrt, t) + 5 * t + 0.05)
     shapes = len(sizes["matmul_sizes"]) + 2 * len(sizes["seq_lens"])
     total += len(sizes["dtypes"]) * 2 * shapes * (min(mrt, 0.05) + 0.05) + 2 * (sizes["sweep_min_run_time"] + 0.1)
     cells = len(sizes["batches"]) * 2 + 3 * len(sizes["gqa_batches"]) * len(sizes["gqa_seq_lens"])
-    return total + sizes["rounds"] * cells * (sizes["sweep_min_run_time"] + 0.05)
+    drawn = 4 * (sizes["layers"] * sizes["width"] ** 2  # the weight stack and the (B, S) grid of MHA, GQA, MQA caches
+                 + 2 * 64 * (8 + 2 + 1) * sum(sizes["gqa_batches"]) * sum(sizes["gqa_seq_lens"]))
+    return total + sizes["rounds"] * cells * (sizes["sweep_min_run_time"] + 0.05) + drawn / 250e6
