@@ -274,8 +274,8 @@ def roofline_points(record: dict, dtype: str = "float16") -> dict | None:
         fused = r["method"] not in UNFUSED
         moved = (flash_attention_bytes(a["batch"], a["heads"], n, a["d_head"], t, rec["roofline"]["sram_bytes"])
                  if fused else standard_attention_bytes(a["batch"], a["heads"], n, a["d_head"], t))
-        points.append({"method": r["method"], "intensity": r["flops"] / moved, "flops_per_s": r["flops"] / r["median_s"],
-                       "bytes": moved, "fused": fused})
+        points.append({"method": r["method"], "intensity": r["flops"] / moved,
+                       "flops_per_s": r["flops"] / r["median_s"], "bytes": moved, "fused": fused})
     P, W = matmul["flops_per_s"], bandwidth["bytes_per_s"]
     return {"dtype": dtype, "n": n, "flops_per_s": P, "bytes_per_s": W, "ridge": P / W, "points": points}
 

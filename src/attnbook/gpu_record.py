@@ -36,6 +36,7 @@ from .cost import attention_flops, attention_matmul_shapes
 from .device import _cpu_name, device_report, sdpa_backends
 from .gpu_display import (NO_RECORD, PASSES, SCHEMA, attention_table, decode_table, gqa_table, header,  # noqa: F401
                           latest, load, roofline_points, show, validate)
+from .kernels.triton_attention import triton_attention  # imports triton only when called
 from .roofline import flash_attention_bytes, memory_bandwidth, standard_attention_bytes
 from .timing import DEFAULT_MATMUL_SIZES, benchmark, matmul_throughput, peak_memory
 
@@ -47,7 +48,7 @@ H100_FLOPS, H100_BANDWIDTH, H100_SRAM = 989e12, 3.35e12, 228 * 2**10  # float16 
 
 # Per (device type, quick): chapter 9's GPU sizes (B, H, d_head and the N of its sweep) and chapter 10's sweeps.
 _CUDA = dict(batch=1, heads=8, d_head=64, seq_lens=(512, 1024, 2048, 4096, 8192), dtypes=("float16", "bfloat16"),
-             min_run_time=0.2, matmul_sizes=(2048, 4096, 8192), array_bytes=2**30, decode_dtype="float32",
+             min_run_time=0.1, matmul_sizes=(2048, 4096, 8192), array_bytes=2**30, decode_dtype="float32",
              width=4096, layers=8, batches=(1, 4, 16, 64, 256, 1024), gqa_batches=(1, 8, 64),
              gqa_seq_lens=(64, 1024, 8192), rounds=3, sweep_min_run_time=0.05, max_rounds=10)
 RECORD_SIZES = {
@@ -148,7 +149,6 @@ def _measure(fn, args, min_run_time: float) -> dict:
 
 def _methods(device, dtype, d_head: int) -> dict:
     """Chapter 9's implementations: naive, SDPA's default and each backend that runs here, tiled, Triton."""
-    from .kernels.triton_attention import triton_attention
     methods = {"naive": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],  # chapter 9's names
                "SDPA, default": F.scaled_dot_product_attention}
     for backend in sdpa_backends(device, dtype, d_head):
@@ -168,7 +168,7 @@ def _with_backward(fn):
     return run
 
 
-def _attention(device, sizes: dict, say) -> tuple[dict, dict]:
+def _attention(device, sizes: dict, say) -> tuple[list, dict]:
     """Chapter 9's N sweep (rows) and, per dtype, the measured matmul throughput the rows are a percentage of."""
     B, H, d = sizes["batch"], sizes["heads"], sizes["d_head"]
     rows, matmul = [], {}
@@ -186,8 +186,8 @@ def _attention(device, sizes: dict, say) -> tuple[dict, dict]:
                         with torch.no_grad():
                             row = _measure(fn, (q, k, v), sizes["min_run_time"])
                     else:
-                        grads = [t.detach().requires_grad_() for t in (q, k, v)]
-                        row = _measure(_with_backward(fn), (*grads, torch.ones_like(q)), sizes["min_run_time"])
+                        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+                        row = _measure(_with_backward(fn), (*leaves, torch.ones_like(q)), sizes["min_run_time"])
                     row = {"dtype": name, "pass": pass_, "n": n, "method": method, "flops": flops, **row}
                     if row["status"] == "ok":
                         row["flops_per_s"] = flops / row["median_s"]
@@ -202,8 +202,8 @@ def _attention(device, sizes: dict, say) -> tuple[dict, dict]:
         except Exception as e:  # noqa: BLE001 - the rows stay, without percentages
             matmul[name] = _skipped(e)
             continue
-        matmul[name] = {"status": "ok", "flops_per_s": ref.flops_per_s, "best_shape": list(ref.best_shape), "rounds": ref.rounds,
-                        "rates": [[*shape, rate] for shape, rate in ref.rates.items()]}
+        matmul[name] = {"status": "ok", "flops_per_s": ref.flops_per_s, "best_shape": list(ref.best_shape),
+                        "rounds": ref.rounds, "rates": [[*shape, rate] for shape, rate in ref.rates.items()]}
         for r in rows:
             if r["dtype"] == name and r["status"] == "ok":
                 r["percent_of_matmul"] = _percent(ref, r["flops_per_s"])
