@@ -204,6 +204,7 @@ def test_batch_sweep_runs_quickly_on_tiny_sizes_and_keeps_its_books():
     assert [r["batch"] for r in rows] == [1, 2, 4]
     for r in rows:
         assert r["step_s"] > 0 and math.isfinite(r["step_s"])
+        assert 0 <= r["step_iqr_s"] < math.inf
         assert r["token_s"] == pytest.approx(r["step_s"] / r["batch"])
         assert r["flops"] == 2 * r["batch"] * 2 * 16 * 16
         assert r["weight_bytes"] == 2 * 16 * 16 * 4
@@ -250,6 +251,7 @@ def test_attention_step_sweep_runs_quickly_on_tiny_sizes_and_keeps_its_books():
         for name, G in kv.items():
             assert r["cache_bytes"][name] == 2 * r["batch"] * G * r["seq_len"] * 8 * 4  # K and V, float32
             assert r["time_s"][name] > 0 and math.isfinite(r["time_s"][name])
+            assert 0 <= r["iqr_s"][name] < math.inf
 
 
 @pytest.mark.parametrize(

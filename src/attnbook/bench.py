@@ -3,6 +3,7 @@
     python -m attnbook.bench                  # the default device: CUDA when there is a GPU, else the CPU
     python -m attnbook.bench --device cuda    # chapter sizes for a GPU (float16 attention, float32 decoding)
     python -m attnbook.bench --quick          # tiny sizes, a few seconds: checks that everything runs
+    python -m attnbook.bench --record         # every GPU measurement of chapters 9-10 to book/data/gpu/*.json
 
 Chapter 9's table: naive attention (materialised scores), every SDPA backend that runs here, and tiled attention
 (FlashAttention's online softmax in plain PyTorch) as the sequence grows: median time, achieved FLOP/s as a
@@ -14,6 +15,11 @@ then KV-cache memory and the time of one decoding step for multi-head, grouped-q
 Every table starts with the line of `timing.format_device_report`: device, dtype, TF32, torch version, threads.
 On a CPU the benchmark uses one thread, as the chapters do (timings that mean the same on a busy machine);
 `--threads N` changes that.
+
+`--record [--out DIR]` measures instead everything chapters 9 and 10 show from a GPU record (`attnbook.gpu_record`:
+float16 and bfloat16, forward and backward, the roofline's rates, the decoding sweeps) and writes it with its
+provenance to one JSON file in DIR (default: book/data/gpu/ of this checkout). It first prints the time its sizes
+should take on an H100 by a model of FLOPs and bytes (`gpu_record.estimate_seconds`); the full sizes fit in 8 minutes.
 """
 from __future__ import annotations
 
@@ -241,18 +247,27 @@ def main(argv: list[str] | None = None, out=None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test that takes seconds")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for PyTorch (default: 1 on a CPU, as the chapters; unchanged on a GPU)")
+    parser.add_argument("--record", action="store_true",
+                        help="record every GPU measurement of chapters 9-10 to a JSON file (see attnbook.gpu_record)")
+    parser.add_argument("--out", default=None, help="with --record: the folder (default: book/data/gpu/)")
     args = parser.parse_args(argv)
     device_type = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device_type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda needs a CUDA GPU, and torch.cuda.is_available() is False here")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.out is not None and not args.record:
+        parser.error("--out goes with --record")
     threads_before = torch.get_num_threads()
     threads = args.threads if args.threads is not None else (1 if device_type == "cpu" else threads_before)
     device = torch.device(device_type)
     sizes = SIZES[(device_type, args.quick)]
     torch.set_num_threads(threads)
     try:
+        if args.record:
+            from .gpu_record import record
+            record(device, args.quick, args.out, sys.argv[1:] if argv is None else argv, out)
+            return 0
         print(f"attnbook benchmark{' (--quick: tiny sizes, for checking only)' if args.quick else ''}\n", file=out)
         _chapter_9(device, sizes, out)
         print(file=out)

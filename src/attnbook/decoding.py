@@ -171,9 +171,10 @@ def _check_timing_args(rounds, min_run_time) -> None:
 def batch_sweep(weights, batches, *, rounds: int = 3, min_run_time: float = 0.05, seed: int = 0) -> list[dict]:
     """Time one `weight_step` at every batch size; the fastest median of `rounds` interleaved rounds.
 
-    Returns one dict per batch: `batch`, `step_s` (seconds per step), `token_s` (seconds per token, step_s /
-    batch), `flops` (2 * batch * weights), `weight_bytes` (read once per step), and the achieved rates
-    `flop_rate` (FLOP/s) and `weight_read_rate` (bytes of weights per second).
+    Returns one dict per batch: `batch`, `step_s` (seconds per step), `step_iqr_s` (the IQR of the timing whose
+    median was kept), `token_s` (seconds per token, step_s / batch), `flops` (2 * batch * weights),
+    `weight_bytes` (read once per step), and the achieved rates `flop_rate` (FLOP/s) and `weight_read_rate`
+    (bytes of weights per second).
     """
     weights = _check_weights(weights)
     batches = _check_sizes(batches, "batches")
@@ -184,17 +185,16 @@ def batch_sweep(weights, batches, *, rounds: int = 3, min_run_time: float = 0.05
     weight_bytes = sum(W.numel() * W.element_size() for W in weights)
     g = torch.Generator().manual_seed(seed)
     inputs = {b: torch.randn(b, width, generator=g).to(device, dtype) for b in batches}  # (B, width) each
-    best = {b: math.inf for b in batches}
+    best = {b: (math.inf, 0.0) for b in batches}  # (median, IQR) of the fastest round
     for _ in range(rounds):
         for b in batches:  # in turn, so that a busy moment of the machine cannot favour one batch
             t = benchmark(weight_step, inputs[b], weights, min_run_time=min_run_time)
-            best[b] = min(best[b], t.median_s)
+            best[b] = min(best[b], (t.median_s, t.iqr_s))
     rows = []
     for b in batches:
-        flops = 2 * b * n_weights
-        rows.append({"batch": b, "step_s": best[b], "token_s": best[b] / b, "flops": flops,
-                     "weight_bytes": weight_bytes, "flop_rate": flops / best[b],
-                     "weight_read_rate": weight_bytes / best[b]})
+        flops, (step, iqr) = 2 * b * n_weights, best[b]
+        rows.append({"batch": b, "step_s": step, "step_iqr_s": iqr, "token_s": step / b, "flops": flops,
+                     "weight_bytes": weight_bytes, "flop_rate": flops / step, "weight_read_rate": weight_bytes / step})
     return rows
 
 
@@ -261,7 +261,8 @@ def attention_step_sweep(batches, seq_lens, n_heads: int, kv_heads: dict, d_head
     cell and variant is timed in turn, and the fastest median of each counts, so that a busy spell of the
     machine spoils one round of a cell rather than all of them. Returns one dict per cell, in
     order of batch * seq_len (then batch): `batch`, `seq_len`, `tokens` (= batch * seq_len),
-    `cache_bytes` {name: bytes of K and V}, `time_s` {name: seconds per step}.
+    `cache_bytes` {name: bytes of K and V}, `time_s` {name: seconds per step}, `iqr_s` {name: the IQR of the
+    timing whose median was kept}.
     """
     batches = _check_sizes(batches, "batches")
     seq_lens = _check_sizes(seq_lens, "seq_lens")
@@ -282,19 +283,20 @@ def attention_step_sweep(batches, seq_lens, n_heads: int, kv_heads: dict, d_head
             kv = torch.randn(2, B, G, S, d_head, generator=g).to(device, dtype)  # K and V, (B, G, S, d) each
             caches[name] = (kv[0], kv[1])
         tensors[B, S] = q, caches
-    best = {(cell, name): math.inf for cell in cells for name in kv_heads}
+    best = {(cell, name): (math.inf, 0.0) for cell in cells for name in kv_heads}  # (median, IQR), fastest round
     for _ in range(rounds):  # round by round over the whole grid: a busy spell of the machine hits one round
         for cell in cells:
             q, caches = tensors[cell]
             for name, (k, v) in caches.items():
                 t = benchmark(grouped_decode_attention, q, k, v, min_run_time=min_run_time)
-                best[cell, name] = min(best[cell, name], t.median_s)
+                best[cell, name] = min(best[cell, name], (t.median_s, t.iqr_s))
     rows = []
     for B, S in cells:
         caches = tensors[B, S][1]
         rows.append({"batch": B, "seq_len": S, "tokens": B * S,
                      "cache_bytes": {n: 2 * k.numel() * k.element_size() for n, (k, _) in caches.items()},
-                     "time_s": {name: best[(B, S), name] for name in kv_heads}})
+                     "time_s": {name: best[(B, S), name][0] for name in kv_heads},
+                     "iqr_s": {name: best[(B, S), name][1] for name in kv_heads}})
     return rows
 
 

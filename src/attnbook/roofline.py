@@ -37,6 +37,8 @@ class Bandwidth:
     array_bytes: int  # the size of each array
     device: str
     num_threads: int
+    copy_timing: object = None  # the `timing.Timing` (median and IQR) of one copy, when measured here
+    triad_timing: object = None  # the same for one triad
 
     @property
     def best(self) -> float:
@@ -65,10 +67,10 @@ def memory_bandwidth(device="cpu", dtype: torch.dtype = torch.float32, array_byt
     n = max(1, array_bytes // torch.empty((), dtype=dtype).element_size())
     a, b, c = (torch.ones(n, device=device, dtype=dtype) for _ in range(3))  # each (n,)
     moved = n * a.element_size()
-    copy = benchmark(b.copy_, a, min_run_time=min_run_time).median_s  # reads a, writes b
-    triad = benchmark(torch.add, b, c, alpha=3.0, out=a, min_run_time=min_run_time).median_s  # reads b, c; writes a
-    return Bandwidth(copy=2 * moved / copy, triad=3 * moved / triad, array_bytes=moved, device=str(device),
-                     num_threads=torch.get_num_threads())
+    copy = benchmark(b.copy_, a, min_run_time=min_run_time)  # reads a, writes b
+    triad = benchmark(torch.add, b, c, alpha=3.0, out=a, min_run_time=min_run_time)  # reads b, c; writes a
+    return Bandwidth(copy=2 * moved / copy.median_s, triad=3 * moved / triad.median_s, array_bytes=moved,
+                     device=str(device), num_threads=torch.get_num_threads(), copy_timing=copy, triad_timing=triad)
 
 
 def ridge_point(flops_per_s: float, bytes_per_s: float) -> float:
