@@ -126,6 +126,12 @@ def test_a_batch_of_one_is_the_same_schedule_both_ways():
     assert simulate_static(trace, COST, 1) == simulate_continuous(trace, COST, 1)
 
 
+def test_identical_requests_are_each_served():
+    twins = [Request(0.0, 3, 2)] * 3
+    for simulate in (simulate_static, simulate_continuous):
+        assert len(simulate(twins, COST, 2)) == 3
+
+
 def test_seeded_trace_is_seeded_and_in_range():
     a, b = seeded_trace(50, seed=1, prompt=(3, 9), output=(2, 4)), seeded_trace(50, seed=1, prompt=(3, 9), output=(2, 4))
     assert a == b != seeded_trace(50, seed=2, prompt=(3, 9), output=(2, 4))

@@ -13,7 +13,8 @@
 - `Request`, `seeded_trace`, `StepCost`, `simulate_static`, `simulate_continuous`, `summarize`: a simulator of
   a server on a trace of requests, with static batching (a batch runs until its longest request ends) against
   continuous batching (iteration-level scheduling: Orca, Yu et al., OSDI 2022), under a stated step-cost model.
-- `prefill_decode_times`: time to first token and time per output token of a model's `generate`.
+- `prefill_decode_times`: time to first token and time per output token of greedy cached decoding with the
+  chapter's GPT (`models.GPT`).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-def _require_positive_number(x, name: str) -> float:
+def _require_nonnegative(x, name: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {x!r}")
     return float(x)
@@ -226,7 +227,7 @@ def seeded_trace(n: int, seed: int = 0, *, rate: float = 1.0, prompt=(16, 512), 
     uniformly from the inclusive ranges `prompt` and `output`; the same seed gives the same trace."""
     require_int(n, "n", minimum=0)
     require_int(seed, "seed")
-    if _require_positive_number(rate, "rate") == 0:
+    if _require_nonnegative(rate, "rate") == 0:
         raise ValueError("rate must be > 0")
     for name, (lo, hi) in (("prompt", prompt), ("output", output)):
         if require_int(lo, f"{name}[0]", minimum=1) > require_int(hi, f"{name}[1]", minimum=1):
@@ -241,14 +242,22 @@ def seeded_trace(n: int, seed: int = 0, *, rate: float = 1.0, prompt=(16, 512), 
 def _check_sim(trace, cost, max_batch) -> list[Request]:
     if not isinstance(cost, StepCost):
         raise TypeError(f"cost must be a StepCost, got {type(cost).__name__}")
-    _require_positive_number(cost.fixed, "cost.fixed")
-    _require_positive_number(cost.per_token, "cost.per_token")
+    _require_nonnegative(cost.fixed, "cost.fixed")
+    _require_nonnegative(cost.per_token, "cost.per_token")
     require_int(max_batch, "max_batch", minimum=1)
     trace = list(trace)
     for r in trace:
         if not isinstance(r, Request) or r.prompt < 1 or r.output < 1:
             raise ValueError(f"trace must hold Requests with prompt >= 1 and output >= 1, got {r!r}")
     return sorted(trace, key=lambda r: r.arrival)
+
+
+def _split_arrived(queue: list[Request], t: float, room: int) -> tuple[list[Request], list[Request]]:
+    """(the first `room` requests of the queue, sorted by arrival, that have arrived by time t; the rest)."""
+    n = 0
+    while n < min(room, len(queue)) and queue[n].arrival <= t:
+        n += 1
+    return queue[:n], queue[n:]
 
 
 def simulate_static(trace, cost: StepCost, max_batch: int) -> list[Finished]:
@@ -258,8 +267,7 @@ def simulate_static(trace, cost: StepCost, max_batch: int) -> list[Finished]:
     queue, t, out = _check_sim(trace, cost, max_batch), 0.0, []
     while queue:
         t = max(t, queue[0].arrival)
-        batch = [r for r in queue if r.arrival <= t][:max_batch]
-        queue = [r for r in queue if r not in batch]
+        batch, queue = _split_arrived(queue, t, max_batch)
         t += cost(len(batch) * max(r.prompt for r in batch))  # the prefill step gives every first token
         first = t
         t += sum(cost(len(batch)) for _ in range(max(r.output for r in batch) - 1))
@@ -276,8 +284,7 @@ def simulate_continuous(trace, cost: StepCost, max_batch: int) -> list[Finished]
     while queue or running:
         if not running:
             t = max(t, queue[0].arrival)
-        joining = [r for r in queue if r.arrival <= t][:max_batch - len(running)]
-        queue = [r for r in queue if r not in joining]
+        joining, queue = _split_arrived(queue, t, max_batch - len(running))
         t += cost(sum(r.prompt for r in joining) + len(running))
         for entry in running:
             entry[1] -= 1
