@@ -513,8 +513,9 @@ def test_10_3_a_compiled_answer_passes_and_a_compiled_shortcut_does_not():
 
 
 def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_cannot_shadow_them():
-    """The exercises define kv_cache_bytes and repeat_kv (with other signatures than the package's); the chapter's
-    cells must reach the package's through their modules, so re-running them after an exercise still works."""
+    """The exercises define kv_cache_bytes, repeat_kv and gather_pages (the first two with other signatures than the
+    package's); the chapter's cells must reach the package's through their modules, so re-running them after an
+    exercise still works."""
     nb = nbformat.read(chapter_path(10), as_version=4)
     exercises = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## Exercises"))
     for cell in nb.cells[:exercises]:  # the check cells after it pass the learner's own functions
@@ -523,7 +524,7 @@ def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_c
         tokens = [t for t in tokenize.generate_tokens(io.StringIO(cell.source).readline)
                   if t.type in (tokenize.NAME, tokenize.OP)]  # names and operators, outside strings and comments
         for i, token in enumerate(tokens):
-            for name, module in (("kv_cache_bytes", "timing"), ("repeat_kv", "multihead")):
+            for name, module in (("kv_cache_bytes", "timing"), ("repeat_kv", "multihead"), ("gather_pages", "serving")):
                 if token.string == name:
                     assert i >= 2 and [t.string for t in tokens[i - 2:i]] == [module, "."], (name, cell.source)
 

@@ -296,7 +296,8 @@ def simulate_continuous(trace, cost: StepCost, max_batch: int) -> list[Finished]
 
 def summarize(finished) -> dict:
     """Throughput (generated tokens per second from the first arrival to the last token) and latency (time from
-    arrival to the last token: mean, p50, p99; time to the first token: mean) of a simulation's result."""
+    arrival to the last token: mean, and p50 and p99 by nearest rank; time to the first token: mean) of a
+    simulation's result."""
     finished = list(finished)
     if not finished:
         raise ValueError("finished must hold at least one request")
