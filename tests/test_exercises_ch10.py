@@ -608,8 +608,8 @@ def _gather_by_hand(pool, table, length):
 @pytest.mark.parametrize("offset", offsets(200))
 def test_10_4_tables_defeat_reading_in_order_and_sorting_on_every_draw(offset, monkeypatch):
     # Each case's table is out of order (or a single block other than 0), so neither reading the pool's blocks in
-    # order nor sorting the table (of two blocks or more) reproduces the sequence; the first case's ids are below block_size, and every
-    # case is the shape the task text names.
+    # order nor sorting the table (of two blocks or more) reproduces the sequence; the first case's ids are below
+    # block_size, so that the mistakes that swap block and slot index the pool without an error there.
     from attnbook.exercises import compare
     from attnbook.exercises.ch10.pages import _CASES, _case
 

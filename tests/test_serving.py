@@ -133,7 +133,8 @@ def test_identical_requests_are_each_served():
 
 
 def test_seeded_trace_is_seeded_and_in_range():
-    a, b = seeded_trace(50, seed=1, prompt=(3, 9), output=(2, 4)), seeded_trace(50, seed=1, prompt=(3, 9), output=(2, 4))
+    a = seeded_trace(50, seed=1, prompt=(3, 9), output=(2, 4))
+    b = seeded_trace(50, seed=1, prompt=(3, 9), output=(2, 4))
     assert a == b != seeded_trace(50, seed=2, prompt=(3, 9), output=(2, 4))
     assert all(3 <= r.prompt <= 9 and 2 <= r.output <= 4 for r in a)
     assert all(x.arrival < y.arrival for x, y in zip(a, a[1:]))
