@@ -513,8 +513,9 @@ def test_10_3_a_compiled_answer_passes_and_a_compiled_shortcut_does_not():
 
 
 def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_cannot_shadow_them():
-    """The exercises define kv_cache_bytes and repeat_kv (with other signatures than the package's); the chapter's
-    cells must reach the package's through their modules, so re-running them after an exercise still works."""
+    """The exercises define kv_cache_bytes, repeat_kv and gather_pages (the first two with other signatures than the
+    package's); the chapter's cells must reach the package's through their modules, so re-running them after an
+    exercise still works."""
     nb = nbformat.read(chapter_path(10), as_version=4)
     exercises = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## Exercises"))
     for cell in nb.cells[:exercises]:  # the check cells after it pass the learner's own functions
@@ -523,7 +524,7 @@ def test_the_chapter_calls_the_package_functions_by_module_so_exercise_answers_c
         tokens = [t for t in tokenize.generate_tokens(io.StringIO(cell.source).readline)
                   if t.type in (tokenize.NAME, tokenize.OP)]  # names and operators, outside strings and comments
         for i, token in enumerate(tokens):
-            for name, module in (("kv_cache_bytes", "timing"), ("repeat_kv", "multihead")):
+            for name, module in (("kv_cache_bytes", "timing"), ("repeat_kv", "multihead"), ("gather_pages", "serving")):
                 if token.string == name:
                     assert i >= 2 and [t.string for t in tokens[i - 2:i]] == [module, "."], (name, cell.source)
 
@@ -537,7 +538,7 @@ from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 # five offsets at most here (test_remote adds run seeds 0 to 2 for every entry): enough to catch a verdict
 # that flips with the values, within the CI time budget
-@pytest.mark.parametrize("exercise_id, count", [("10.1", 5), ("10.2", 5), ("10.3", 2)])
+@pytest.mark.parametrize("exercise_id, count", [("10.1", 5), ("10.2", 5), ("10.3", 2), ("10.4", 2)])
 def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
     catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
 
@@ -563,3 +564,63 @@ def test_10_3_every_mistake_differs_on_every_draw(offset, monkeypatch):
                                                                      equal_nan=True)
                 differs[hint, i] = differs.get((hint, i), False) or far
     assert all(differs.values()), [key for key, far in differs.items() if not far]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.4 read a sequence from a paged cache
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_10_4_reference_passes(solutions):
+    result = check("10.4", solutions(10)["gather_pages"])
+    assert result.passed, result.message
+
+
+def test_10_4_not_attempted():
+    def gather_pages(pool, block_table, length):
+        raise NotImplementedError
+
+    assert check("10.4", gather_pages).status == "not attempted"
+
+
+def test_10_4_task_text_states_the_layout_and_what_is_forbidden():
+    text = task_text("10.4")
+    assert "`block_table[t // block_size]`, at slot\n  `t % block_size`" in text
+    assert "do not use\n`attnbook.serving.gather_pages` or `PagedKVCache`" in text
+
+
+def test_10_4_hints_do_not_print_solution_code():
+    for name in ("ignores the table: the first blocks of the pool in order",
+                 "transposes the gathered blocks before flattening (slot-major order)",
+                 "returns every slot of the last block (no cut to length)"):
+        message = check("10.4", catalogue_answer(name)).message
+        assert "Hint:" in message, message
+        for code in (".reshape(", "pool[block_table]", "[:length]", "return "):
+            assert code not in message, (code, message)
+
+
+def _gather_by_hand(pool, table, length):
+    """Position t from pool[table[t // block_size], t % block_size], one at a time."""
+    bs = pool.size(1)
+    return [pool[int(table[t // bs]), t % bs] for t in range(length)]
+
+
+@pytest.mark.parametrize("offset", offsets(200))
+def test_10_4_tables_defeat_reading_in_order_and_sorting_on_every_draw(offset, monkeypatch):
+    # Each case's table is out of order (or a single block other than 0), so neither reading the pool's blocks in
+    # order nor sorting the table (of two blocks or more) reproduces the sequence; the first case's ids are below
+    # block_size, so that the mistakes that swap block and slot index the pool without an error there.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch10.pages import _CASES, _case
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    for i, spec in enumerate(_CASES):
+        _desc, pool, table, length = _case(*spec, seed=400 + i)
+        n = -(-length // pool.size(1))
+        assert table.dtype == torch.long and table.shape == (n,) and len(set(table.tolist())) == n
+        right = _gather_by_hand(pool, table, length)
+        for other in (torch.arange(n), table.sort().values)[:n]:  # one block: sorting changes nothing
+            wrong = _gather_by_hand(pool, other, length)
+            assert any(not torch.equal(a, b) for a, b in zip(right, wrong)), (i, table)
+    _desc, pool, table, length = _case(*_CASES[0], seed=400)
+    assert sorted(table.tolist()) == list(range(pool.size(1)))  # pool[slot, block] indexes without an error

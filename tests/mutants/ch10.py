@@ -565,3 +565,93 @@ def attend_with_cache(q, k_cache, v_cache, k_new, v_new, scale=None):
         allowed = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(diagonal=S - L)
         scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     return torch.matmul(scores.softmax(dim=-1), v), k, v
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 10.4 gather_pages(pool, block_table, length) -> (length, n_heads, d_head)
+# ----------------------------------------------------------------------------------------------------------------
+
+def paged(style="reshape", bs_axis=1, block_size=None, table=lambda t: t, keep=lambda length: length,
+          slot_major=False, swap=False, then=lambda out: out):
+    """10.4's learner template: the sequence's blocks pool[table(block_table)] flattened and cut to keep(length)
+    rows (style "reshape"), or position t read from pool[table[t // bs], t % bs] in a loop (style "loop"). bs is
+    pool.shape[bs_axis], or `block_size` when given; slot_major transposes the gathered blocks before flattening;
+    swap exchanges the block and slot of a position in the loop; then is applied to the result. The defaults: a
+    right answer."""
+    def gather_pages(pool, block_table, length):
+        bs = pool.shape[bs_axis] if block_size is None else block_size
+        ids, (h, d) = table(block_table), pool.shape[2:]
+        if style == "reshape":
+            blocks = pool[ids[:-(-length // bs)]]  # (n, bs, h, d)
+            if slot_major:
+                blocks = blocks.transpose(0, 1)  # (bs, n, h, d)
+            return then(blocks.reshape(-1, h, d)[:keep(length)])
+        rows = []
+        for t in range(keep(length)):
+            b, s = (t % bs, t // bs) if swap else (t // bs, t % bs)
+            rows.append(pool[ids[b], s])
+        return then(torch.stack(rows) if rows else pool.new_zeros(0, h, d))
+    return gather_pages
+
+
+table("10.4", [
+    ("pool[block_table], reshaped and cut to length", RIGHT, paged()),
+    ("a loop over the positions, torch.stack", RIGHT, paged(style="loop")),
+    ("torch.cat of the blocks in the table's order, then cut", RIGHT,
+     lambda pool, block_table, length: torch.cat([pool[int(b)] for b in block_table] + [pool[:0, 0]])[:length]),
+    ("flat row indices block * block_size + slot into pool.flatten(0, 1), index_select", RIGHT,
+     lambda pool, block_table, length: pool.flatten(0, 1).index_select(
+         0, block_table.repeat_interleave(pool.size(1))[:length] * pool.size(1)
+         + torch.arange(length) % pool.size(1))),
+    ("through NumPy and back", RIGHT,
+     lambda pool, block_table, length: torch.from_numpy(
+         pool.numpy()[block_table.numpy()].reshape(-1, *pool.shape[2:])[:length].copy())),
+    # the last block and the length
+    ("returns every slot of the last block (no cut to length)", "every slot of the last block",
+     paged(keep=lambda length: None)),
+    ("cuts to length - 1 rows", "one row too few", paged(keep=lambda length: length - 1)),
+    ("a loop over length + 1 positions", WRONG, paged(style="loop", keep=lambda length: length + 1)),
+    # the table
+    ("ignores the table: the first blocks of the pool in order", "pool's order",
+     paged(table=lambda t: torch.arange(t.numel()))),
+    ("ignores the table: pool.reshape(-1, h, d)[:length]", "pool's order",
+     lambda pool, block_table, length: pool.reshape(-1, *pool.shape[2:])[:length]),
+    ("sorts the block ids first", "sorted the block table", paged(table=lambda t: t.sort().values)),
+    ("reads the table backwards", WRONG, paged(table=lambda t: t.flip(0))),
+    ("uses the block ids as row indices of pool.flatten(0, 1)", WRONG,
+     lambda pool, block_table, length: pool.flatten(0, 1)[block_table]),
+    # block and slot
+    ("transposes the gathered blocks before flattening (slot-major order)", "the other way round",
+     paged(slot_major=True)),
+    ("block t % block_size, slot t // block_size (div and mod swapped)", "the other way round",
+     paged(style="loop", swap=True)),
+    ("pool[slot, block] instead of pool[block, slot]", "pool[slot, block]",
+     lambda pool, block_table, length: torch.stack(
+         [pool[t % pool.size(1), block_table[t // pool.size(1)]] for t in range(length)])
+     if length else pool.new_zeros(0, *pool.shape[2:])),
+    ("block_size from pool.shape[2] (n_heads), in a loop", "block_size came from another axis",
+     paged(style="loop", bs_axis=2)),
+    ("block_size from pool.shape[-1] (d_head)", "block_size is pool.shape[1]", paged(bs_axis=-1)),
+    ("block_size from pool.shape[0] (num_blocks)", "block_size is pool.shape[1]", paged(bs_axis=0)),
+    ("a hard-coded block size of 4 (the first case's)", WRONG, paged(style="loop", block_size=4)),
+    # what is returned
+    ("returns (n_heads, length, d_head)", "(n_heads, length, d_head)", paged(then=lambda out: out.transpose(0, 1))),
+    ("returns the gathered blocks without joining them", "join them", lambda pool, block_table, length: pool[block_table]),
+    ("casts to float32", "keep its dtype", paged(then=lambda out: out.float())),
+    ("returns a list of rows", WRONG, paged(then=list)),
+    ("zeroes the pool in place after reading it", "in place",
+     lambda pool, block_table, length: paged(then=lambda out: out.clone())(pool, block_table, length)
+     if pool.zero_() is None else paged()(pool, block_table, length)),
+])
+
+
+@wrong("10.4", hint="without attnbook.serving.PagedKVCache")
+def gather_pages(pool, block_table, length):
+    """appends every position to attnbook's PagedKVCache and gathers it back"""
+    from attnbook.serving import PagedKVCache
+
+    cache = PagedKVCache(pool.size(0), pool.size(1), pool.size(2), pool.size(3), dtype=pool.dtype)
+    for t in range(length):
+        row = pool[block_table[t // pool.size(1)], t % pool.size(1)]
+        cache.append(0, row, row)
+    return cache.gather(0)[0] if length else pool.new_zeros(0, *pool.shape[2:])
