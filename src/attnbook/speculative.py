@@ -130,7 +130,8 @@ def truncated_draft(target, n_layers: int):
 
 
 def _probs(logits: Tensor, temperature: float) -> Tensor:
-    """Logits (n, V) -> float64 distributions (n, V): one-hot at the argmax when temperature is 0."""
+    """Logits (n, V) -> float64 distributions (n, V) on the CPU: one-hot at the argmax when temperature is 0."""
+    logits = logits.cpu()  # small; the draws (and a CPU generator) run here whatever the models' device
     if temperature == 0:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.size(-1)).double()  # (n, V)
     return torch.softmax(logits.double() / temperature, dim=-1)  # (n, V)
@@ -181,10 +182,10 @@ def speculative_generate(target, draft, ids: Tensor, new_tokens: int, k: int,
         for _ in range(kk):
             q = _probs(_feed(draft, seq, d_cache)[-1:], temperature)  # (1, V)
             x = torch.multinomial(q, 1, generator=generator)  # (1, 1)
-            seq, qs = torch.cat([seq, x], dim=1), qs + [q]  # (1, L + i + 1)
+            seq, qs = torch.cat([seq, x.to(seq.device)], dim=1), qs + [q]  # (1, L + i + 1)
         p = _probs(_feed(target, seq, t_cache)[-(kk + 1):], temperature)  # (kk + 1, V)
         q = torch.cat(qs) if qs else p[:0]  # (kk, V)
-        step = speculative_step(p, q, seq[0, out.size(1):], generator)  # (n + 1,)
+        step = speculative_step(p, q, seq[0, out.size(1):].cpu(), generator)  # (n + 1,)
         stats["target_calls"] += 1
         stats["draft_calls"] += kk
         stats["drafted"] += kk
