@@ -4,7 +4,8 @@ given): verify_draft(p, q, draft, u) -> (n accepted, the next token's distributi
 Every case is drawn from the run and kept only when its draws lie MARGIN clear of every threshold that the rule or a
 known mistake compares them with (p/q, q/p, p, q and the ratios of the neighbouring rows), so that float32 and
 float64, `<` and `<=`, decide alike; cases of one kind (a rejection at a later position) are also kept only when
-the rules of the known mistakes stop elsewhere, so that those mistakes are told apart on every run.
+the rules of the known mistakes stop elsewhere and later tokens would be accepted (two where there is room), so
+that those mistakes are told apart on every run.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ ATOL, RTOL = 1e-6, 1e-5
 # the token drafted there probability 0)
 CASES = [
     (N_("k = 3 drafted tokens over a vocabulary of 6, the first one rejected"), 3, 6, torch.float64, 0, False),
-    (N_("k = 4 over a vocabulary of 5, rejected at position 2"), 4, 5, torch.float64, 2, False),
+    (N_("k = 5 over a vocabulary of 5, rejected at position 1"), 5, 5, torch.float64, 1, False),
     (N_("k = 2 over a vocabulary of 6, all accepted"), 2, 6, torch.float64, None, False),
     (N_("k = 0 (nothing drafted) over a vocabulary of 4"), 0, 4, torch.float64, None, False),
     (N_("float32 inputs, k = 5 over a vocabulary of 7, rejected at position 3"), 5, 7, torch.float32, 3, False),
@@ -86,10 +87,16 @@ def case(index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
             continue
         if reject not in (None, 0) and (
                 any(_stops(p, q, draft, u, rule) == want for rule in _WRONG_RULES.values())
-                or not any(bool(u[i] < _ratio(p[i, draft[i]], q[i, draft[i]])) for i in range(want + 1, k))):
-            continue  # a mistake's rule would stop here too, or no later token would be accepted
+                or _later(p, q, draft, u, want) < min(2, k - want - 1)):
+            continue  # a mistake's rule would stop here too, or too few later tokens would be accepted
         return p, q, draft, u
     raise RuntimeError(f"no clear draw for case {index}")  # pragma: no cover - the test of every offset says not
+
+
+def _later(p: Tensor, q: Tensor, draft: Tensor, u: Tensor, n: int) -> int:
+    """How many drafted tokens after position n the rule would accept on their own (two or more, where there is
+    room, tell a count that goes on after the rejection from one that counts the rejected token)."""
+    return sum(bool(u[i] < _ratio(p[i, draft[i]], q[i, draft[i]])) for i in range(n + 1, q.size(0)))
 
 
 def reference(p: Tensor, q: Tensor, draft: Tensor, u: Tensor) -> tuple[int, Tensor]:
@@ -170,11 +177,11 @@ def _detail(p: Tensor, q: Tensor, draft: Tensor, u: Tensor, got: Tensor, ref: Te
             x = int(draft[i])
             u_i, r = float(u[i]), float(p[i, x] / q[i, x])
             if n_got < n_ref:
-                return _("you accepted {n} drafted tokens, but token {i} (x = {x}) has u = {u:.3f} < p/q = {r:.3f}, "
-                         "so it is accepted too", n=n_got, i=i, x=x, u=u_i, r=r)
-            return _("you accepted {n} drafted tokens, but token {i} (x = {x}) has u = {u:.3f} >= p/q = {r:.3f}, so it "
-                     "is rejected and the draft stops there", n=n_got, i=i, x=x, u=u_i, r=r)
-        return _("dist[{j}] is {pair}", j=index[0] - 1, pair=show_pair(float(ref[index]), float(got[index])))
+                return _("you returned n = {n}, but drafted token {i} (x = {x}) has u = {u:.3f} < p/q = {r:.3f}, so it "
+                         "is accepted too", n=n_got, i=i, x=x, u=u_i, r=r)
+            return _("you returned n = {n}, but drafted token {i} (x = {x}) has u = {u:.3f} >= p/q = {r:.3f}, so it is "
+                     "rejected and the draft stops there", n=n_got, i=i, x=x, u=u_i, r=r)
+        return _("dist[{j}] should be {pair}", j=index[0] - 1, pair=show_pair(float(ref[index]), float(got[index])))
     return detail
 
 
@@ -189,6 +196,9 @@ def check_verify_draft(verify_draft) -> str:
         got = call(verify_draft, p.to(dtype), q.to(dtype), draft.clone(), u.to(dtype), what="verify_draft", on=on,
                    reload=True)
         n, dist = expect_tuple(got, ("n", "dist"), "verify_draft", on)
+        if isinstance(n, Tensor) and n.dim() == 1 and isinstance(dist, int):
+            raise Wrong(_("verify_draft returned a tensor first and an int second on {on}, expected (n, dist)", on=on),
+                        _("return n first, then dist: (n, dist)"))
         n = expect_int(n, what="verify_draft", on=on)
         dist = expect_tensor(dist, what=_("dist"), on=on, finite=False)
         if tuple(dist.shape) != (V,):
