@@ -538,7 +538,7 @@ from seed_offsets import catalogue_over_offsets, offsets  # noqa: E402
 
 # five offsets at most here (test_remote adds run seeds 0 to 2 for every entry): enough to catch a verdict
 # that flips with the values, within the CI time budget
-@pytest.mark.parametrize("exercise_id, count", [("10.1", 5), ("10.2", 5), ("10.3", 2), ("10.4", 2)])
+@pytest.mark.parametrize("exercise_id, count", [("10.1", 5), ("10.2", 5), ("10.3", 2), ("10.4", 2), ("10.5", 2)])
 def test_catalogue_verdicts_hold_for_many_offsets(exercise_id, count, monkeypatch):
     catalogue_over_offsets(exercise_id, offsets(count), monkeypatch)
 
@@ -624,3 +624,68 @@ def test_10_4_tables_defeat_reading_in_order_and_sorting_on_every_draw(offset, m
             assert any(not torch.equal(a, b) for a, b in zip(right, wrong)), (i, table)
     _desc, pool, table, length = _case(*_CASES[0], seed=400)
     assert sorted(table.tolist()) == list(range(pool.size(1)))  # pool[slot, block] indexes without an error
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 10.5 verify a draft
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_10_5_reference_passes_and_not_attempted(solutions):
+    result = check("10.5", solutions(10)["verify_draft"])
+    assert result.passed, result.message
+
+    def verify_draft(p, q, draft, u):
+        raise NotImplementedError
+
+    assert check("10.5", verify_draft).status == "not attempted"
+
+
+def test_10_5_reference_agrees_with_the_package_by_hand(solutions):
+    from attnbook.speculative import verify_draft as package
+    verify_draft = solutions(10)["verify_draft"]
+    p = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]], dtype=torch.float64)
+    q = torch.tensor([[0.2, 0.2, 0.6]], dtype=torch.float64)
+    for u, n, dist in ((0.5, 0, [0.75, 0.25, 0.0]), (0.2, 1, [0.1, 0.1, 0.8])):  # p/q = 1/3 for token 2
+        for fn in (verify_draft, package):
+            got_n, got = fn(p, q, torch.tensor([2]), torch.tensor([u], dtype=torch.float64))
+            assert got_n == n and torch.allclose(got, torch.tensor(dist, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("offset", range(0, 40 * 7919, 7919))
+def test_10_5_the_drawn_cases_keep_their_properties(offset, monkeypatch):
+    # On every draw: each case rejects where its description says (or nowhere), every u lies clear of the ratios the
+    # rule and the mistakes compare it with, and in a case that rejects at a later position, the mistaken rules
+    # (q / p, p alone, the comparison inverted) stop elsewhere and later drafted tokens (two where there is room)
+    # would have been accepted.
+    from attnbook.exercises import compare
+    from attnbook.exercises.ch10.verify import CASES, MARGIN, case
+
+    monkeypatch.setattr(compare, "SEED_OFFSET", offset)
+    for index, (_desc, k, V, _dtype, reject, zero) in enumerate(CASES):
+        p, q, draft, u = case(index)
+        x = draft.tolist()
+        ratios = [float(p[i, x[i]] / q[i, x[i]]) for i in range(k)]
+        accepted = [u[i] < ratios[i] for i in range(k)]
+        stop = accepted.index(False) if False in accepted else k
+        assert stop == (k if reject is None else reject)
+        for i in range(k):
+            for t in (ratios[i], float(q[i, x[i]] / p[i, x[i]]) if p[i, x[i]] else math.inf, float(p[i, x[i]]),
+                      float(p[i + 1, x[i]] / q[i, x[i]])):
+                assert abs(float(u[i]) - t) >= MARGIN
+        if zero:
+            assert p[reject, x[reject]] == 0
+        if reject not in (None, 0):
+            assert sum(accepted[reject + 1:]) >= min(2, k - reject - 1)
+            for wrong in (lambda i: u[i] < q[i, x[i]] / p[i, x[i]], lambda i: u[i] < p[i, x[i]],
+                          lambda i: u[i] >= ratios[i]):
+                decisions = [bool(wrong(i)) for i in range(k)]
+                assert (decisions.index(False) if False in decisions else k) != reject
+
+
+def test_10_5_messages_never_show_a_whole_distribution():
+    from mutants.ch10 import verify
+    for answer in (verify(accept=lambda u, p, q: u < (p / q) ** 2), verify(residual=lambda p, q: (p - q).exp())):
+        result = check("10.5", answer)  # rules of no one's: the first wrong n, the first wrong entry of dist
+        assert not result.passed and "Hint: accept drafted token i while" in result.message, result.message
+        assert "tensor(" not in result.message and result.message.count("0.") <= 3, result.message

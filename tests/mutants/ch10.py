@@ -655,3 +655,96 @@ def gather_pages(pool, block_table, length):
         row = pool[block_table[t // pool.size(1)], t % pool.size(1)]
         cache.append(0, row, row)
     return cache.gather(0)[0] if length else pool.new_zeros(0, *pool.shape[2:])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 10.5 verify_draft(p, q, draft, u) -> (n accepted, the next token's distribution)
+# ----------------------------------------------------------------------------------------------------------------
+
+def verify(accept=lambda u, p, q: u < p / q, shift=0, residual=lambda p, q: torch.clamp(p - q, min=0),
+           normalise=True, resample=None, go_on=False, count_rejected=False, bonus=0, returns=lambda n, d: (n, d)):
+    """10.5's learner template: a loop that accepts token i while accept(u[i], p[i + shift, x], q[i, x]); at the first
+    rejection (go_on: every rejection is noted, the loop goes on and n counts every acceptance) the next token's
+    distribution is residual(p[n], q[n]), normalised unless told otherwise, or resample(p[n], q[n]) instead;
+    count_rejected: n counts the rejected token; after all k, p[k + bonus] (bonus=-1: p[k - 1]; "residual": the last
+    position's residual); returns(n, dist) builds the result. The defaults: a right answer."""
+    def verify_draft(p, q, draft, u):
+        k = q.size(0)
+        n, first = 0, None
+        for i in range(k):
+            x = int(draft[i])
+            if accept(u[i], p[i + shift, x], q[i, x]):
+                n += 1
+                continue
+            first = i if first is None else first
+            if not go_on:
+                break
+        at = first if not go_on or first is None else min(n, k - 1)
+        if first is None:
+            dist = p[k + bonus] if bonus != "residual" else _normalised(residual(p[k - 1], q[k - 1]))
+        elif resample is not None:
+            dist = resample(p[at], q[at])
+        else:
+            dist = residual(p[at + shift], q[at])
+            dist = _normalised(dist) if normalise else dist
+        return returns(n + (1 if count_rejected and first is not None else 0), dist)
+    return verify_draft
+
+
+def _normalised(r):
+    return r / r.sum()
+
+
+def _vectorised(p, q, draft, u):
+    k = q.size(0)
+    rows = torch.arange(k)
+    ok = (u < p[rows, draft] / q[rows, draft]).long()  # (k,)
+    n = int(torch.cumprod(ok, 0).sum())  # accepted until the first rejection
+    if n == k:
+        return n, p[k]
+    r = torch.relu(p[n] - q[n])
+    return n, r / r.sum()
+
+
+def _numpy_round_trip(p, q, draft, u):
+    P, Q, D, U = p.numpy(), q.numpy(), draft.numpy(), u.numpy()
+    for i in range(len(D)):
+        if not U[i] * Q[i, D[i]] < P[i, D[i]]:  # u < p/q without dividing
+            r = np.maximum(P[i] - Q[i], 0)
+            return i, torch.from_numpy(r / r.sum())
+    return len(D), torch.from_numpy(P[len(D)].copy())
+
+
+table("10.5", [
+    ("a loop, u < p / q, residual clamped and normalised", RIGHT, verify()),
+    ("tensor operations: cumprod of the acceptances, relu residual", RIGHT, _vectorised),
+    ("NumPy and back, u * q < p instead of dividing", RIGHT, _numpy_round_trip),
+    ("min(1, p / q) written out, u <= ratio (u never equals it in the check)", RIGHT,
+     verify(accept=lambda u, p, q: u <= torch.clamp(p / q, max=1.0))),
+    ("the residual with torch.where and a dtype-matched zero", RIGHT,
+     verify(residual=lambda p, q: torch.where(p > q, p - q, torch.zeros_like(p)))),
+    # the acceptance test
+    ("accepts when u < q / p", "not q / p", verify(accept=lambda u, p, q: u < q / p)),
+    ("accepts when u < p (the target's probability alone)", "not p: compare", verify(accept=lambda u, p, q: u < p)),
+    ("accepts when u >= p / q (the comparison inverted)", "at least p/q", verify(accept=lambda u, p, q: u >= p / q)),
+    ("compares p's next row with q (p[i + 1])", "p's row i, not i + 1", verify(shift=1)),
+    # the residual
+    ("residual max(0, q - p)", "max(0, q - p)", verify(residual=lambda p, q: torch.clamp(q - p, min=0))),
+    ("residual not normalised", "divide the residual", verify(normalise=False)),
+    ("resamples from p after a rejection", "not from p itself", verify(resample=lambda p, q: p)),
+    ("resamples from q after a rejection", "not from q", verify(resample=lambda p, q: q)),
+    ("goes on after a rejection, counting every accepted token", "stop at the first rejection", verify(go_on=True)),
+    ("n counts the rejected token too", "n counts the accepted tokens only", verify(count_rejected=True)),
+    ("the bonus from p[k - 1] when all are accepted", "not p[k - 1]", verify(bonus=-1)),
+    ("the residual of the last position when all are accepted", "no residual", verify(bonus="residual")),
+    # what is returned
+    ("returns a list [n, dist]", "not a list", verify(returns=lambda n, d: [n, d])),
+    ("returns (dist, n)", "return n first", verify(returns=lambda n, d: (d, n))),
+    ("returns n as a tensor", "tensor of shape", verify(returns=lambda n, d: (torch.tensor(n), d))),
+    ("returns n as a NumPy integer", "NumPy", verify(returns=lambda n, d: (np.int64(n), d))),
+    ("returns dist in float64 on float32 inputs", "dtype of p", verify(returns=lambda n, d: (n, d.double()))),
+    ("returns dist with a batch dimension (1, V)", "shape", verify(returns=lambda n, d: (n, d[None]))),
+    ("loops over k + 1 positions (len(p))", WRONG,
+     lambda p, q, draft, u: verify()(p, torch.cat([q, q[-1:]]), torch.cat([draft, draft[-1:]]),
+                                     torch.cat([u, u[-1:]])) if q.size(0) else verify()(p, q, draft, u)),
+])
