@@ -642,6 +642,22 @@ table("10.4", [
     ("zeroes the pool in place after reading it", "in place",
      lambda pool, block_table, length: paged(then=lambda out: out.clone())(pool, block_table, length)
      if pool.zero_() is None else paged()(pool, block_table, length)),
+    # the learner's trial
+    ("drops the partly filled last block (full blocks only)", "left out the last block",
+     lambda pool, block_table, length: pool[block_table[:length // pool.shape[1]]].reshape(-1, *pool.shape[2:])),
+    ("takes length % block_size slots of the last block (none when it is full)", "length % block_size is 0",
+     lambda pool, block_table, length: torch.cat([pool[block_table[:-1]].reshape(-1, *pool.shape[2:]),
+                                                   pool[block_table[-1], :length % pool.shape[1]]])
+     if length else pool.new_zeros(0, *pool.shape[2:])),
+    ("one block more than needed, range(length // bs + 1)", "one block more than the table holds",
+     lambda pool, block_table, length: torch.cat([pool[block_table[i]] for i in range(length // pool.shape[1] + 1)])
+     [:length] if length else pool.new_zeros(0, *pool.shape[2:])),
+    ("a round trip through float16", "numbers were rounded", paged(then=lambda out: out.half().to(out.dtype))),
+    ("a round trip through bfloat16", "numbers were rounded", paged(then=lambda out: out.bfloat16().to(out.dtype))),
+    ("a round trip through float32 (rounds the float64 pool)", "numbers were rounded",
+     paged(then=lambda out: out.float().to(out.dtype))),
+    ("scales the result by 1 + 1e-6", "the check is exact", paged(then=lambda out: out * (1 + 1e-6))),
+    ("multiplies by NaN", "computes none", paged(then=lambda out: out * float("nan"))),
 ])
 
 

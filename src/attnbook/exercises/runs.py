@@ -203,11 +203,14 @@ def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None, band_hin
     finite = math.isfinite(want) and math.isfinite(have)  # one may be a masked -inf the other lacks
     digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want and finite else 0
     dtype = str(first.got.dtype).removeprefix("torch.")
-    close = (_(" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
-               "{round_math_log10_first_r})",
-               digits=digits, dtype=dtype,
-               round_math_log10_first_r=round(-math.log10(first.rtol or first.atol / abs(want))))
-             if digits >= 3 else "")
+    if digits < 3:
+        close = ""
+    elif first.rtol == 0 and first.atol == 0:  # an exact check: a result that moves numbers computes none
+        close = _(" (the two agree to {digits} significant digits; the check is exact)", digits=digits)
+    else:
+        close = _(" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
+                  "{round_math_log10_first_r})", digits=digits, dtype=dtype,
+                  round_math_log10_first_r=round(-math.log10(first.rtol or first.atol / abs(want))))
     hint = band_hint if band_hint is not None and all(map(_in_band, runs)) else rule
     if not idx:  # a single number
         raise Wrong(_("{what} has the wrong value on {on}: expected {show_pair_want_have}{close}", what=what,

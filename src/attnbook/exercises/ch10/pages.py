@@ -24,12 +24,13 @@ _DTYPE_HINT = N_("gathering copies the pool's numbers: keep its dtype (no .float
 
 # (description, (num_blocks, block_size, n_heads, d_head), length, dtype, block ids the table draws from (None:
 # every block of the pool)). The first case has a table of ids below block_size, 4 blocks of 4 slots for 14
-# tokens: there the mistakes that swap block and slot index the pool without an error, so they can be named.
+# tokens: there the mistakes that swap block and slot index the pool without an error, so they can be named; and
+# no other axis of its pool is 5 or 6, which would read 3 blocks, the 12 rows of the full blocks alone.
 _CASES = [
-    (N_("14 tokens in blocks of 4 slots: a pool of 6 blocks, 5 heads of 3, a block table of 4 ids"),
-     (6, 4, 5, 3), 14, torch.float32, 4),
-    (N_("10 tokens in blocks of 4 slots, the last block half full: a pool of 7 blocks, 3 heads of 5"),
-     (7, 4, 3, 5), 10, torch.float32, None),
+    (N_("14 tokens in blocks of 4 slots: a pool of 7 blocks, 3 heads of 2, a block table of 4 ids"),
+     (7, 4, 3, 2), 14, torch.float32, 4),
+    (N_("10 tokens in blocks of 4 slots, the last block half full: a pool of 7 blocks, 3 heads of 5, in float64"),
+     (7, 4, 3, 5), 10, torch.float64, None),
     (N_("7 tokens in blocks of 2 slots: a pool of 9 blocks, one head of 6, in float16"),
      (9, 2, 1, 6), 7, torch.float16, None),
     (N_("6 tokens that fill 2 blocks of 3 slots exactly: a pool of 5 blocks, 2 heads of 4"),
@@ -52,7 +53,9 @@ def _table(g: torch.Generator, num_blocks: int, n: int, ids: int | None) -> Tens
 
 def _case(desc, shape, length, dtype, ids, seed):
     g = generator(seed)
-    pool = torch.randn(*shape, generator=g).to(dtype)  # every slot filled: other sequences' entries
+    # every slot filled (other sequences' entries), drawn in float64: a float64 pool holds numbers that a trip
+    # through float32 would round
+    pool = torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
     return desc, pool, _table(g, shape[0], -(-length // shape[1]), ids), length
 
 
@@ -100,6 +103,17 @@ def _mistakes(pool: Tensor, table: Tensor, length: int) -> dict:
         N_("you returned the gathered blocks, (n_blocks, block_size, n_heads, d_head): join them into one "
            "(length, n_heads, d_head) tensor of the sequence's positions"): blocks,
     }
+    right = blocks.reshape(-1, h, d)[:length]
+    full, rest = divmod(length, bs)
+    out[N_("you left out the last block, which the sequence fills only in part: a sequence of length tokens "
+           "uses ceil(length / block_size) blocks, and every one of its positions belongs in the result")] = (
+        blocks[:full].reshape(-1, h, d) if rest else None)
+    out[N_("when the sequence fills its last block exactly, length % block_size is 0: that block is full, not "
+           "empty, and all its slots belong in the result")] = (
+        blocks[:-1].reshape(-1, h, d) if length and not rest else None)
+    out[N_("the positions are right but the numbers were rounded: somewhere they went through a smaller dtype "
+           "(.half(), .bfloat16(), .float()); a gather only copies, so keep the pool's dtype throughout")] = [
+        (right.to(low).to(pool.dtype), 0.0, 0.0) for low in (torch.float16, torch.bfloat16, torch.float32)]
     wrong_size = N_("block_size is pool.shape[1], the number of slots in a block; you took the size of another "
                     "axis of the pool")
     out[wrong_size] = [form for size in sorted({num_blocks, h, d} - {bs}) for form in (
@@ -111,8 +125,9 @@ def _mistakes(pool: Tensor, table: Tensor, length: int) -> dict:
 def _gather_error_hint(message: str) -> str | None:
     if re.search(r"out of (bounds|range)", message):
         return _("position t sits in block block_table[t // block_size] at slot t % block_size, with block_size = "
-                 "pool.shape[1]: an index out of range often means that block and slot were swapped, or that "
-                 "block_size came from another axis")
+                 "pool.shape[1]; an index out of range means one of: block and slot were swapped, block_size came "
+                 "from another axis, or one block more than the table holds (a sequence uses ceil(length / "
+                 "block_size) blocks; length // block_size + 1 is one too many when the last block is full)")
     return None
 
 
@@ -133,6 +148,8 @@ def check_gather_pages(gather_pages) -> str:
                           input_name="pool", dtype_hint=_DTYPE_HINT)
         return Run(_(desc), got, ref, mistakes, atol=0.0, rtol=0.0)
 
-    verdict(collect(cases, one), what=_("your result"), rule=_(_RULE))
+    verdict(collect(cases, one), what=_("your result"), rule=_(_RULE),
+            nan_hint=_("a gather copies the pool's numbers and computes none: a NaN or inf that the pool does not "
+                       "hold at that position came from arithmetic on the values"))
     return _("exact on {n} sequences, from a single block to a half-full last block, blocks of one slot and an "
              "empty sequence, in float16, float32 and float64", n=len(cases))
