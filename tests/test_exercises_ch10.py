@@ -662,7 +662,7 @@ def test_10_5_the_drawn_cases_keep_their_properties(offset, monkeypatch):
     from attnbook.exercises.ch10.verify import CASES, MARGIN, case
 
     monkeypatch.setattr(compare, "SEED_OFFSET", offset)
-    for index, (_desc, k, V, _dtype, reject, zero) in enumerate(CASES):
+    for index, (_desc, k, V, _dtype, reject, zero, again) in enumerate(CASES):
         p, q, draft, u = case(index)
         x = draft.tolist()
         ratios = [float(p[i, x[i]] / q[i, x[i]]) for i in range(k)]
@@ -675,10 +675,17 @@ def test_10_5_the_drawn_cases_keep_their_properties(offset, monkeypatch):
                 assert abs(float(u[i]) - t) >= MARGIN
         if zero:
             assert p[reject, x[reject]] == 0
-        if reject not in (None, 0):
+        if again:  # a later token would be rejected too, and one accepted
+            assert 1 <= sum(accepted[reject + 1:]) < k - reject - 1
+        elif reject not in (None, 0):
             assert sum(accepted[reject + 1:]) >= min(2, k - reject - 1)
+        if reject is not None and reject >= 3:  # u < p and u < p - q stop apart
+            stops = [[bool(u[i] < bound(i)) for i in range(k)] + [False]
+                     for bound in (lambda i: p[i, x[i]], lambda i: p[i, x[i]] - q[i, x[i]])]
+            assert stops[0].index(False) != stops[1].index(False)
+        if reject not in (None, 0):
             for wrong in (lambda i: u[i] < q[i, x[i]] / p[i, x[i]], lambda i: u[i] < p[i, x[i]],
-                          lambda i: u[i] >= ratios[i]):
+                          lambda i: u[i] < p[i, x[i]] - q[i, x[i]], lambda i: u[i] >= ratios[i]):
                 decisions = [bool(wrong(i)) for i in range(k)]
                 assert (decisions.index(False) if False in decisions else k) != reject
 

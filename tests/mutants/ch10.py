@@ -722,6 +722,16 @@ def _vectorised(p, q, draft, u):
     return n, r / r.sum()
 
 
+def _last_rejection(p, q, draft, u):
+    """Accepts by the right test, but stops at the last rejected token, not the first."""
+    k = q.size(0)
+    rejected = [i for i in range(k) if not u[i] < p[i, draft[i]] / q[i, draft[i]]]
+    if not rejected:
+        return k, p[k]
+    n = rejected[-1]
+    return n, _normalised(torch.clamp(p[n] - q[n], min=0))
+
+
 def _numpy_round_trip(p, q, draft, u):
     P, Q, D, U = p.numpy(), q.numpy(), draft.numpy(), u.numpy()
     for i in range(len(D)):
@@ -763,4 +773,23 @@ table("10.5", [
     ("loops over k + 1 positions (len(p))", WRONG,
      lambda p, q, draft, u: verify()(p, torch.cat([q, q[-1:]]), torch.cat([draft, draft[-1:]]),
                                      torch.cat([u, u[-1:]])) if q.size(0) else verify()(p, q, draft, u)),
+    # the learner's trial
+    ("stops at the last rejection instead of the first", WRONG, _last_rejection),
+    ("checks only the first k - 1 drafted tokens (range(k - 1))", WRONG,
+     lambda p, q, draft, u: verify()(p, q[:-1], draft[:-1], u[:-1])
+     if verify()(p, q[:-1], draft[:-1], u[:-1])[0] < q.size(0) - 1 else (q.size(0), p[q.size(0)])),
+    ("checks at most 4 drafted tokens", WRONG,
+     lambda p, q, draft, u: verify()(p, q, draft, u) if verify()(p, q, draft, u)[0] < 4 or q.size(0) <= 4
+     else (q.size(0), p[q.size(0)])),
+    ("a vocabulary of at most 8 hard-coded in the residual", WRONG,
+     verify(residual=lambda p, q: torch.clamp(p[:8] - q[:8], min=0))),
+    ("accepts when u < p - q", "not the test of acceptance", verify(accept=lambda u, p, q: u < p - q)),
+    ("returns n as a float", "not a float", verify(returns=lambda n, d: (float(n), d))),
+    ("returns n as a 0-d tensor of the count", "n is a count", verify(returns=lambda n, d: (torch.tensor(n), d))),
+    ("the residual computed in float16", "were the numbers rounded",
+     verify(residual=lambda p, q: torch.clamp(p.half() - q.half(), min=0).to(p.dtype))),
+    ("adds 1e-3 to the residual's sum", "small constant added",
+     verify(normalise=False, residual=lambda p, q: torch.clamp(p - q, min=0) / (torch.clamp(p - q, min=0).sum() + 1e-3))),
+    ("the bonus row through float16", "were the numbers rounded",
+     verify(returns=lambda n, d: (n, d.half().to(d.dtype)))),
 ])

@@ -196,9 +196,10 @@ def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None, band_hin
                       what=what, nan_if_torch_isnan_g_any='NaN' if torch.isnan(g).any() else 'inf', idx=idx,
                       on=first.on), nan_hint)
     idx = tuple(int(i) for i in (~torch.isclose(g, e, atol=first.atol, rtol=first.rtol)).nonzero()[0])
+    hint = band_hint if band_hint is not None and all(map(_in_band, runs)) else rule
     if first.detail is not None:
         raise Wrong(_("{what} has the wrong values on {on}: {detail_case_index}", what=what, on=first.on,
-                      detail_case_index=first.detail(idx)), rule)
+                      detail_case_index=first.detail(idx)), hint)
     want, have = e[idx].item(), g[idx].item()
     finite = math.isfinite(want) and math.isfinite(have)  # one may be a masked -inf the other lacks
     digits = math.floor(-math.log10(abs(have - want) / abs(want))) if want and finite else 0
@@ -211,7 +212,6 @@ def verdict(runs: list, *, what, rule, nan_hint=NAN_HINT, explain=None, band_hin
         close = _(" (the two agree to {digits} significant digits; a {dtype} result is checked to about "
                   "{round_math_log10_first_r})", digits=digits, dtype=dtype,
                   round_math_log10_first_r=round(-math.log10(first.rtol or first.atol / abs(want))))
-    hint = band_hint if band_hint is not None and all(map(_in_band, runs)) else rule
     if not idx:  # a single number
         raise Wrong(_("{what} has the wrong value on {on}: expected {show_pair_want_have}{close}", what=what,
                       on=first.on, show_pair_want_have=show_pair(want, have), close=close), hint)

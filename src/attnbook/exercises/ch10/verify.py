@@ -22,16 +22,20 @@ from ...i18n import N_, _
 MARGIN = 0.02  # the least distance between a draw u and any threshold a rule compares it with
 ATOL, RTOL = 1e-6, 1e-5
 # (description, k, V, dtype, where the right rule rejects: a position, None = all accepted; "zero": the target gives
-# the token drafted there probability 0)
+# the token drafted there probability 0; "again": a later drafted token would be rejected too)
 CASES = [
-    (N_("k = 3 drafted tokens over a vocabulary of 6, the first one rejected"), 3, 6, torch.float64, 0, False),
-    (N_("k = 5 over a vocabulary of 5, rejected at position 1"), 5, 5, torch.float64, 1, False),
-    (N_("k = 2 over a vocabulary of 6, all accepted"), 2, 6, torch.float64, None, False),
-    (N_("k = 0 (nothing drafted) over a vocabulary of 4"), 0, 4, torch.float64, None, False),
-    (N_("float32 inputs, k = 5 over a vocabulary of 7, rejected at position 3"), 5, 7, torch.float32, 3, False),
+    (N_("k = 3 drafted tokens over a vocabulary of 6, the first one rejected"), 3, 6, torch.float64, 0, False, False),
+    (N_("k = 5 over a vocabulary of 5, rejected at position 1"), 5, 5, torch.float64, 1, False, False),
+    (N_("k = 2 over a vocabulary of 6, all accepted"), 2, 6, torch.float64, None, False, False),
+    (N_("k = 0 (nothing drafted) over a vocabulary of 4"), 0, 4, torch.float64, None, False, False),
+    (N_("float32 inputs, k = 5 over a vocabulary of 7, rejected at position 3"), 5, 7, torch.float32, 3, False, False),
     (N_("k = 3 over a vocabulary of 5, where the target gives the token drafted at position 1 probability 0"),
-     3, 5, torch.float64, 1, True),
-    (N_("float32 inputs, k = 1 over a vocabulary of 8, accepted"), 1, 8, torch.float32, None, False),
+     3, 5, torch.float64, 1, True, False),
+    (N_("float32 inputs, k = 1 over a vocabulary of 8, accepted"), 1, 8, torch.float32, None, False, False),
+    (N_("k = 6 over a vocabulary of 11, rejected at the last drafted position, 5"), 6, 11, torch.float64, 5, False,
+     False),
+    (N_("k = 5 over a vocabulary of 9, rejected at position 1, with a later drafted token that would be rejected too"),
+     5, 9, torch.float64, 1, False, True),
 ]
 
 
@@ -51,7 +55,7 @@ def _ratio(a: float, b: float) -> float:
 def _thresholds(p: Tensor, q: Tensor, draft: Tensor, i: int) -> list[float]:
     x = int(draft[i])
     values = [_ratio(p[i, x], q[i, x]), _ratio(q[i, x], p[i, x]), float(p[i, x]), float(q[i, x]),
-              _ratio(p[i + 1, x], q[i, x])]
+              _ratio(p[i + 1, x], q[i, x]), float(p[i, x] - q[i, x])]
     if i > 0:
         values.append(_ratio(p[i - 1, x], q[i, x]))
     return [float(v) for v in values]
@@ -61,13 +65,14 @@ def _thresholds(p: Tensor, q: Tensor, draft: Tensor, i: int) -> list[float]:
 _WRONG_RULES = {
     "q/p": lambda i, p, q, u: u < _ratio(q, p),
     "p": lambda i, p, q, u: u < p,
+    "p - q": lambda i, p, q, u: u < p - q,
     "inverted": lambda i, p, q, u: u >= _ratio(p, q),
 }
 
 
 def case(index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(p, q, draft, u) of CASES[index], float64 (cast to the case's dtype by the checker), drawn from the run."""
-    _desc, k, V, _dtype, reject, zero = CASES[index]
+    _desc, k, V, _dtype, reject, zero, again = CASES[index]
     g = generator(1050 + index)
     want = k if reject is None else reject
     for _attempt in range(100_000):
@@ -81,14 +86,23 @@ def case(index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
             p[want] /= p[want].sum()
         p, q = p.to(_dtype).double(), q.to(_dtype).double()  # the values the answer will see
         u = torch.rand(k, generator=g, dtype=torch.float64).to(_dtype).double()
+        if reject is not None and reject >= 3:  # u[0] where u < p holds and u < p - q does not, the rule accepting:
+            x0 = int(draft[0])  # both mistaken rules stop before the right rule's rejection (p <= p/q), apart here
+            a, b = float(p[0, x0]), float(q[0, x0])
+            lo, hi = max(a - b, 0.0) + MARGIN, min(a, a / b) - MARGIN
+            if hi <= lo:
+                continue
+            u[0] = torch.tensor(lo + (hi - lo) * float(u[0]), dtype=torch.float64).to(_dtype).double()
         if any(abs(u[i] - t) < MARGIN for i in range(k) for t in _thresholds(p, q, draft, i)):
             continue
         if _stops(p, q, draft, u, lambda i, a, b, w: w < _ratio(a, b)) != want:
             continue
         if reject not in (None, 0) and (
                 any(_stops(p, q, draft, u, rule) == want for rule in _WRONG_RULES.values())
-                or _later(p, q, draft, u, want) < min(2, k - want - 1)):
-            continue  # a mistake's rule would stop here too, or too few later tokens would be accepted
+                or _later(p, q, draft, u, want) < (1 if again else min(2, k - want - 1))
+                or again and _later(p, q, draft, u, want) == k - want - 1):
+            continue  # a mistake's rule would stop here too, too few later tokens would be accepted, or (again)
+            # none of them would be rejected
         return p, q, draft, u
     raise RuntimeError(f"no clear draw for case {index}")  # pragma: no cover - the test of every offset says not
 
@@ -132,6 +146,9 @@ def _mistakes(p: Tensor, q: Tensor, draft: Tensor, u: Tensor) -> dict:
         _(RATIO_HINT): [rule(_WRONG_RULES["q/p"])],
         _("accept with probability min(1, p/q), not p: compare u[i] with p[i, x] / q[i, x], the target's probability "
           "of the token divided by the draft's"): [rule(_WRONG_RULES["p"])],
+        _("accept when u[i] < p[i, x] / q[i, x], the target's probability of the token divided by the draft's; "
+          "p - q builds the residual after a rejection, it is not the test of acceptance"):
+            [rule(_WRONG_RULES["p - q"])],
         _("a token is accepted when u[i] < p/q (a small draw accepts): you accepted when u was at least p/q"):
             [rule(_WRONG_RULES["inverted"])],
         _("draft[i] was drafted at position i: compare p[i] with q[i] (p's row i, not i + 1; p has one row more, for "
@@ -164,6 +181,9 @@ def _mistakes(p: Tensor, q: Tensor, draft: Tensor, u: Tensor) -> dict:
 
 RATIO_HINT = N_("accept with probability min(1, p/q): compare u[i] with p[i, x] / q[i, x], not q / p (a token the "
                 "target never writes, p = 0, must be rejected, not accepted)")
+BAND = 1e-2  # how far dist may be off when n is right and only precision was lost (see BAND_HINT)
+BAND_HINT = N_("n is right and dist is close, but not within 1e-6 (relative 1e-5): were the numbers rounded on the "
+               "way (float16, bfloat16), or a small constant added (to avoid dividing by 0)? Keep p's dtype throughout")
 RULE = N_("accept drafted token i while u[i] < p[i, x] / q[i, x], in order; at the first rejection n, return n and "
           "max(0, p[n] - q[n]) divided by its sum; when all k are accepted, return k and p[k]")
 
@@ -199,7 +219,12 @@ def check_verify_draft(verify_draft) -> str:
         if isinstance(n, Tensor) and n.dim() == 1 and isinstance(dist, int):
             raise Wrong(_("verify_draft returned a tensor first and an int second on {on}, expected (n, dist)", on=on),
                         _("return n first, then dist: (n, dist)"))
-        n = expect_int(n, what="verify_draft", on=on)
+        if isinstance(n, Tensor):
+            raise Wrong(_("verify_draft returned n as a tensor of shape {shape} on {on}, expected a Python int",
+                          shape=tuple(n.shape), on=on),
+                        _("n is a count: return it as a Python int (a loop counter, or int(t) of a one-element tensor)"))
+        n = expect_int(n, what="verify_draft", on=on,
+                       hint=_("n is a count of accepted tokens: return it as a Python int, not a float"))
         dist = expect_tensor(dist, what=_("dist"), on=on, finite=False)
         if tuple(dist.shape) != (V,):
             raise Wrong(_("dist has shape {shape} on {on}, expected ({V},), one probability per token",
@@ -207,12 +232,12 @@ def check_verify_draft(verify_draft) -> str:
                         _("return the next token's distribution over the vocabulary: one row, such as p[k]"))
         if dist.dtype != dtype:
             raise Wrong(_("dist has dtype {got} on {on}, expected {want}, the dtype of p", got=dist.dtype, on=on,
-                          want=dtype), _("no .float() or .double(): compute in p's dtype"))
+                          want=dtype), _("return dist in p's dtype: compute in it, or cast back with .to(p.dtype)"))
         got_vec = _vec(n, dist)
         ref_vec = _vec(*reference(p, q, draft, u))
-        return Run(on, got_vec, ref_vec, _mistakes(p, q, draft, u), ATOL, RTOL,
+        return Run(on, got_vec, ref_vec, _mistakes(p, q, draft, u), ATOL, RTOL, band=BAND,
                    detail=_detail(p, q, draft, u, got_vec, ref_vec))
 
-    verdict(collect(range(len(CASES)), one), what=_("your (n, dist)"), rule=_(RULE))
+    verdict(collect(range(len(CASES)), one), what=_("your (n, dist)"), rule=_(RULE), band_hint=_(BAND_HINT))
     return _("right on {n} drafts, including nothing drafted, all accepted, float32 and a token of probability 0 "
              "under the target", n=len(CASES))
