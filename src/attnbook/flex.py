@@ -73,9 +73,12 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi(n_heads: int):
-    """score_mod: ALiBi's linear bias, score - slope[h] * (q_idx - kv_idx); no positional embedding needed."""
-    slopes = alibi_slopes(n_heads)
+def alibi(n_heads: int, device=None):
+    """score_mod: ALiBi's linear bias, score - slope[h] * (q_idx - kv_idx); no positional embedding needed.
+
+    `device` is where the attention runs (the slopes are indexed by the head index, a tensor on that device).
+    """
+    slopes = alibi_slopes(n_heads).to(device)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score + (slopes[h] * (kv_idx - q_idx)).to(score.dtype)
