@@ -36,6 +36,8 @@ CASES = {
     "blocks bigger than N": (1, 2, 9, 9, 8, 8, False, "float32", 64, 64, 1.0),
     "many unmasked blocks causal": (1, 2, 150, 150, 16, 16, True, "float32", 64, 16, 1.0),
     "many unmasked blocks": (1, 1, 20, 150, 16, 16, False, "float32", 16, 32, 1.0),
+    "autotuned causal": (1, 2, 150, 150, 16, 16, True, "float32", None, None, 1.0),  # no block sizes given
+    "one block size given": (1, 1, 40, 90, 16, 16, False, "float32", 16, None, 1.0),
 }
 TOL = {"float32": 1e-4, "float16": 2e-3}
 
@@ -72,6 +74,9 @@ SCRIPT = textwrap.dedent(
         ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
         result[name] = {"shape": list(out.shape), "dtype": str(out.dtype), "finite": bool(torch.isfinite(out).all()),
                         "err": (out.double() - ref).abs().max().item()}
+
+    from attnbook.kernels import triton_attention as module
+    result["configs timed"] = len(module._KERNELS[True, True].configs)  # the autotuner under the interpreter
 
     # non-contiguous inputs: (B, N, H, d) storage viewed as (B, H, N, d), and a custom scale
     x = torch.randn(2, 33, 3, 16, generator=torch.Generator().manual_seed(1)).transpose(1, 2)
@@ -116,6 +121,14 @@ def test_kernel_matches_sdpa_under_the_interpreter(interpreted, name):
     assert r["dtype"] == f"torch.{dtype}"
     assert r["finite"]
     assert r["err"] < TOL[dtype], f"{name}: max |triton - SDPA| = {r['err']:.3g}"
+
+
+def test_the_interpreter_autotunes_nothing(interpreted):
+    """Without block sizes the kernel is autotuned; the interpreter gets one configuration, so no timing runs."""
+    assert interpreted["configs timed"] == 1
+    assert 2 <= len(module.AUTOTUNE_CONFIGS) <= 4
+    for block_m, block_n, num_warps, num_stages in module.AUTOTUNE_CONFIGS:
+        assert all(x >= 16 and x & (x - 1) == 0 for x in (block_m, block_n)) and num_warps in (1, 2, 4, 8)
 
 
 def test_kernel_handles_strides_scale_and_no_keys(interpreted):

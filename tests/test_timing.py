@@ -22,6 +22,7 @@ from attnbook.timing import (
     LayerFlops,
     MatmulThroughput,
     Timing,
+    attention_backward_flops,
     attention_flops,
     attention_matmul_shapes,
     format_rate,
@@ -72,6 +73,12 @@ def test_attention_flops_closed_forms():
     # causal square: N(N+1)/2 pairs, a bit more than half of the full count
     assert attention_flops(1, 1, 1000, 1000, 1, causal=True) == 4 * 1000 * 1001 // 2
     assert attention_flops(2, 4, 1, 512, 16, causal=True) == 4 * 2 * 4 * 16  # one query sees one key
+
+
+def test_attention_backward_flops_closed_forms():
+    # five products of 2 * L * S * d FLOPs per (batch, head): S again, dV, dP, dQ, dK (FlashAttention-2's 2.5x)
+    assert attention_backward_flops(2, 3, 5, 7, 4) == 5 * 2 * 2 * 3 * 5 * 7 * 4
+    assert attention_backward_flops(1, 1, 1000, 1000, 1, causal=True) == 5 * 2 * 1000 * 1001 // 2
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
@@ -514,6 +521,7 @@ def test_sdpa_backends_lists_exactly_the_backends_that_run():
         (lambda: attention_flops(1, 1, 1, 0, 1), ValueError, "k_len"),
         (lambda: attention_flops(1, 1, 1, 1, True), TypeError, "d_head"),
         (lambda: attention_flops(1, 1, 1, 1, 1, causal=1), TypeError, "causal"),
+        (lambda: attention_backward_flops(1, 1, 1, 1, 0), ValueError, "d_head"),
         (lambda: score_matrix_bytes(1, 1, 1, 1, "float32"), TypeError, "dtype"),
         (lambda: score_matrix_bytes(1, 0, 1, 1), ValueError, "heads"),
         (lambda: kv_cache_bytes(0, 1, 1, 1), ValueError, "n_layers"),

@@ -77,7 +77,8 @@ def tiled_attention(
     block_size: int = 64,
     is_causal: bool = False,
     scale: float | None = None,
-) -> Tensor:
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """FlashAttention's online softmax in plain PyTorch: SDPA's output without ever holding the (L, S) scores.
 
     Keys and values are read in blocks of `block_size` positions. For every query row we keep a running
@@ -90,11 +91,16 @@ def tiled_attention(
     Shapes as SDPA: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev). `is_causal` is
     top-left aligned like SDPA's (query i sees keys 0..i). A row with no key at all (S = 0) gives zeros.
     float16/bfloat16 inputs keep their statistics in float32, as FlashAttention does.
+
+    With `return_lse=True` it also returns what FlashAttention's forward keeps for its backward: the log-sum-exp
+    of every row of scaled scores, m + log(l), of shape (..., L) and in the statistics' dtype (-inf for a row with
+    no key). `attnbook.backward.attention_backward` recomputes the weights from it.
     """
     _check_qkv(query, key, value)
     require_int(block_size, "block_size", minimum=1)
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
+    for name, flag in (("is_causal", is_causal), ("return_lse", return_lse)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
@@ -122,7 +128,10 @@ def tiled_attention(
         l = alpha * l + p.sum(dim=-1, keepdim=True)  # (..., L, 1)
         acc = alpha * acc + (p.to(value.dtype) @ value[..., start:stop, :]).to(stat_dtype)  # (..., L, Ev)
         m = m_new
-    return (acc / l.clamp_min(torch.finfo(stat_dtype).tiny)).to(query.dtype)  # (..., L, Ev); no key -> 0
+    out = (acc / l.clamp_min(torch.finfo(stat_dtype).tiny)).to(query.dtype)  # (..., L, Ev); no key -> 0
+    if return_lse:
+        return out, (m + torch.log(l)).squeeze(-1)  # (..., L): log of the softmax's denominator, -inf if no key
+    return out
 
 
 def _check_qkv(query, key, value) -> None:

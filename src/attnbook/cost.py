@@ -3,9 +3,10 @@
 Nothing here is measured: every number follows from the shapes (and a dtype), so it is exact and the same on every
 machine. `matmul_flops` counts a batch of matrix products given as (batch, m, k, n) and `attention_matmul_shapes`
 gives attention's two, QK^T and PV, in that form; `attention_flops` counts the attention core (QK^T and PV, with or
-without a causal mask) and `layer_flops` a whole Transformer layer (the attention core, the Q, K, V and output
-projections, and the feed-forward network); `score_matrix_bytes` and `kv_cache_bytes` are the sizes of the score
-matrix that naive attention materialises and of a KV cache. `timing` measures; its FLOP rates divide these counts
+without a causal mask), `attention_backward_flops` its backward (five products), and `layer_flops` a whole
+Transformer layer (the attention core, the Q, K, V and output projections, and the feed-forward network);
+`score_matrix_bytes` and `kv_cache_bytes` are the sizes of the score matrix that naive attention materialises and of
+a KV cache. `timing` measures; its FLOP rates divide these counts
 by measured times (and re-exports every name here, as `attnbook.timing.attention_flops` and so on).
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "matmul_flops",
     "attention_matmul_shapes",
     "attention_flops",
+    "attention_backward_flops",
     "LayerFlops",
     "layer_flops",
     "score_matrix_bytes",
@@ -79,6 +81,18 @@ def attention_flops(batch: int, heads: int, q_len: int, k_len: int, d_head: int,
     else:
         pairs = k_len * (k_len + 1) // 2 + (q_len - k_len) * k_len  # rows k_len.. see every key
     return 4 * batch * heads * pairs * d_head
+
+
+def attention_backward_flops(batch: int, heads: int, q_len: int, k_len: int, d_head: int,
+                             causal: bool = False) -> int:
+    """FLOPs of FlashAttention's backward: five matrix products per (query, key) pair where the forward has two.
+
+    The scores recomputed, QK^T; then dV = P^T dO, dP = dO V^T, dQ = dS K and dK = dS^T Q: 2.5 times
+    `attention_flops`, the convention of FlashAttention-2 (Dao 2023, arXiv:2307.08691), so that a forward and
+    backward together count 3.5 times the forward. (Autograd of naive attention keeps P and skips the recompute:
+    four products, twice the forward.) Arguments as `attention_flops`.
+    """
+    return 5 * attention_flops(batch, heads, q_len, k_len, d_head, causal=causal) // 2
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import torch
 from ._validate import require_int
 from .cost import check_matmul_shape  # the (batch, m, k, n) check, shared with the cost model
 from .cost import (  # re-exported: the cost model, computed from shapes (matmul_throughput uses matmul_flops)
-    LayerFlops, attention_flops, attention_matmul_shapes, kv_cache_bytes, layer_flops, matmul_flops, score_matrix_bytes,
+    LayerFlops, attention_backward_flops, attention_flops, attention_matmul_shapes, kv_cache_bytes, layer_flops,
+    matmul_flops, score_matrix_bytes,
 )
 from .device import device_report, format_device_report, sdpa_backends  # re-exported: what a timing depends on
 
@@ -41,6 +42,7 @@ __all__ = [
     "format_rate",
     "attention_matmul_shapes",
     "attention_flops",
+    "attention_backward_flops",
     "LayerFlops",
     "layer_flops",
     "score_matrix_bytes",

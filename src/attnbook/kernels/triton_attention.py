@@ -25,7 +25,12 @@ NEEDS = "needs a CUDA GPU, or Triton's interpreter (set TRITON_INTERPRET=1 befor
 
 triton = None  # the modules, filled in by _import_triton() on the first call
 tl = None
-_KERNELS: dict = {}  # interpreter mode (bool) -> the jitted kernel
+_KERNELS: dict = {}  # (interpreter mode, autotuned) -> the jitted kernel
+# The configurations `triton.autotune` times on a GPU, once per (L, S, D, DV, IS_CAUSAL) and dtype, keeping the
+# fastest: (BLOCK_M, BLOCK_N, num_warps, num_stages). Larger blocks re-read K and V fewer times but need more
+# registers and shared memory; a configuration that does not fit the GPU is skipped by the autotuner.
+AUTOTUNE_CONFIGS = ((64, 64, 4, 3), (128, 64, 8, 3), (64, 32, 4, 2), (128, 128, 8, 2))
+DEFAULT_BLOCK = 64  # for a block size not given when the other one is
 
 
 def _attention_fwd(
@@ -118,12 +123,23 @@ def _import_triton():
     return triton
 
 
-def _kernel():
-    """The jitted kernel for the current mode; `triton.jit` decides between compiling and interpreting."""
+def _kernel(tuned: bool):
+    """The jitted kernel for the current mode; `triton.jit` decides between compiling and interpreting.
+
+    `tuned`: wrapped in `triton.autotune` over AUTOTUNE_CONFIGS, keyed on the sizes. Triton's interpreter times
+    nothing meaningful, so there the autotuner gets the first configuration only, which it runs without timing.
+    """
     interpret = _interpreting()
-    if interpret not in _KERNELS:
-        _KERNELS[interpret] = _import_triton().jit(_attention_fwd)
-    return _KERNELS[interpret]
+    if (interpret, tuned) not in _KERNELS:
+        triton = _import_triton()
+        kernel = triton.jit(_attention_fwd)
+        if tuned:
+            configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st)
+                       for m, n, w, st in AUTOTUNE_CONFIGS]
+            kernel = triton.autotune(configs[:1] if interpret else configs,
+                                     key=["L", "S", "D", "DV", "IS_CAUSAL"])(kernel)
+        _KERNELS[interpret, tuned] = kernel
+    return _KERNELS[interpret, tuned]
 
 
 def _check(q, k, v) -> None:
@@ -156,14 +172,16 @@ def triton_attention(
     is_causal: bool = False,
     scale: float | None = None,
     *,
-    block_m: int = 64,
-    block_n: int = 64,
+    block_m: int | None = None,
+    block_n: int | None = None,
 ) -> Tensor:
     """SDPA's output, softmax(q k^T * scale) v, computed by a FlashAttention-style Triton kernel (forward only).
 
     q (B, H, L, d), k (B, H, S, d), v (B, H, S, dv) -> (B, H, L, dv), float16/bfloat16/float32, any strides.
     `is_causal` is top-left aligned like SDPA's. float32 products use TF32 only when
-    `torch.backends.cuda.matmul.allow_tf32` is on, as torch's own matmul does.
+    `torch.backends.cuda.matmul.allow_tf32` is on, as torch's own matmul does. Without `block_m` and `block_n`
+    the block sizes and launch settings are autotuned (AUTOTUNE_CONFIGS; the first one under the interpreter);
+    with one of them, the other is 64.
     """
     _check(q, k, v)
     if not isinstance(is_causal, bool):
@@ -172,6 +190,9 @@ def triton_attention(
         scale = 1.0 / math.sqrt(q.size(-1))
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
         raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    tuned = block_m is None and block_n is None
+    block_m = DEFAULT_BLOCK if block_m is None else block_m
+    block_n = DEFAULT_BLOCK if block_n is None else block_n
     for name, value in (("block_m", block_m), ("block_n", block_n)):
         require_int(value, name, minimum=16)
         if value & (value - 1):
@@ -184,7 +205,7 @@ def triton_attention(
             "q, k and v are bfloat16, which Triton's interpreter cannot multiply (its tl.dot multiplies the raw "
             "bit patterns, triton-lang/triton#11584): use float16 or float32 under the interpreter"
         )
-    kernel = _kernel()
+    kernel = _kernel(tuned)
 
     B, H, L, D = q.shape
     S, DV = k.size(2), v.size(-1)
@@ -193,12 +214,16 @@ def triton_attention(
         return out
     if S == 0:  # no key to attend to: zeros, like the package's other attention functions
         return out.zero_()
-    grid = (triton.cdiv(L, block_m), B * H)  # one program per (query block, batch * head)
+    blocks = {} if tuned else {"BLOCK_M": block_m, "BLOCK_N": block_n}  # else the autotuner's configuration
+
+    def grid(meta):  # one program per (query block, batch * head)
+        return (triton.cdiv(L, meta["BLOCK_M"]), B * H)
+
     kernel[grid](
         q, k, v, out, float(scale),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         H, L, S, D, DV,
-        BLOCK_M=block_m, BLOCK_N=block_n,
+        **blocks,
         BLOCK_D=max(16, triton.next_power_of_2(D)), BLOCK_DV=max(16, triton.next_power_of_2(DV)),
         IS_CAUSAL=is_causal, FP32_IEEE=q.dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32,
         enable_fp_fusion=True,  # fused multiply-adds, triton's default; saying so silences triton 3.9's warning
