@@ -1,8 +1,19 @@
 """Argument checks shared by the package: each raises TypeError/ValueError naming the argument."""
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
+
+
+def attention_scale(scale, head_dim: int) -> float:
+    """`scale`, or 1/sqrt(head_dim) when it is None (SDPA's default); a bool or non-number raises TypeError."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    return scale
 
 
 def require_tensor(x, name: str, *, min_dim: int = 0, floating: bool = False) -> Tensor:

@@ -1,12 +1,11 @@
 """Attention from scratch: a stable softmax and scaled dot-product attention that also returns its weights."""
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from ._validate import broadcast_shapes, require_broadcastable, require_dim, require_int, require_tensor
+from ._validate import (attention_scale, broadcast_shapes, require_broadcastable, require_dim, require_int,
+                        require_tensor)
 
 __all__ = ["softmax", "scaled_dot_product_attention", "tiled_attention"]
 
@@ -50,10 +49,7 @@ def scaled_dot_product_attention(
         raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
     if is_causal and attn_mask is not None:
         raise ValueError("pass either attn_mask or is_causal=True, not both")
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.size(-1))
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    scale = attention_scale(scale, query.size(-1))
 
     scores = query @ key.transpose(-2, -1) * scale  # (..., L, S)
     if is_causal:
@@ -101,10 +97,7 @@ def tiled_attention(
     for name, flag in (("is_causal", is_causal), ("return_lse", return_lse)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.size(-1))
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    scale = attention_scale(scale, query.size(-1))
 
     L, S, Ev = query.size(-2), key.size(-2), value.size(-1)
     batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])

@@ -8,12 +8,10 @@ product (five in the backward: S, dV, dP, dQ, dK, against the forward's two), wh
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from ._validate import require_int, require_tensor
+from ._validate import attention_scale, require_int, require_tensor
 
 __all__ = ["attention_backward"]
 
@@ -50,10 +48,7 @@ def attention_backward(
     require_int(block_size, "block_size", minimum=1)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.size(-1))
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    scale = attention_scale(scale, query.size(-1))
     _check_shapes(query, key, value, out, lse, grad_out)
 
     L, S = query.size(-2), key.size(-2)

@@ -11,13 +11,12 @@ on a CPU under Triton's interpreter when TRITON_INTERPRET=1 is set before triton
 """
 from __future__ import annotations  # keeps `tl.constexpr` annotations as strings until triton is imported
 
-import math
 import os
 
 import torch
 from torch import Tensor
 
-from .._validate import require_int, require_tensor
+from .._validate import attention_scale, require_int, require_tensor
 
 __all__ = ["triton_attention"]
 
@@ -186,10 +185,7 @@ def triton_attention(
     _check(q, k, v)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.size(-1))
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
+    scale = attention_scale(scale, q.size(-1))
     tuned = block_m is None and block_n is None
     block_m = DEFAULT_BLOCK if block_m is None else block_m
     block_n = DEFAULT_BLOCK if block_n is None else block_n
