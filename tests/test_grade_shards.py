@@ -9,19 +9,22 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from attnbook.grading.cli import main
+from attnbook.grading.cli import main, merge_parser, parser
 from attnbook import i18n
 from attnbook.grading.shards import MergeError, assignment, manifest_path, merge, parse_shard, share
 
 from conftest import ROOT
 from test_grade import MODE, ids, solved
 from test_grade_integrity import forged, rows_of, write
+from tools import grading_cost
 
 
 @pytest.mark.parametrize("bad", ["3/2", "0/0", "a/b", "-1/2", "1/", "2/2", "1 / 2", "0/3/1", ""])
@@ -154,3 +157,73 @@ def test_three_shards_as_processes_merge_to_one_runs_gradebook(tmp_path):
     single = rows_of(tmp_path / "single.csv")
     assert [r["submission"] for r in single] == course and single[0]["1.1"] == single[1]["2.1"] != "0"
     assert (tmp_path / "merged.csv").read_bytes() == (tmp_path / "single.csv").read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The README's recipes and cost table
+# ---------------------------------------------------------------------------------------------------------
+
+SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("### Grading a large course")[1].split("\n## ")[0]
+VALUES = {"SLURM_ARRAY_TASK_ID": "0", "JOB_COMPLETION_INDEX": "0", "N": "7"}  # what the scripts' variables hold
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", SECTION, flags=re.S)
+
+
+def grade_commands(script: str) -> list[list[str]]:
+    """The words of every attnbook-grade command in `script`, its variables filled in (VALUES)."""
+    script = re.sub(r"\$\{?(\w+)\}?", lambda m: VALUES.get(m[1], m[0]), script.replace("\\\n", " "))
+    found = []
+    for line in script.splitlines():
+        command = re.search(r"(?:^|[\s/])attnbook-grade\s+(.*)", line)  # the program, not a job's name
+        if command:
+            found.append(shlex.split(command[1].split("||")[0].split(";")[0], comments=True))
+    return found
+
+
+def test_the_readme_scripts_are_valid_and_use_the_graders_own_flags():
+    scripts = blocks("bash")
+    slurm = next(s for s in scripts if "#SBATCH --array" in s)
+    for script in scripts:
+        done = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    yaml = pytest.importorskip("yaml")
+    manifest = yaml.safe_load(blocks("yaml")[0])
+    assert manifest["spec"]["completionMode"] == "Indexed"
+    pod = manifest["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["securityContext"]["procMount"] == "Unmasked" and pod["hostUsers"] is False
+    commands = [c for s in scripts for c in grade_commands(s)] + grade_commands(" ".join(container["args"]))
+    shards, merges = [c for c in commands if c[0] != "merge"], [c for c in commands if c[0] == "merge"]
+    assert len(shards) == 2 and merges
+    for words in shards:  # the grader's own parser accepts them, and each names shard 0 of 7
+        args = parser().parse_args(words)
+        assert args.shard == (0, 7) and args.csv and args.submissions
+    for words in merges:
+        assert merge_parser().parse_args(words[1:]).output
+    assert "--array=0-6" in slurm and manifest["spec"]["completions"] == 7  # N = 7 shards, 0-based
+    _, limit = grading_cost.shard_memory()
+    assert float(re.search(r"--mem=(\d+)G", slurm)[1]) * 1e9 >= limit
+    assert container["resources"]["limits"]["memory"] == f"{limit / 1e9:.1f}G"
+
+
+def test_the_readme_cost_table_is_the_scripts_from_the_readmes_measured_figures():
+    assert grading_cost.table() in SECTION
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())  # lines joined
+    measured = grading_cost.MEASURED
+    assert f"{measured['seconds'][2]:.2f} s one at a time" in readme  # the benchmark's paragraph
+    assert f"(40 submissions at `--jobs 1`: {measured['seconds'][2] * 40:.0f} s" in readme
+    assert f"at most {measured['grader_bytes'] / 1e6:.0f} MB over the last 20" in readme
+    assert measured["cores"] == 2 and "measured on a 2-core machine" in readme
+    source = " ".join((ROOT / "src/attnbook/grading/sandbox.py").read_text(encoding="utf-8").split())
+    assert f"holds 0.35 to {measured['largest_run_bytes'] / 1e9:.1f} GB (chapter 10 the most)" in source
+
+
+def test_the_shard_plan_by_hand():
+    """100 submissions of 36 s: 1 h of work on one shard; within half an hour, 2 shards of 50 (30 min)."""
+    plan = grading_cost.shard_plan(36.0, 100, hours=0.5, cores=2)
+    assert plan == {"shards": 2, "longest_s": 1800.0, "core_hours": 2.0}
+    assert grading_cost.shard_plan(36.0, 101, hours=0.5, cores=2)["shards"] == 3  # 3636 s do not fit in 2
+    with pytest.raises(ValueError, match="submissions"):
+        grading_cost.shard_plan(1.0, 0)
