@@ -43,7 +43,7 @@ def distinct(paths: list[str]) -> list[str]:
     does not mean what normpath assumes). Different paths to one file (links) each keep their own row."""
     seen, out = set(), []
     for p in paths:
-        key = p if ".." in p.split(os.sep) else os.path.normpath(p)
+        key = shards.identity(p)
         if key not in seen:
             seen.add(key)
             out.append(p)

@@ -5,8 +5,8 @@
     attnbook-grade --shard 2/3 --csv book-2.csv -- returned/*.ipynb    # array --array=0-2 number them)
     attnbook-grade merge book-0.csv book-1.csv book-2.csv -o gradebook.csv
 
-A submission's identity is the path as given, spelled as `cli.distinct` compares paths (os.path.normpath, except
-a path with `..`, which is kept as spelled). Two paths to one file are two submissions, each with its own row,
+A submission's identity is the path as given, spelled as the grader compares paths (`identity`: os.path.normpath,
+except a path with `..`, which is kept as spelled). Two paths to one file are two submissions, each with its own row,
 as in a single run. Every shard is given the whole course (the same list, in the same order) and grades its
 share: the identities sorted by their SHA-256, dealt round-robin, so shard sizes differ by at most one, and a
 submission's shard depends on the list's content, never on its order or on the machine (no `hash()`, which is
@@ -58,7 +58,8 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def identity(path: str) -> str:
-    """A submission's identity: the path as given, normalised as `cli.distinct` compares paths."""
+    """A submission's identity: the path as given, spelled by os.path.normpath unless it has a `..` (after a link,
+    `..` does not mean what normpath assumes). `cli.distinct` keeps one path per identity."""
     return path if ".." in path.split(os.sep) else os.path.normpath(path)
 
 
@@ -152,13 +153,13 @@ def _label(record: dict, book: Path) -> str:
 def _check_same(first: tuple[dict, Path], other: tuple[dict, Path]) -> None:
     """Both shards come from the same course, checker and options, and count the same n."""
     (a, book_a), (b, book_b) = first, other
-    for key, what in (("course_sha256", "a different submission list"),
+    for key, what in (("course", "a different submission list"),
                       ("checker", "a different checker version"), ("options", "different grading options")):
         if a.get(key) != b.get(key):
-            detail = "" if key == "course_sha256" else f": {b.get(key)} against {a.get(key)}"
-            if key == "course_sha256" and set(a["course"]) == set(b["course"]):
+            detail = "" if key == "course" else f": {b.get(key)} against {a.get(key)}"
+            if key == "course" and set(a["course"]) == set(b["course"]):
                 detail = ": the same submissions in another order, so the merged order would be ambiguous"
-            elif key == "course_sha256":
+            elif key == "course":
                 extra = sorted(set(b["course"]) - set(a["course"]))[:3]
                 lacking = sorted(set(a["course"]) - set(b["course"]))[:3]
                 detail = f": it has {extra} that the other lacks, and lacks {lacking}"
