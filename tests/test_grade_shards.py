@@ -102,6 +102,8 @@ def test_merge_equals_one_run_and_refuses_what_is_missing_repeated_or_foreign(tm
     assert merge(books[::-1]) == single.read_bytes().decode()
     assert main(["merge", *map(str, books), "-o", str(tmp_path / "merged.csv")]) == 0
     assert (tmp_path / "merged.csv").read_bytes() == single.read_bytes()
+    more = [_run(tmp_path, course, f"of8-{i}", "--shard", f"{i}/8") for i in range(8)]  # 2 shards get nothing
+    assert sum(len(rows_of(b)) == 0 for b in more) == 2 and merge(more) == single.read_bytes().decode()
 
     def refused(shards, *words):
         with pytest.raises(MergeError) as e:
@@ -123,11 +125,16 @@ def test_merge_equals_one_run_and_refuses_what_is_missing_repeated_or_foreign(tm
     record["checker"]["source_sha256"] = "0" * 64
     manifest_path(books[2]).write_text(json.dumps(record))
     refused(books, "shard 2/3", "checker version")
-    # a shard that ended early: its gradebook lacks the last row of its share, which the error names
+    # a row twice, another shard's row, and a shard that ended early (its last row missing): each named
     books[2] = _run(tmp_path, course, "shard2", "--shard", "2/3")
-    lines = books[2].read_text(encoding="utf-8").splitlines(keepends=True)
-    books[2].write_text("".join(lines[:-1]), encoding="utf-8")
+    lines = books[2].read_bytes().decode().splitlines(keepends=True)
+    books[2].write_text("".join(lines + lines[-1:]), encoding="utf-8", newline="")
     last = [p for p in course if shard_of[p] == 2][-1]
+    refused(books, "shard 2/3", f"submission {last!r} has two rows")
+    stranger = books[0].read_bytes().decode().splitlines(keepends=True)[1]
+    books[2].write_text("".join(lines + [stranger]), encoding="utf-8", newline="")
+    refused(books, "shard 2/3", f"a row for submission {stranger.split(',')[0]!r}, which is not in its share")
+    books[2].write_text("".join(lines[:-1]), encoding="utf-8", newline="")
     refused(books, "shard 2/3", f"no row for submission {last!r}")
     assert main(["merge", *map(str, books), "-o", str(tmp_path / "bad.csv")]) == 1
     assert "no row for submission" in capsys.readouterr().err and not (tmp_path / "bad.csv").exists()

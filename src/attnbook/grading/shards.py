@@ -175,14 +175,22 @@ def _check_rows(record: dict, rows: list[dict[str, str]], book: Path) -> None:
     expected = share(record["course"], i, n)
     if record["share"] != expected:
         raise MergeError(f"{_label(record, book)}: its manifest's share is not shard {i}/{n} of its course")
-    got = [r["submission"] for r in rows]
-    missing = [p for p in expected if cell(p) not in got]
+    got, want = [r["submission"] for r in rows], [cell(p) for p in expected]
+    has, wanted = set(got), set(want)
+    missing = [p for p, c in zip(expected, want) if c not in has]
     if missing:
         raise MergeError(f"{_label(record, book)}: no row for submission {missing[0]!r}"
                          f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''} (did the shard end?)")
-    if got != [cell(p) for p in expected]:
-        extra = [s for s in got if s not in {cell(p) for p in expected}] or got
-        raise MergeError(f"{_label(record, book)}: rows that are not its share, or repeated: {extra[0]!r}")
+    foreign = [s for s in got if s not in wanted]
+    if foreign:
+        raise MergeError(f"{_label(record, book)}: a row for submission {foreign[0]!r}, which is not in its share")
+    seen = set()
+    for s in got:
+        if s in seen and got.count(s) > want.count(s):
+            raise MergeError(f"{_label(record, book)}: submission {s!r} has two rows")
+        seen.add(s)
+    if got != want:
+        raise MergeError(f"{_label(record, book)}: its rows are not in the order of its share")
 
 
 def merge(books: list[Path | str]) -> str:
