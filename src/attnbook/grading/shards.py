@@ -224,5 +224,5 @@ def merge(books: list[Path | str]) -> str:
     writer.writeheader()
     for path in course:
         row = row_of[path]
-        writer.writerow({c: cell(row.get(c, "")) for c in fieldnames})
+        writer.writerow({c: cell(row.get(c) or "") for c in fieldnames})  # None: a short row's missing cells
     return out.getvalue()
