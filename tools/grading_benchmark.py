@@ -7,7 +7,10 @@
 
 Each copy is the chapter's exercise version with the reference answers filled in (tests/test_grade.py's `solved`,
 whole, not trimmed), so every check runs and passes; the run fails if any row is short of full marks. Prints one
-line per --jobs value with the machine's core count, so the numbers say where they were measured.
+line per --jobs value with the machine's core count, so the numbers say where they were measured, and the CPU
+time of the grader and every process under it, the sandboxes included (`TreeCPU`): in all, and per submission
+after the first row (the steady cost, without the grader's start), which other work on the machine changes much
+less than the wall-clock time (tools/grading_cost.py reads it).
 
 --memory samples the grader's own resident memory (/proc/PID/status, every 0.2 s) while it grades, with how many
 rows the gradebook has, and prints its peak, what it held once a tenth of the submissions (at least 5) were
@@ -61,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
                 grader = subprocess.Popen(cmd, stdout=out, stderr=err)
+                cpu = TreeCPU(grader.pid, book)
                 samples = sample_memory(grader, book) if args.memory else None
                 grader.wait()
+                cpu_s, steady = cpu.stop(args.copies)
                 out.seek(0)
                 err.seek(0)
                 done = subprocess.CompletedProcess(cmd, grader.returncode, out.read().decode(), err.read().decode())
@@ -73,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
             full = sum(r["total"] == r["max_total"] and r["problems"].strip() == expected for r in rows)
             print(f"chapter {args.chapter}, {args.copies} submissions, --jobs {jobs}"
                   f"{' --no-sandbox' if args.no_sandbox else ''}, {os.cpu_count()} cores: {elapsed:.1f} s, "
-                  f"{elapsed / args.copies:.2f} s per submission; full marks {full}/{len(rows)}; largest process "
+                  f"{elapsed / args.copies:.2f} s per submission; CPU (the grader and every process under it) "
+                  f"{cpu_s:.1f} s in all, {'-' if steady is None else f'{steady:.2f}'} s per submission after the "
+                  f"first; full marks {full}/{len(rows)}; largest process "
                   f"{max(before, peak) / 1024:.0f} MB; exit status {done.returncode}", flush=True)
             if samples is not None:
                 print(memory_report(samples, args.copies, load, os.getloadavg()[0]), flush=True)
@@ -81,6 +88,50 @@ def main(argv: list[str] | None = None) -> int:
                 print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
                 return 1
     return 0
+
+
+class TreeCPU:
+    """The CPU time (user + system) of a process and every process under it (the sandbox's too, which the
+    grader kills rather than waits for, so getrusage never sees them), from /proc every `interval` s: each
+    process counts with its last sample, so each undercounts by at most `interval` of CPU. `first` is (rows,
+    CPU so far) when the gradebook first had a row: what comes after is the steady cost, without the start."""
+
+    def __init__(self, pid: int, book: Path, interval: float = 0.05):
+        self.root, self.book, self.interval, self.seen, self.first = pid, book, interval, {}, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self):
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.is_set():
+            stats = {}
+            for name in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue
+                # fields[1]: ppid, [11]/[12]: utime/stime, [19]: start time (a pid reused is another process)
+                stats[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, fields[19])
+            tree, grew = {self.root}, True
+            while grew:
+                below = {pid for pid, (ppid, _, _) in stats.items() if ppid in tree} - tree
+                tree, grew = tree | below, bool(below)
+            for pid in tree & stats.keys():
+                self.seen[(pid, stats[pid][2])] = stats[pid][1]
+            if self.first is None and _rows(self.book):
+                self.first = (_rows(self.book), sum(self.seen.values()))
+            self._stop.wait(self.interval)
+
+    def stop(self, copies: int) -> tuple[float, float | None]:
+        """(CPU-s of the whole run, CPU-s per submission after the first row; None without two rows)."""
+        self._stop.set()
+        self._thread.join()
+        total = sum(self.seen.values())
+        if self.first is None or self.first[0] >= copies:
+            return total, None
+        return total, (total - self.first[1]) / (copies - self.first[0])
 
 
 def _rows(book: Path) -> int:

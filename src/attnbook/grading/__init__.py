@@ -5,6 +5,8 @@
     attnbook-grade --chapter 2 -- returned/*.ipynb               # all of them as chapter 2
     attnbook-grade --recorded -- my_chapter2.ipynb               # fast, untrusted: the check records in the file
     attnbook-grade --csv g.csv --similarity -- returned/*.ipynb  # and the answers that are the same program
+    attnbook-grade --shard 0/4 --csv book-0.csv -- returned/*.ipynb   # shard 0 of 4 of a course (`shards`)
+    attnbook-grade merge book-0.csv book-1.csv book-2.csv book-3.csv -o gradebook.csv
     python -m attnbook.grade ...                                 # the same
 
 (`--`: every word after it is a file, even one named like an option.)
@@ -29,6 +31,9 @@ How a submission is graded (one module per step):
   learner's process never holds an expected value it could copy. The run's seed stays in the grader.
 - `gradebook`: one CSV row per path given, the file rewritten atomically as each one ends; every cell and every
   printed line escaped, so that a file name or a message can neither be a formula nor forge a line.
+- `shards` (`--shard I/N`, `merge`): a course graded as N batch jobs, each its share of the whole list (by SHA-256
+  of each path as given) with a manifest beside its gradebook; the merge is exactly one run's gradebook, or an
+  error naming the missing or repeated shard or submission.
 - `similarity` (`--similarity`): the answers that are the same program after normalisation, read statically.
 
 Limits: a cell that runs past `--timeout` (or kills the process) is dropped and the notebook runs again

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..exercises.registry import REGISTRY
 from ..exercises.results import FAILED, NOT_ATTEMPTED, PASSED
-from ..i18n import LANGUAGES, set_language
-from . import launch, sandbox, similarity
-from .gradebook import Gradebook, cell, printable, write_atomically
+from ..i18n import LANGUAGES, get_language, set_language
+from . import launch, sandbox, shards, similarity
+from .gradebook import Gradebook, cell, printable, write_atomically, write_gradebook
 from .submission import (DEFAULT_NOTEBOOK_TIMEOUT_S, DEFAULT_TIMEOUT_S, MAX_CHAPTER, SubmissionGrade,
                          grade_submission)
 
@@ -43,7 +43,7 @@ def distinct(paths: list[str]) -> list[str]:
     does not mean what normpath assumes). Different paths to one file (links) each keep their own row."""
     seen, out = set(), []
     for p in paths:
-        key = p if ".." in p.split(os.sep) else os.path.normpath(p)
+        key = shards.identity(p)
         if key not in seen:
             seen.add(key)
             out.append(p)
@@ -119,6 +119,13 @@ def _chapter(text: str) -> str:
     return str(int(text))
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return shards.parse_shard(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="attnbook-grade", allow_abbrev=False,
@@ -150,7 +157,46 @@ def parser() -> argparse.ArgumentParser:
                    help="after grading, list the pairs of submissions whose answer to an exercise is the same "
                         "program after renaming, and the answers equal to the published solution (evidence for "
                         "a person, not a verdict); also written to <csv stem>-similarity.csv beside --csv")
+    p.add_argument("--shard", type=_shard, metavar="I/N",
+                   help="grade only shard I of N (0-based: ${JOB_COMPLETION_INDEX}/N, ${SLURM_ARRAY_TASK_ID}/N "
+                        "with --array=0-(N-1)): every shard is given the whole course; needs --csv, beside which "
+                        "<csv stem>.shard.json records the shard for `attnbook-grade merge`")
     return p
+
+
+def merge_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="attnbook-grade merge", allow_abbrev=False,
+                description="Join the gradebooks of every shard (attnbook-grade --shard I/N) into the one a single "
+                            "run would have written; refuses a shard missing or given twice, shards of another "
+                            "course, checker or options, and a shard that did not grade its whole share.")
+    p.add_argument("shards", nargs="+", type=Path, help="every shard's gradebook (its .shard.json beside it)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the course's gradebook (CSV)")
+    return p
+
+
+def merge_main(argv: list[str]) -> int:
+    """attnbook-grade merge: 0 when the gradebook was written, 1 when the shards cannot make it (one line why)."""
+    args = merge_parser().parse_args(argv)
+    inputs = [str(b) for b in args.shards] + [str(shards.manifest_path(b)) for b in args.shards]
+    why = clobbers(args.output, inputs)
+    if why:
+        print(f"attnbook-grade merge: refusing to write {printable(args.output)}: {printable(why)}",
+              file=sys.stderr)
+        return 2
+    try:
+        text = shards.merge(args.shards)
+    except shards.MergeError as e:
+        print(f"attnbook-grade merge: {printable(e)}", file=sys.stderr)
+        return 1
+    write_atomically(text, args.output)
+    print(f"gradebook: {printable(args.output)} ({len(args.shards)} shards)")
+    return 0
+
+
+def grading_options(args) -> dict:
+    """The options that change a row, which every shard of a course must share."""
+    return {"chapter": args.chapter, "timeout": args.timeout, "notebook_timeout": args.notebook_timeout,
+            "lang": get_language(), "sandboxed": not args.no_sandbox, "recorded": args.recorded}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -163,10 +209,20 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     """The attnbook-grade command; exit status 0 when every submission was graded, 1 otherwise, 2 when the
     sandbox cannot run here (one line says why and how to allow it)."""
-    args = parser().parse_args(argv)
-    paths = distinct(args.submissions)
-    for output in [args.csv, *([similarity_path(args.csv)] if args.csv and args.similarity else [])]:
-        why = clobbers(output, paths) if output is not None else None
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["merge"]:
+        return merge_main(argv[1:])
+    p = parser()
+    args = p.parse_args(argv)
+    if args.shard and (args.csv is None or args.similarity):
+        p.error("--shard needs --csv (each shard writes its own gradebook) and cannot take --similarity (a "
+                "shard sees only its share of the answers)")
+    course = distinct(args.submissions)
+    paths = shards.share(course, *args.shard) if args.shard else course
+    outputs = [args.csv, *([similarity_path(args.csv)] if args.csv and args.similarity else []),
+               *([shards.manifest_path(args.csv)] if args.shard else [])]
+    for output in outputs:
+        why = clobbers(output, course) if output is not None else None
         if why:
             print(f"attnbook-grade: refusing to write {printable(output)}: {printable(why)}; nothing was graded "
                   "(name the gradebook with --csv FILE.csv, and put -- before the submissions)", file=sys.stderr)
@@ -186,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"attnbook-grade: {printable(e)}", file=sys.stderr)
             return 2
     book = Gradebook(args.csv, paths)
+    if args.shard:
+        shards.write_manifest(args.csv, course, *args.shard, grading_options(args))
+        write_gradebook([], args.csv)  # a shard with an empty share still leaves its gradebook
 
     def progress(grade: SubmissionGrade) -> None:
         book.add(grade)
@@ -201,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ungraded = sum(not g.graded for g in grades)
     flawed = sum(bool(g.problems) for g in grades)
     print(f"{len(grades)} submission(s) in {elapsed:.1f} s with --jobs {args.jobs} "
-          f"({elapsed / len(grades):.1f} s per submission); {flawed} with problems, {ungraded} not graded")
+          f"({elapsed / max(1, len(grades)):.1f} s per submission); {flawed} with problems, {ungraded} not graded"
+          + (f"; shard {args.shard[0]}/{args.shard[1]} of {len(course)}" if args.shard else ""))
     if args.csv:
         print(f"gradebook: {printable(args.csv)}")
     if args.similarity:
