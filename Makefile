@@ -16,7 +16,8 @@ ZH_EARLY := $(filter-out $(ZH_LATE),$(ZH_NOTEBOOKS))
 # slowest first (measured with --durations=0), so that no long file starts while the other worker runs dry
 SLOW_FIRST := tests/test_remote.py tests/test_student.py book/12_training_real_text.ipynb \
 	tests/test_exercises_ch09.py tests/test_grade_attacks.py tests/test_exercises_ch10.py tests/test_colab.py \
-	tests/test_grade.py tests/test_exercises_ch04.py tests/test_exercises_ch08.py book/08_bert_vs_gpt.ipynb \
+	tests/test_grade.py tests/test_grade_shards.py tests/test_exercises_ch04.py tests/test_exercises_ch08.py \
+	book/08_bert_vs_gpt.ipynb \
 	book/10_timing_decoding.ipynb book/06_decoder_masking.ipynb tests/test_exercises_ch05.py
 TEST_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST) tests/test_website.py,$(NOTEBOOKS) $(wildcard tests/test_*.py))
 # The Chinese site: built from book/zh/ (generated from the English notebooks and book/locale/zh/, never edited by
