@@ -62,15 +62,21 @@ def exercise_version(chapter: int) -> nbformat.NotebookNode:
     return nbformat.read(BOOK / "exercises" / chapter_path(chapter).name, as_version=4)
 
 
-def answer_cells(nb: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
-    """{exercise id: its answer cell}: the solution-tagged cell under each "### Exercise N.k" heading."""
-    found, current = {}, None
+def solution_cells(nb: nbformat.NotebookNode) -> list[tuple[str | None, nbformat.NotebookNode]]:
+    """(exercise id, cell) of every solution-tagged cell, the id of the "### Exercise N.k" heading above it (an
+    exercise may have several: 11.3's helper attention and its block)."""
+    found, current = [], None
     for cell in nb.cells:
         if cell.cell_type == "markdown" and cell.source.startswith("### Exercise "):
             current = cell.source.split()[2]
-        elif current and "solution" in cell.metadata.get("tags", []):
-            found[current] = cell
+        elif "solution" in cell.metadata.get("tags", []):
+            found.append((current, cell))
     return found
+
+
+def answer_cells(nb: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
+    """{exercise id: its answer cell}: the (last) solution-tagged cell under each "### Exercise N.k" heading."""
+    return {ex_id: cell for ex_id, cell in solution_cells(nb) if ex_id is not None}
 
 
 def solved(chapter: int, only: tuple[str, ...] | None = None, trim: bool = True) -> nbformat.NotebookNode:
@@ -79,7 +85,7 @@ def solved(chapter: int, only: tuple[str, ...] | None = None, trim: bool = True)
     nb = exercise_version(chapter)
     reference = [c.source for c in nbformat.read(chapter_path(chapter), as_version=4).cells
                  if "solution" in c.metadata.get("tags", [])]
-    for (ex_id, cell), source in zip(answer_cells(nb).items(), reference, strict=True):
+    for (ex_id, cell), source in zip(solution_cells(nb), reference, strict=True):
         if only is None or ex_id in only:
             cell.source = source
     if trim:
