@@ -1,4 +1,4 @@
-"""Checkers for chapter 10, GPU timing II: decoding, KV cache and grouped-query attention. One module per
+"""Checkers for chapter 10, GPU timing II: decoding, KV cache, grouped-query attention and serving. One module per
 exercise; importing this package registers them all.
 
     cache_bytes   10.1  the size of a KV cache (an exact int of bytes)
