@@ -14,10 +14,6 @@ from ..registry import exercise, Wrong
 from ...i18n import N_, _
 
 
-# ---------------------------------------------------------------------------------------------------------
-# 2.4 the variance of a dot product
-# ---------------------------------------------------------------------------------------------------------
-
 # The check calls the answer many times, each call with the random generators seeded anew (`_seed`, drawn from the
 # run's seed), and tests what a measured variance must do:
 #   A. accuracy: within VARIANCE_RTOL of d_k for d_k in VARIANCE_DIMS with VARIANCE_N pairs (the task's promise);

@@ -2,7 +2,6 @@
 hint for a rearrangement that changed the dtype, and the hint for view() on memory out of order."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 

@@ -11,11 +11,8 @@ from ..compare import generator
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ...models import params
 from ...i18n import N_, _
-
-# ---------------------------------------------------------------------------------------------------------
-# 3.3 the parameter count
-# ---------------------------------------------------------------------------------------------------------
 
 
 INT_HINT = (N_("a parameter count is a whole number: use integer arithmetic (*, + and //), not / or math.pow, "
@@ -77,19 +74,10 @@ _COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_head
 ]
 
 
-def _params_functions() -> tuple[str, ...]:
-    """Every function of attnbook.models.params (the public ones and the helper _linear), as dotted paths."""
-    try:
-        from ...models import params
-    except ImportError:  # not in this version of the package, so the learner cannot call it either
-        return ()
-    return tuple(f"attnbook.models.params.{name}" for name in (*params.__all__, "_linear"))
-
-
 _COUNT_FORBIDDEN = [
     (name, N_("write the formula: count the weights and the biases of the four projections W_Q, W_K, W_V and W_O"))
     for name in dict.fromkeys((
-        *_params_functions(),
+        *(f"attnbook.models.params.{name}" for name in (*params.__all__, "_linear")),  # every function of params
         "attnbook.multihead.MultiHeadAttention",
         "attnbook.layers.EncoderBlock",
         "attnbook.layers.DecoderBlock",
