@@ -177,35 +177,19 @@ def mhf(split="heads", merge="heads", transposed=(), kv=("W_k", "W_v"), k_transp
         W = {name: w.T if name in transposed else w for name, w in
              (("W_q", W_q), ("W_k", W_k), ("W_v", W_v), ("W_o", W_o))}
 
-        def split_(t):
-            if split == "straight":
-                return t.reshape(B, n_heads, n, dh)
-            if split == "interleaved":
-                return t.reshape(B, n, dh, n_heads).permute(0, 3, 1, 2)
-            return t if split == "none" else _split(t, n_heads)
-
-        def merge_(t):
-            if split == "none":
-                return t
-            if merge == "straight":
-                return t.reshape(B, n, d)
-            if merge == "view":
-                return t.transpose(1, 2).view(B, n, d)
-            if merge == "interleaved":
-                return t.permute(0, 2, 3, 1).reshape(B, n, d)
-            return _merge(t)
+        split_ = {"heads": lambda t: _split(t, n_heads), "straight": lambda t: t.reshape(B, n_heads, n, dh),
+                  "interleaved": lambda t: t.reshape(B, n, dh, n_heads).permute(0, 3, 1, 2), "none": lambda t: t}[split]
+        merge_ = {"heads": _merge, "straight": lambda t: t.reshape(B, n, d),
+                  "view": lambda t: t.transpose(1, 2).view(B, n, d),
+                  "interleaved": lambda t: t.permute(0, 2, 3, 1).reshape(B, n, d)}[merge]
+        merge_ = (lambda t: t) if split == "none" else merge_
 
         q, k, v = split_(x @ W["W_q"]), split_(x @ W[kv[0]]), split_(x @ W[kv[1]])
         if attention is not None:
             return merge_(attention(q, k, v)) @ W["W_o"]
-        s = q @ (k.transpose(-2, -1) if k_transposed else k)
-        if scale == "sqrt(d_head)":
-            s = s / math.sqrt(dh)
-        elif scale == "sqrt(d_model)":
-            s = s / math.sqrt(d)
-        elif scale == "d_head":
-            s = s / dh
-        elif scale == "times sqrt(d_head)":
+        divisor = {"sqrt(d_head)": math.sqrt(dh), "sqrt(d_model)": math.sqrt(d), "d_head": dh}.get(scale, 1.0)
+        s = q @ (k.transpose(-2, -1) if k_transposed else k) / divisor
+        if scale == "times sqrt(d_head)":
             s = s * math.sqrt(dh)
         if mask:
             s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
@@ -587,6 +571,11 @@ table("3.3", [
     ("mha_param_count from a second import of attnbook/models/params.py", "package's own",
      fresh_import(_params, "params_ch03").mha_param_count),
     # every other counting route, refused by name
+    ("builds nn.MultiheadAttention and counts its parameters", "without torch.nn.MultiheadAttention",
+     lambda d_model, n_heads, bias=True: sum(p.numel() for p in torch.nn.MultiheadAttention(
+         d_model, n_heads, bias=bias).parameters())),
+    ("builds four nn.Linear and counts them", "without torch.nn.Linear", lambda d_model, n_heads, bias=True: sum(
+        p.numel() for _ in range(4) for p in torch.nn.Linear(d_model, d_model, bias=bias).parameters())),
     ("4 times the package's helper attnbook.models.params._linear",
      _called("attnbook.models.params._linear", "d_model=512"),
      lambda d_model, n_heads, bias=True: 4 * _params._linear(d_model, d_model, bias)),
@@ -625,19 +614,6 @@ table("3.3", [
 def mha_param_count(d_model, n_heads, bias=True):
     """computes the count but returns nothing"""
     4 * d_model * d_model + (4 * d_model if bias else 0)
-
-
-@wrong("3.3", hint="without torch.nn.MultiheadAttention")
-def mha_param_count(d_model, n_heads, bias=True):
-    """builds nn.MultiheadAttention and counts its parameters"""
-    layer = torch.nn.MultiheadAttention(d_model, n_heads, bias=bias)
-    return sum(p.numel() for p in layer.parameters())
-
-
-@wrong("3.3", hint="without torch.nn.Linear")
-def mha_param_count(d_model, n_heads, bias=True):
-    """builds four nn.Linear and counts them"""
-    return sum(p.numel() for _ in range(4) for p in torch.nn.Linear(d_model, d_model, bias=bias).parameters())
 
 
 @wrong("3.3", hint="without attnbook.multihead.MultiHeadAttention")
