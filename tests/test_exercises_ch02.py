@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import integrate, optimize, stats
 
 import mutants
 from attnbook.exercises import check, compare, reset_session
@@ -207,8 +208,6 @@ def test_2_4_right_answers_pass_for_other_offsets(offset):
 
 def _expect(g, d, u_max, points=4001):
     """E[g(R); R <= u_max^2] for R = |q|^2, q ~ N(0, I_d), integrating over u = |q| (a chi(d) variable)."""
-    from scipy import integrate, stats
-
     u = np.linspace(0.0, u_max, points)
     return integrate.simpson(g(u * u) * stats.chi.pdf(u, d), x=u)
 
@@ -217,8 +216,6 @@ def _mean_square_above(d, n, a):
     """An upper bound on P((1/n) sum X_i^2 > a) for X = q.k, q and k ~ N(0, I_d): Chernoff on the X_i^2 with every
     R_i = |q_i|^2 at most r0 (truncated), plus n P(R > r0); given q, X^2 = R Z^2, so E[exp(t X^2); R <= r0] =
     E[(1 - 2 t R)^(-1/2); R <= r0]."""
-    from scipy import optimize, stats
-
     best = 1.0
     for p in (1e-9, 1e-10, 1e-11, 1e-12, 1e-14, 1e-16):
         r0 = stats.chi2.isf(p / n, d)
@@ -235,8 +232,6 @@ def _mean_square_above(d, n, a):
 def _mean_square_below(d, n, a):
     """An upper bound on P((1/n) sum X_i^2 < a): Chernoff with E[exp(-t X^2)] = E[(1 + 2 t R)^(-1/2)] (at most 1,
     so the part of R's range left out adds at most its probability, 1e-30)."""
-    from scipy import optimize, stats
-
     u_max = stats.chi.isf(1e-30, d)
 
     def log_bound(t):
@@ -247,8 +242,6 @@ def _mean_square_below(d, n, a):
 
 def _mean_beyond(d, n, s):
     """An upper bound on P(|mean of the X_i| > s): Chernoff with E[exp(l X)] = (1 - l^2)^(-d/2)."""
-    from scipy import optimize
-
     def log_bound(lam):
         return n * (-(d / 2) * math.log(1 - lam * lam) - lam * s)
 
@@ -272,8 +265,6 @@ def _outside(d, n, rtol):
 @functools.lru_cache(maxsize=None)
 def _chi_nodes(dof, points=48, p=1e-13):
     """Gauss-Legendre nodes and weights (times the chi-square(dof) density) over all but 2p of chi-square(dof)."""
-    from scipy import stats
-
     lo, hi = stats.chi2.ppf(p, dof), stats.chi2.isf(p, dof)
     x, w = np.polynomial.legendre.leggauss(points)
     r = (x + 1) / 2 * (hi - lo) + lo
@@ -284,8 +275,6 @@ def _right_cdf(u, d, exact=False):
     """P((R / (2 d)) Z^2 < u), R ~ chi-square(2 d): the right answer's u, whichever divisor it uses (Gauss-Legendre
     over R; `exact`: adaptive quadrature, slower, which test_2_4_the_small_sample_distribution_is_the_stated_one
     compares it with)."""
-    from scipy import integrate, stats
-
     if u <= 0:
         return 0.0
     if not exact:
@@ -364,8 +353,6 @@ def _passes(bins_by_divisor, p_ok=1.0):
 
 def _passes_at_most(bins_by_divisor, p_ok=1.0):
     """A Chernoff bound on what _passes computes, quicker: P(score <= limit) <= exp(t limit) E[exp(-t w)]^calls."""
-    from scipy import optimize
-
     if p_ok <= 0:
         return 0.0
 
@@ -405,8 +392,6 @@ def test_2_4_the_small_sample_distribution_is_the_stated_one():
 
 def test_2_4_the_message_numbers_are_right():
     """The share of right results below SHAPE_SMALL and their median, which the messages quote (rounded)."""
-    from scipy import optimize
-
     d = SHAPE_DK
     for m, share, median in zip(_divisors(), SHAPE_SMALL_SHARE, SHAPE_MEDIAN):
         assert abs(_right_cdf(SHAPE_SMALL * m / d, d) - share) < 5e-4
@@ -450,8 +435,6 @@ def _per_coordinate_u(divisor_of_answer, calls=50_000):
 def test_2_4_power():
     """The probability that a wrong answer passes one pass of the check (the comment above
     check_dot_product_variance states the numbers; the check lets it through only if both passes pass)."""
-    from scipy import integrate, optimize, stats
-
     d = SHAPE_DK
     # B: one q: the result is q^2 times the variance of n normal numbers (chi-square with n - 1 degrees of freedom
     # over n - 1, or over n); one call lands within SPREAD_RTOL of 1 with probability p
