@@ -46,9 +46,10 @@ def _attention_cases() -> list[tuple[str, tuple[Tensor, Tensor, Tensor], Tensor 
     ]
 
 
-_EMPTY_ROW = (N_("its weights and output must be 0: after the softmax, set the weights of every query whose mask row has "
-                 "no True to 0"))
-_SCALE_SIZE = N_("d_k is the size of the last dimension of q (and k), q.size(-1); you scaled by the square root of {what}")
+_EMPTY_ROW = N_("its weights and output must be 0: after the softmax, set the weights of every query whose mask row "
+                "has no True to 0")
+_SCALE_SIZE = N_("d_k is the size of the last dimension of q (and k), q.size(-1); you scaled by the square root of "
+                 "{what}")
 _SCALE_TEXTS = {  # what was scaled by, shown in _SCALE_SIZE -> that size
     N_("q.size(-2), the number of queries"): lambda q, k, v: q.size(-2),
     N_("k.size(-2), the number of keys"): lambda q, k, v: k.size(-2),

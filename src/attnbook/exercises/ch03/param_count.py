@@ -48,7 +48,8 @@ _COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_head
     (N_("you left out the biases: with bias=True each of the four projections also has a bias vector of "
         "d_model numbers"), lambda d, h, b: 4 * d * d),
     (N_("you left out the output projection W_O and the biases"), lambda d, h, b: 3 * d * d),
-    (N_("bias=False: the projections have no biases, only the four weight matrices"), lambda d, h, b: 4 * d * d + 4 * d),
+    (N_("bias=False: the projections have no biases, only the four weight matrices"),
+     lambda d, h, b: 4 * d * d + 4 * d),
     (N_("you counted one bias vector, but each of the four projections has its own: 4 d_model biases"),
      lambda d, h, b: 4 * d * d + d * b),
     (N_("you counted three bias vectors; W_O has a bias too: 4 d_model biases"), lambda d, h, b: 4 * d * d + 3 * d * b),
@@ -63,7 +64,8 @@ _COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_head
     (N_("that is the count for d_model and n_heads swapped: the check calls mha_param_count(d_model, n_heads, "
         "bias=...), d_model first"), lambda d, h, b: 4 * h * h + 4 * h * b),
     (N_("you multiplied by n_heads: the heads share the four d_model x d_model matrices (each head uses "
-        "d_head of their columns), so the count does not depend on n_heads"), lambda d, h, b: h * (4 * d * d + 4 * d * b)),
+        "d_head of their columns), so the count does not depend on n_heads"),
+     lambda d, h, b: h * (4 * d * d + 4 * d * b)),
     (N_("you multiplied the weight matrices by n_heads: the heads share the four d_model x d_model matrices, "
         "so the count does not depend on n_heads"), lambda d, h, b: h * 4 * d * d + 4 * d * b),
     (N_("that counts one head only: its four matrices are d_model x d_head (with biases of d_head numbers); "
