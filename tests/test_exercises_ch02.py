@@ -2,35 +2,113 @@
 verdict and hint" fact): the book's reference solutions pass, stubs are not attempted, and what a verdict and one
 hint cannot say: what a message names (the input, both dtypes) and what it must never show (the expected numbers,
 solution code, a hint that does not fit), state kept between checks (2.1's guesses), the inputs drawn from the run's
-seed, and the statistics of 2.4 (answers checked several times, the false-fail rate and the power). Answers are built
-from the catalogue's learner templates (attn, var, np_var) where one fits."""
+seed, and the statistics of 2.4 (right answers at other seeds, the false-fail rate and the power). Answers come from
+the catalogue (its learner templates attn, var, np_var, or an entry by name) or are written out here."""
 import functools
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
+from scipy import integrate, optimize, stats
 
-from attnbook.exercises import check, compare
-from mutants.ch02 import attn, hand_softmax, np_var, var
+import mutants
+from attnbook.exercises import check, compare, reset_session
+from attnbook.exercises.ch02.variance import (SHAPE_CALLS, SHAPE_DK, SHAPE_EARLY, SHAPE_EDGES, SHAPE_LIMITS,
+                                              SHAPE_MEDIAN, SHAPE_N, SHAPE_NEGATIVE, SHAPE_SMALL, SHAPE_SMALL_SHARE,
+                                              SHAPE_WEIGHTS, SPREAD_CALLS, SPREAD_D, SPREAD_RTOL, VARIANCE_DIMS,
+                                              VARIANCE_N, VARIANCE_RTOL)
+from mutants.ch02 import attn, np_var, var
+from seed_offsets import OFFSETS, catalogue_over_offsets  # OFFSETS: 200 values of compare.SEED_OFFSET
+
+CATALOGUE = [m for m in mutants.load(2) if m.exercise_id.startswith("2.") and "(generated)" not in m.name]
+
+
+def entry(exercise_id, name):
+    """The catalogue's answer called `name`."""
+    (answer,) = [m.answer for m in CATALOGUE if (m.exercise_id, m.name) == (exercise_id, name)]
+    return answer
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every exercise: the reference solutions, stubs, and what messages show and do not show
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exercise_id, name", [("2.1", "answer_2_1"), ("2.2", "attention"), ("2.3", "padding_mask"),
+                                               ("2.4", "dot_product_variance")])
+def test_reference_passes(solutions, exercise_id, name):
+    result = check(exercise_id, solutions(2)[name])
+    assert result.passed, result.message
+
+
+def test_stubs_are_not_attempted():
+    def stub(*args, **kwargs):
+        raise NotImplementedError("replace this line with your code")
+
+    for exercise_id, answer in (("2.1", None), ("2.2", stub), ("2.3", stub), ("2.4", stub)):
+        assert check(exercise_id, answer).status == "not attempted", exercise_id
+
+
+Q_LIST, K_LIST, V_LIST = [[2.0, 1.0], [0.0, 1.0]], [[1.0, -1.0], [0.5, 2.0]], [[3.0, 0.0], [-1.0, 2.0]]
+Q, K, V = torch.tensor(Q_LIST), torch.tensor(K_LIST), torch.tensor(V_LIST)
+NO_CODE = ("def ", ".var(")  # 2.4's messages for n_samples=2 name the input and show no code
+
+
+@pytest.mark.parametrize("exercise_id, answer, shown, not_shown", [
+    ("2.1", [[float("nan"), 0.5], [1.2, 0.3]], ("NaN",), ("mask",)),
+    ("2.1", torch.tensor([[2, 0], [1, 1]]), ("integer", "decimal point"), ()),
+    ("2.1", torch.softmax(K @ Q.T / math.sqrt(2), dim=-1) @ V, ("your scores are K Q^T",), ("Q @ K;",)),
+    # the rounding hint needs every entry rounded: one entry that is not a rounding of the right one, the missing
+    # scale rounded to one decimal, rounded down instead of to the nearest
+    ("2.1", [[-0.2, 1.6], [-0.6, 1.7]], (), ("rounded too early",)),
+    ("2.1", [[-0.5, 1.8], [-0.8, 1.9]], (), ("rounded too early",)),
+    ("2.1", [[-0.3, 1.6], [-0.6, 1.8]], (), ("rounded too early",)),
+    ("2.2", attn(dim=-2), ("2-D q (3, 4)",), ()),
+    ("2.2", attn(kt="t()"), ("3-D", "k.transpose(-2, -1)"), ()),  # t() works for 2-D inputs only
+    ("2.2", attn(dtype=torch.float32, back=False), ("dtype torch.float32", "expected torch.float64"), ()),
+    ("2.2", attn(fix=None), ("may attend to no key", "gets NaN weights"), ("masked_fill(", "mask.any(")),
+    ("2.2", attn(fix="after output"), ("output", "NaN"), ("overflows",)),
+    ("2.2", attn(mask_use="as padding"), ("use it as it is",), ("keepdim",)),
+    ("2.2", attn(mask_use="indexed", fix=None), ("IndexError", "masked_fill"), ("k.T",)),  # not blamed on k.T
+    ("2.2", entry("2.2", "no scale on 4-D inputs only: the missing scale does not explain the 2-D and 3-D inputs"),
+     ("4-D", "at index"), ("left out the scale",)),
+    ("2.2", entry("2.2", "a hand-written softmax with 1e-6 added to the denominator and 1e-6 / 9 to every allowed "
+                  "exponential (the rows sum to 1, the weights move toward uniform)"),
+     ("at index",), ("float32", "slightly less than 1")),  # a small error that float32 rounding does not explain
+    ("2.3", entry("2.3", "marks position 0 as a real token in every row"), (),
+     ("[False, False, False]",)),  # the first wrong entry, never a whole expected row
+    ("2.3", lambda lengths, max_len: (torch.arange(max_len)[None, :] < lengths[:, None]).long(),
+     ("compare, don't cast",), ("[None, :]", "[:, None]")),
+    ("2.4", var(pairs=lambda n: 1_000), ("n_samples", "exactly the same number"), ()),
+    ("2.4", entry("2.4", "rounds the draws to integers, then measures in floats"), (), ("uniform",)),
+    ("2.4", np_var(rng=lambda: np.random.default_rng(3), dtype=np.float32, returns=lambda x: x),
+     ("float32", "float("), ()),
+    ("2.4", lambda d_k, n_samples=10_000: 0.0 if n_samples < 100 else var()(d_k, n_samples),
+     ("returned 0.0 on 384 of 384 calls", "n_samples=2"), NO_CODE),
+    ("2.4", var(pairs=lambda n: n // 2, unbiased=False), ("almost never 0", "n_samples=2"), NO_CODE),
+    ("2.4", var(pairs=lambda n: n // 2), ("finite number", "n_samples=2"), NO_CODE),  # one pair: NaN
+    ("2.4", var(stat="mean square"), ("squared differences from their own mean", "n_samples=2"), NO_CODE),
+    ("2.4", var(stat="squares / (n - 1)"), ("squared differences from their own mean", "n_samples=2"), NO_CODE),
+    ("2.4", var(pairs=lambda n: n + 1, stat="deviations / n_samples"),
+     ("squared differences from their own mean", "n_samples=2"), NO_CODE),
+    ("2.4", var(stat="per coordinate"), ("variances of the d_k coordinates", "n_samples=2"), NO_CODE),
+    # a right answer halved (spread out, never 0): not the per-coordinate question (results that barely vary), not
+    # the zero message (mostly zeros), not the mean of squares (many results near 0)
+    ("2.4", entry("2.4", "the variance dividing by n_samples, halved when n_samples < 100 ('a small-sample "
+                  "correction')"), ("are too small", "median", "no other factor", "n_samples=2"),
+     NO_CODE + ("coordinates", "0.0 on", "own mean")),
+])
+def test_messages_show_and_do_not_show(exercise_id, answer, shown, not_shown):
+    result = check(exercise_id, answer)
+    message = result.message
+    assert not result.passed
+    assert all(piece in message for piece in shown) and not any(piece in message for piece in not_shown), message
+
 
 # ---------------------------------------------------------------------------------------------------------
 # 2.1 attention by hand
 # ---------------------------------------------------------------------------------------------------------
-
-Q_LIST, K_LIST, V_LIST = [[2.0, 1.0], [0.0, 1.0]], [[1.0, -1.0], [0.5, 2.0]], [[3.0, 0.0], [-1.0, 2.0]]
-Q, K, V = torch.tensor(Q_LIST), torch.tensor(K_LIST), torch.tensor(V_LIST)
-
-
-def test_2_1_reference_passes(solutions):
-    result = check("2.1", solutions(2)["answer_2_1"])
-    assert result.passed, result.message
-
-
-def test_2_1_not_attempted():
-    result = check("2.1", None)
-    assert result.status == "not attempted"
 
 
 def _by_hand_output() -> list[list[float]]:
@@ -59,16 +137,7 @@ def test_2_1_messages_never_reveal_the_expected_numbers(wrong):
     assert "max abs error" not in result.message and "expected" not in result.message
 
 
-def test_2_1_nan_and_integer_answers_get_their_own_messages():
-    nan = check("2.1", [[float("nan"), 0.5], [1.2, 0.3]])
-    assert not nan.passed and "NaN" in nan.message and "mask" not in nan.message
-    integer = check("2.1", torch.tensor([[2, 0], [1, 1]]))
-    assert not integer.passed and "integer" in integer.message and "decimal point" in integer.message
-
-
 def test_2_1_guessing_entry_by_entry_stops_being_answered():
-    from attnbook.exercises import reset_session
-
     reset_session()
     messages = [check("2.1", [[1.0 + i / 100, 0.0], [1.0, 0.0]]).message for i in range(12)]
     assert "entries" in messages[0] or "entry" in messages[0]
@@ -76,221 +145,23 @@ def test_2_1_guessing_entry_by_entry_stops_being_answered():
     reset_session()
 
 
-def test_2_1_transposed_scores_are_not_called_q_times_k():
-    result = check("2.1", torch.softmax(K @ Q.T / math.sqrt(2), dim=-1) @ V)
-    assert not result.passed and "your scores are K Q^T" in result.message and "Q @ K;" not in result.message
-
-
-@pytest.mark.parametrize("wrong", [
-    [[-0.2, 1.6], [-0.6, 1.7]],  # one entry is not a rounding of the right one
-    [[-0.5, 1.8], [-0.8, 1.9]],  # the missing scale, rounded to one decimal
-    [[-0.3, 1.6], [-0.6, 1.8]],  # rounded down instead of to the nearest
-])
-def test_2_1_the_rounding_hint_needs_every_entry_rounded(wrong):
-    result = check("2.1", wrong)
-    assert not result.passed and "rounded too early" not in result.message, result.message
-
-
 # ---------------------------------------------------------------------------------------------------------
 # 2.2 attention with a mask
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_2_2_reference_passes(solutions):
-    result = check("2.2", solutions(2)["attention"])
-    assert result.passed, result.message
-
-
-def test_2_2_not_attempted():
-    def attention(q, k, v, mask=None):
-        raise NotImplementedError("replace this line with your code")
-
-    assert check("2.2", attention).status == "not attempted"
-
-
-def test_2_2_messages_name_the_input():
-    assert "2-D q (3, 4)" in check("2.2", attn(dim=-2)).message
-    assert "may attend to no key" in check("2.2", attn(fix=None)).message
-    message = check("2.2", attn(kt="t()")).message  # works for 2-D inputs only
-    assert "3-D" in message and "k.transpose(-2, -1)" in message, message
-    message = check("2.2", attn(dtype=torch.float32, back=False)).message  # both dtypes are named
-    assert "dtype torch.float32" in message and "expected torch.float64" in message, message
-
-
-def test_2_2_boolean_indexing_is_not_blamed_on_k_T():
-    def attention(q, k, v, mask=None):
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-        if mask is not None:
-            scores[~mask] = float("-inf")  # boolean indexing: breaks once the mask must broadcast
-        weights = torch.softmax(scores, dim=-1)
-        return weights @ v, weights
-
-    result = check("2.2", attention)
-    assert not result.passed and "IndexError" in result.message, result.message
-    assert "masked_fill" in result.message and "k.T" not in result.message
-
-
-def test_2_2_messages_show_no_solution_code_and_no_hint_that_does_not_fit():
-    message = check("2.2", attn(fix="after output")).message
-    assert "output" in message and "NaN" in message and "overflows" not in message, message
-    message = check("2.2", attn(fix=None)).message
-    assert "gets NaN weights" in message and "masked_fill(" not in message and "mask.any(" not in message, message
-    message = check("2.2", attn(mask_use="as padding")).message
-    assert "use it as it is" in message and "keepdim" not in message, message
-
-
-def test_2_2_a_mistake_on_one_input_only_is_not_named():
-    """No scale on the 4-D inputs only: the missing scale does not explain the 2-D and 3-D inputs."""
-    def attention(q, k, v, mask=None):
-        size = 1.0 if q.dim() == 4 else math.sqrt(q.size(-1))
-        weights = torch.softmax(q @ k.transpose(-2, -1) / size, dim=-1)
-        return weights @ v, weights
-
-    result = check("2.2", attention)
-    assert not result.passed and "4-D" in result.message
-    assert "left out the scale" not in result.message and "at index" in result.message, result.message
-
-
-@pytest.mark.parametrize("eps, stable", [(1e-9, False), (1e-6, True), (1e-10, False), (1e-3, False), (1e-2, True)])
-def test_2_2_an_epsilon_in_the_denominator_is_not_called_float32(eps, stable):
-    result = check("2.2", attn(softmax=hand_softmax(eps=eps, stable=stable)))
-    assert not result.passed and "slightly less than 1" in result.message, result.message
-    assert "float32" not in result.message, result.message
-
-
-def test_2_2_other_small_errors_are_not_called_float32():
-    """A small error that float32 rounding does not explain: an epsilon added to every allowed exponential too (the
-    rows sum to 1, the weights move toward uniform) gets the first wrong entry and the rule, not the float32 hint."""
-    def softmax(scores, dim=-1):
-        e = torch.exp(scores) + torch.isfinite(scores) * (1e-6 / 9)
-        return e / (e.sum(dim=dim, keepdim=True) + 1e-6)
-
-    result = check("2.2", attn(softmax=softmax))
-    assert not result.passed and "float32" not in result.message and "slightly less than 1" not in result.message
-    assert "at index" in result.message, result.message
+def test_2_2_an_epsilon_in_the_denominator_is_not_called_float32():
+    """The catalogue's softmaxes with an epsilon added to the denominator (1e-10 to 1e-2, stable or not) are told
+    so, never that they computed in float32."""
+    epsilon = [m for m in CATALOGUE if m.hint == "slightly less than 1"]
+    assert len(epsilon) == 5
+    for m in epsilon:
+        assert "float32" not in check("2.2", m.answer).message, m.name
 
 
 # ---------------------------------------------------------------------------------------------------------
-# 2.3 padding mask
+# 2.3 padding mask: lengths drawn from the run's seed
 # ---------------------------------------------------------------------------------------------------------
-
-
-def test_2_3_reference_passes(solutions):
-    result = check("2.3", solutions(2)["padding_mask"])
-    assert result.passed, result.message
-
-
-def test_2_3_not_attempted():
-    def padding_mask(lengths, max_len):
-        raise NotImplementedError
-
-    assert check("2.3", padding_mask).status == "not attempted"
-
-
-def test_2_3_other_wrong_values_are_described():
-    def first_always_true(lengths, max_len):
-        mask = torch.arange(max_len)[None, :] < lengths[:, None]
-        return mask | (torch.arange(max_len) == 0)
-
-    result = check("2.3", first_always_true)
-    assert re.search(r"row \d \(length 0\) is True at position 0, expected False", result.message), result.message
-    assert "[False, False, False]" not in result.message  # the first wrong entry, never a whole expected row
-
-
-def test_2_3_the_bool_hint_prints_no_code():
-    result = check("2.3", lambda lengths, max_len: (torch.arange(max_len)[None, :] < lengths[:, None]).long())
-    assert "compare, don't cast" in result.message
-    assert "[None, :]" not in result.message and "[:, None]" not in result.message, result.message
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 2.4 variance of a dot product
-# ---------------------------------------------------------------------------------------------------------
-
-
-def test_2_4_reference_passes(solutions):
-    result = check("2.4", solutions(2)["dot_product_variance"])
-    assert result.passed, result.message
-
-
-def test_2_4_not_attempted():
-    def dot_product_variance(d_k, n_samples=10_000):
-        raise NotImplementedError
-
-    assert check("2.4", dot_product_variance).status == "not attempted"
-
-
-@pytest.mark.parametrize("pairs", [1_000, 100_000])
-def test_2_4_an_answer_that_ignores_n_samples_fails_every_time(pairs):
-    answer = var(pairs=lambda n: pairs)
-    verdicts = {check("2.4", answer).message for _ in range(3)}
-    assert len(verdicts) == 1, verdicts  # the same verdict on every run
-    (message,) = verdicts
-    assert "n_samples" in message and "exactly the same number" in message
-
-
-def test_2_4_integer_samples_get_no_misleading_hint():
-    def dot_product_variance(d_k, n_samples=10_000):
-        q, k = torch.randn(n_samples, d_k).int(), torch.randn(n_samples, d_k).int()
-        return (q * k).sum(-1).float().var().item()
-
-    result = check("2.4", dot_product_variance)
-    assert not result.passed and "uniform" not in result.message, result.message
-
-
-def test_2_4_a_numpy_float32_is_named_and_told_to_convert():
-    message = check("2.4", np_var(rng=lambda: np.random.default_rng(3), dtype=np.float32, returns=lambda x: x)).message
-    assert "float32" in message and "float(" in message, message
-
-
-def _halved_below_100(d_k, n_samples=10_000):
-    return var(unbiased=False)(d_k, n_samples) / (2 if n_samples < 100 else 1)
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (lambda d_k, n_samples=10_000: 0.0 if n_samples < 100 else var()(d_k, n_samples),
-     "returned 0.0 on 384 of 384 calls"),
-    (var(pairs=lambda n: n // 2, unbiased=False), "almost never 0"),
-    (var(pairs=lambda n: n // 2), "finite number"),  # the variance of one pair: NaN
-    (var(stat="mean square"), "squared differences from their own mean"),
-    (var(stat="squares / (n - 1)"), "squared differences from their own mean"),
-    (var(pairs=lambda n: n + 1, stat="deviations / n_samples"), "squared differences from their own mean"),
-    (var(stat="per coordinate"), "variances of the d_k coordinates"),
-    (_halved_below_100, "are too small"),
-], ids=["zero below 100", "half the pairs", "half the pairs, unbiased", "mean square", "mean square unbiased",
-        "one pair too many", "per coordinate", "halved below 100"])
-def test_2_4_small_sample_mistakes_name_the_input_and_print_no_code(answer, hint):
-    results = [check("2.4", answer) for _ in range(2)]
-    for result in results:
-        assert not result.passed and hint in result.message, result.message
-        assert "n_samples=2" in result.message and "def " not in result.message and ".var(" not in result.message
-
-
-def test_2_4_messages_name_a_mistake_only_where_it_explains_the_results():
-    """The per-coordinate question goes with results that barely vary, the zero message with mostly zeros: a right
-    answer halved (spread out, never 0) gets neither, nor the mean-of-squares one (it has many results near 0)."""
-    message = check("2.4", _halved_below_100).message
-    assert "coordinates" not in message and "0.0 on" not in message and "own mean" not in message, message
-    assert "median" in message and "no other factor" in message, message
-
-
-def test_2_4_right_answers_pass_for_other_offsets(offset):
-    """The catalogue's right answers to 2.4 pass at other seed offsets too (both passes each time; the false-fail
-    rate is proven in test_2_4_false_fail_rate, this shows the checker's code computes what the proof reads)."""
-    import mutants
-
-    right_answers = [m for m in mutants.load(2) if m.exercise_id == "2.4" and m.right and "(generated)" not in m.name]
-    for o in (7, 2 ** 31 - 1):
-        offset(o)
-        failed = [(m.name, r.message) for m in right_answers for ok, r in [mutants.run(m)] if not ok]
-        assert not failed, (o, failed)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Issue 23: inputs drawn from the run's seed, and 2.4's statistics computed from the checker's own parameters
-# ---------------------------------------------------------------------------------------------------------
-
-from seed_offsets import OFFSETS  # noqa: E402  (200 values of compare.SEED_OFFSET)
 
 
 def test_2_3_drawn_lengths_keep_every_edge_case(monkeypatch):
@@ -314,12 +185,22 @@ def test_2_3_drawn_lengths_keep_every_edge_case(monkeypatch):
 
 def test_2_3_drawn_cases_give_every_catalogue_entry_its_verdict(monkeypatch):
     """The catalogue's verdicts hold under other seeds too (a few here; the properties above cover 200)."""
-    import mutants
+    catalogue_over_offsets("2.3", OFFSETS[:3], monkeypatch, generated=False)
 
-    entries = [m for m in mutants.load(2) if m.exercise_id == "2.3" and "(generated)" not in m.name]
-    for o in OFFSETS[:3]:
-        monkeypatch.setattr(compare, "SEED_OFFSET", o)
-        assert not [(m.name, r.message) for m in entries for ok, r in [mutants.run(m)] if not ok], o
+
+# ---------------------------------------------------------------------------------------------------------
+# 2.4 variance of a dot product: right answers at other seeds, the false-fail rate and the power
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_2_4_right_answers_pass_for_other_offsets(offset):
+    """The catalogue's right answers to 2.4 pass at other seed offsets too (both passes each time; the false-fail
+    rate is proven in test_2_4_false_fail_rate, this shows the checker's code computes what the proof reads)."""
+    right_answers = [m for m in CATALOGUE if m.exercise_id == "2.4" and m.right]
+    for o in (7, 2 ** 31 - 1):
+        offset(o)
+        failed = [(m.name, r.message) for m in right_answers for ok, r in [mutants.run(m)] if not ok]
+        assert not failed, (o, failed)
 
 
 # 2.4: the false-fail rate and the power, from the parameters the checker uses. The bounds are computed here
@@ -327,8 +208,6 @@ def test_2_3_drawn_cases_give_every_catalogue_entry_its_verdict(monkeypatch):
 
 def _expect(g, d, u_max, points=4001):
     """E[g(R); R <= u_max^2] for R = |q|^2, q ~ N(0, I_d), integrating over u = |q| (a chi(d) variable)."""
-    from scipy import integrate, stats
-
     u = np.linspace(0.0, u_max, points)
     return integrate.simpson(g(u * u) * stats.chi.pdf(u, d), x=u)
 
@@ -337,8 +216,6 @@ def _mean_square_above(d, n, a):
     """An upper bound on P((1/n) sum X_i^2 > a) for X = q.k, q and k ~ N(0, I_d): Chernoff on the X_i^2 with every
     R_i = |q_i|^2 at most r0 (truncated), plus n P(R > r0); given q, X^2 = R Z^2, so E[exp(t X^2); R <= r0] =
     E[(1 - 2 t R)^(-1/2); R <= r0]."""
-    from scipy import optimize, stats
-
     best = 1.0
     for p in (1e-9, 1e-10, 1e-11, 1e-12, 1e-14, 1e-16):
         r0 = stats.chi2.isf(p / n, d)
@@ -355,8 +232,6 @@ def _mean_square_above(d, n, a):
 def _mean_square_below(d, n, a):
     """An upper bound on P((1/n) sum X_i^2 < a): Chernoff with E[exp(-t X^2)] = E[(1 + 2 t R)^(-1/2)] (at most 1,
     so the part of R's range left out adds at most its probability, 1e-30)."""
-    from scipy import optimize, stats
-
     u_max = stats.chi.isf(1e-30, d)
 
     def log_bound(t):
@@ -367,8 +242,6 @@ def _mean_square_below(d, n, a):
 
 def _mean_beyond(d, n, s):
     """An upper bound on P(|mean of the X_i| > s): Chernoff with E[exp(l X)] = (1 - l^2)^(-d/2)."""
-    from scipy import optimize
-
     def log_bound(lam):
         return n * (-(d / 2) * math.log(1 - lam * lam) - lam * s)
 
@@ -392,8 +265,6 @@ def _outside(d, n, rtol):
 @functools.lru_cache(maxsize=None)
 def _chi_nodes(dof, points=48, p=1e-13):
     """Gauss-Legendre nodes and weights (times the chi-square(dof) density) over all but 2p of chi-square(dof)."""
-    from scipy import stats
-
     lo, hi = stats.chi2.ppf(p, dof), stats.chi2.isf(p, dof)
     x, w = np.polynomial.legendre.leggauss(points)
     r = (x + 1) / 2 * (hi - lo) + lo
@@ -404,8 +275,6 @@ def _right_cdf(u, d, exact=False):
     """P((R / (2 d)) Z^2 < u), R ~ chi-square(2 d): the right answer's u, whichever divisor it uses (Gauss-Legendre
     over R; `exact`: adaptive quadrature, slower, which test_2_4_the_small_sample_distribution_is_the_stated_one
     compares it with)."""
-    from scipy import integrate, stats
-
     if u <= 0:
         return 0.0
     if not exact:
@@ -446,14 +315,10 @@ def _three_pairs_cdf(s, d, points=32):
 
 def _bins(cdf):
     """The probability of each of D's bins for a u whose P(u < e) is cdf(e)."""
-    from attnbook.exercises.ch02.variance import SHAPE_EDGES
-
     return np.diff([0.0] + [cdf(e) for e in SHAPE_EDGES] + [1.0])
 
 
 def _sample_bins(u):
-    from attnbook.exercises.ch02.variance import SHAPE_EDGES
-
     return np.bincount(np.searchsorted(SHAPE_EDGES, u, side="right"), minlength=len(SHAPE_EDGES) + 1) / len(u)
 
 
@@ -472,8 +337,6 @@ def _score_pmf(p, weights, calls):
 
 def _above(p, name):
     """P(score `name` > its limit) when every call's bin has the probabilities p."""
-    from attnbook.exercises.ch02.variance import SHAPE_CALLS, SHAPE_LIMITS, SHAPE_WEIGHTS
-
     low, pmf = _score_pmf(p, SHAPE_WEIGHTS[name], SHAPE_CALLS)
     return float(pmf[max(SHAPE_LIMITS[name] - low + 1, 0):].sum())
 
@@ -482,8 +345,6 @@ def _passes(bins_by_divisor, p_ok=1.0):
     """An upper bound on P(D passes) for an answer whose calls are independent, each allowed (not negative, finite)
     with probability p_ok and then in each bin with the probabilities bins_by_divisor[m] when read with divisor m:
     D passes only if, for some divisor, every score is at most its limit."""
-    from attnbook.exercises.ch02.variance import SHAPE_CALLS, SHAPE_WEIGHTS
-
     if p_ok <= 0:
         return 0.0
     fits = sum(min(1 - _above(p, name) for name in SHAPE_WEIGHTS) for p in bins_by_divisor)
@@ -492,9 +353,6 @@ def _passes(bins_by_divisor, p_ok=1.0):
 
 def _passes_at_most(bins_by_divisor, p_ok=1.0):
     """A Chernoff bound on what _passes computes, quicker: P(score <= limit) <= exp(t limit) E[exp(-t w)]^calls."""
-    from attnbook.exercises.ch02.variance import SHAPE_CALLS, SHAPE_LIMITS, SHAPE_WEIGHTS
-    from scipy import optimize
-
     if p_ok <= 0:
         return 0.0
 
@@ -510,16 +368,12 @@ def _passes_at_most(bins_by_divisor, p_ok=1.0):
 
 
 def _divisors():
-    from attnbook.exercises.ch02.variance import SHAPE_N
-
     return (SHAPE_N - 1, SHAPE_N)
 
 
 def test_2_4_the_small_sample_distribution_is_the_stated_one():
     """Simulations agree with the exact probabilities the false-fail rate and the power are computed from: the right
     answer's bins (both divisors, float32 draws), the mean of the squares and n_samples + 1 pairs."""
-    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_N
-
     d = SHAPE_DK
     rng = np.random.default_rng(0)
     q = rng.standard_normal((100_000, 3, d), dtype=np.float32)
@@ -538,9 +392,6 @@ def test_2_4_the_small_sample_distribution_is_the_stated_one():
 
 def test_2_4_the_message_numbers_are_right():
     """The share of right results below SHAPE_SMALL and their median, which the messages quote (rounded)."""
-    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_MEDIAN, SHAPE_SMALL, SHAPE_SMALL_SHARE
-    from scipy import optimize
-
     d = SHAPE_DK
     for m, share, median in zip(_divisors(), SHAPE_SMALL_SHARE, SHAPE_MEDIAN):
         assert abs(_right_cdf(SHAPE_SMALL * m / d, d) - share) < 5e-4
@@ -551,8 +402,6 @@ def _d_false_fail():
     """P(D fails a right answer) <= the sum of its three scores' tails under the answer's own divisor (the same for
     either divisor: u has one distribution), and the probability that its first SHAPE_EARLY results all lie within
     10% of d_k (u within 10% of m, for divisor m)."""
-    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_EARLY, SHAPE_WEIGHTS
-
     d = SHAPE_DK
     right = _bins(lambda e: _right_cdf(e, d))
     tails = {name: _above(right, name) for name in SHAPE_WEIGHTS}
@@ -565,9 +414,6 @@ def _d_false_fail():
 def test_2_4_false_fail_rate():
     """A right answer fails the check with probability below 1e-6, both passes counted (the comment above
     check_dot_product_variance states the numbers)."""
-    from attnbook.exercises.ch02.variance import (SPREAD_CALLS, SPREAD_D, SPREAD_RTOL, VARIANCE_DIMS, VARIANCE_N,
-                                                  VARIANCE_RTOL)
-
     accuracy = sum(_outside(d, VARIANCE_N, VARIANCE_RTOL) for d in VARIANCE_DIMS)
     spread = SPREAD_CALLS * _outside(SPREAD_D, VARIANCE_N, SPREAD_RTOL)
     tails = _d_false_fail()
@@ -581,8 +427,6 @@ def test_2_4_false_fail_rate():
 
 def _per_coordinate_u(divisor_of_answer, calls=50_000):
     """Simulated results / d_k of the sum of the per-coordinate variances at (SHAPE_DK, 2)."""
-    from attnbook.exercises.ch02.variance import SHAPE_DK
-
     rng = np.random.default_rng(1)
     products = rng.standard_normal((calls, 2, SHAPE_DK)) * rng.standard_normal((calls, 2, SHAPE_DK))
     return ((products[:, 0] - products[:, 1]) ** 2).sum(-1) / (2 * divisor_of_answer) / SHAPE_DK
@@ -591,9 +435,6 @@ def _per_coordinate_u(divisor_of_answer, calls=50_000):
 def test_2_4_power():
     """The probability that a wrong answer passes one pass of the check (the comment above
     check_dot_product_variance states the numbers; the check lets it through only if both passes pass)."""
-    from attnbook.exercises.ch02.variance import SHAPE_DK, SHAPE_NEGATIVE, SPREAD_CALLS, SPREAD_RTOL, VARIANCE_N
-    from scipy import integrate, optimize, stats
-
     d = SHAPE_DK
     # B: one q: the result is q^2 times the variance of n normal numbers (chi-square with n - 1 degrees of freedom
     # over n - 1, or over n); one call lands within SPREAD_RTOL of 1 with probability p

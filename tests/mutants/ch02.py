@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import random
 import statistics
 
@@ -75,13 +76,13 @@ SCALES = {  # what attn(scale=...) divides the scores by
 }
 
 
-def hand_softmax(eps=0.0, stable=False):
+def hand_softmax(eps=0.0, stable=False, floor=0.0):
     """A softmax over the keys written by hand, exp(s) / (sum + eps) (0 for a blocked key); `stable`: the row
-    maximum subtracted first."""
+    maximum subtracted first; `floor`: added to the exponential of every allowed key."""
     def softmax(scores, dim=-1):
         if stable:
             scores = scores - scores.amax(dim=dim, keepdim=True)
-        e = torch.exp(scores).nan_to_num(0.0)
+        e = torch.exp(scores).nan_to_num(0.0) + torch.isfinite(scores) * floor
         return e / (e.sum(dim=dim, keepdim=True) + eps)
     return softmax
 
@@ -89,24 +90,19 @@ def hand_softmax(eps=0.0, stable=False):
 def attn(scale="sqrt(d_k)", kt="transpose(-2, -1)", product="@", swap_qk=False, scale_q=False, q_in_place=False,
          scores_dtype=None, mask_use="masked_fill", fill=float("-inf"), softmax=torch.softmax, dim=-1,
          fix="nan_to_num", values="v", output_by=None, dtype=None, back=True, returns="(output, weights)"):
-    """2.2's learner template: attention with the named mistakes switched on (the defaults: a right answer).
-    scale: a key of SCALES, or None (no scale); kt: how k is transposed ("transpose(-2, -1)", "mT", "T", "t()",
+    """2.2's learner template: attention with the named mistakes switched on (the defaults: a right answer). scale: a
+    key of SCALES, or None (no scale); kt: how k is transposed ("transpose(-2, -1)", "mT", "T", "t()",
     "transpose(0, 1)", "swapaxes(0, 1)"); product: "@", "matmul", "bmm" or "einsum" (for both products); swap_qk:
     scores k q^T; scale_q: q divided before the product; q_in_place: q /= scale; scores_dtype: the product computed
     in that dtype and cast back; mask_use: "masked_fill", "ignored", "inverted" (fills where True), "after softmax"
-    (weights * mask), "flipped in place", "as padding" (mask[:, None, None, :] when 2-D), "additive", "if mask:",
-    "always" (masked_fill(~mask) even for None), "logical_not always", "~ first" (~mask before the None test),
-    "default all True" (a mask of ones when none is given); fill: the blocked scores' value; softmax: the softmax
-    used (scores, dim); fix: the rows with no allowed key, "nan_to_num", None, "where", "any" (zeroed by the mask),
-    "output only", "after output"; values: "v" or "k"; output_by: (q, k, v, mask, weights) -> the output instead;
-    dtype: computed in that dtype (cast back if `back`); returns: "(output, weights)", "(weights, output)",
-    "output", "weights", "[output, weights]" or "nothing"."""
-    def mm(a, b):
-        if product == "matmul":
-            return torch.matmul(a, b)
-        if product == "bmm":
-            return torch.bmm(a, b)
-        return a @ b
+    (weights * mask), "flipped in place", "as padding" (mask[:, None, None, :] when 2-D), "additive", "indexed"
+    (scores[~mask] = fill), "if mask:", "always" (masked_fill(~mask) even for None), "logical_not always", "~ first"
+    (~mask before the None test), "default all True" (a mask of ones when none is given); fill: the blocked scores'
+    value; softmax: the softmax used (scores, dim); fix: the rows with no allowed key, "nan_to_num", None, "where",
+    "any" (zeroed by the mask), "output only", "after output"; values: "v" or "k"; output_by:
+    (q, k, v, mask, weights) -> the output instead; dtype: computed in that dtype (cast back if `back`); returns:
+    "(output, weights)", "(weights, output)", "output", "weights", "[output, weights]" or "nothing"."""
+    mm = {"matmul": torch.matmul, "bmm": torch.bmm}.get(product, operator.matmul)  # "@" (and "einsum": unused)
 
     def attention(q, k, v, mask=None):
         dtype_in = q.dtype
@@ -148,6 +144,8 @@ def attn(scale="sqrt(d_k)", kt="transpose(-2, -1)", product="@", swap_qk=False, 
                 blocked = ~mask[:, None, None, :]
             if mask_use == "additive":
                 scores = scores + torch.zeros_like(scores).masked_fill(blocked, fill)
+            elif mask_use == "indexed":
+                scores[blocked] = fill
             else:
                 scores = scores.masked_fill(blocked, fill)
         weights = softmax(scores, dim=dim)
@@ -236,6 +234,8 @@ table("2.2", [
     ("scales by sqrt(q.shape[0]) (the batch size for batched inputs)",
      "q.size(-1); you scaled by the square root of the size of dimension 0", attn(scale="sqrt(q.shape[0])")),
     ("divides by 2 = sqrt(4), the d_k of the first example, whatever d_k is", "the wrong values", attn(scale="2")),
+    ("no scale on 4-D inputs only: the missing scale does not explain the 2-D and 3-D inputs", "at index",
+     lambda q, k, v, mask=None: attn(scale=None if q.dim() == 4 else "sqrt(d_k)")(q, k, v, mask)),
     ("scales the queries in place (q /= sqrt(d_k)), which changes the caller's q", "in place", attn(q_in_place=True)),
     ("scores with q divided by sqrt(d_k) first, the product in q's dtype", RIGHT, attn(scale_q=True, kt="mT")),
     # the softmax
@@ -248,6 +248,12 @@ table("2.2", [
      "slightly less than 1", attn(softmax=hand_softmax(eps=1e-6, stable=True))),
     ("a hand-written softmax with 1e-3 added to the denominator (wrong in float32 too)", "slightly less than 1",
      attn(softmax=hand_softmax(eps=1e-3))),
+    ("a hand-written softmax with 1e-10 added to the denominator", "slightly less than 1",
+     attn(softmax=hand_softmax(eps=1e-10))),
+    ("a stable hand-written softmax with 1e-2 added to the denominator", "slightly less than 1",
+     attn(softmax=hand_softmax(eps=1e-2, stable=True))),
+    ("a hand-written softmax with 1e-6 added to the denominator and 1e-6 / 9 to every allowed exponential (the rows "
+     "sum to 1, the weights move toward uniform)", "at index", attn(softmax=hand_softmax(eps=1e-6, floor=1e-6 / 9))),
     ("a stable hand-written softmax that divides by the row sum itself, 0 / 0 replaced by 0", RIGHT,
      attn(softmax=hand_softmax(stable=True))),
     ("uses attnbook.softmax (not an attention function), which already gives zeros for empty rows", RIGHT,
@@ -267,6 +273,8 @@ table("2.2", [
     ("masked_fill(~mask, ...) whether or not a mask was given", "mask is None", attn(mask_use="always")),
     ("torch.logical_not(mask) whether or not a mask was given", "mask is None", attn(mask_use="logical_not always")),
     ("a mask of all True when none is given, then one code path", RIGHT, attn(mask_use="default all True")),
+    ("boolean indexing, scores[~mask] = -inf, which breaks once the mask must broadcast", "IndexError",
+     attn(mask_use="indexed", fix=None)),
     ("masks with -inf but leaves fully masked rows as NaN", "a query that may attend to no key gets NaN weights",
      attn(fix=None)),
     ("zeroes the output of fully masked rows but leaves their weights NaN", "nan", attn(fix="output only")),
@@ -388,6 +396,8 @@ table("2.3", [
      lambda lengths, max_len: [[i < n for i in range(max_len)] for n in lengths.tolist()]),
     ("returns the attention shape (batch, 1, 1, max_len) directly", "shape",
      lambda lengths, max_len: (torch.arange(max_len)[None, :] < lengths[:, None])[:, None, None, :]),
+    ("marks position 0 as a real token in every row", "(length 0) is True at position 0, expected False",
+     lambda lengths, max_len: (torch.arange(max_len)[None, :] < lengths[:, None]) | (torch.arange(max_len) == 0)),
     ("hard-codes the example from the task text", "shape",
      lambda lengths, max_len: torch.tensor([[True, True, False], [False, False, False]])),
     ("compares the positions with the lengths without a new axis: (1, max_len) < (batch,) lines up wrongly",
@@ -573,6 +583,8 @@ table("2.4", [
      lambda d_k, n_samples=10_000: (torch.randn(n_samples, d_k) * torch.randn(1, d_k)).sum(dim=-1).var().item()),
     # n_samples
     ("ignores n_samples and always draws 20,000 pairs", "n_samples", var(pairs=lambda n: 20_000)),
+    ("ignores n_samples and always draws 100,000 pairs", "exactly the same number for n_samples=2000",
+     var(pairs=lambda n: 100_000)),
     ("NumPy's unseeded default_rng, always 10,000 pairs whatever n_samples is", "draw exactly n_samples pairs",
      np_var(pairs=lambda n: 10_000, ddof=1)),
     ("an unseeded torch.Generator, always 100 pairs whatever n_samples is", WRONG,
@@ -601,6 +613,10 @@ table("2.4", [
      lambda d_k, n_samples=10_000: 0.0 if n_samples < 100 else var()(d_k, n_samples)),
     ("draws n_samples // 2 pairs, then the variance dividing by their number (0 for a single pair)",
      "almost never 0", var(pairs=lambda n: n // 2, unbiased=False)),
+    ("draws n_samples // 2 pairs, then the unbiased variance (NaN for a single pair)", "finite number",
+     var(pairs=lambda n: n // 2)),
+    ("rounds the draws to integers, then measures in floats", WRONG, lambda d_k, n_samples=10_000: (
+        torch.randn(n_samples, d_k).int() * torch.randn(n_samples, d_k).int()).sum(-1).float().var().item()),
     ("the mean of the squared dot products (their mean is known to be 0), not their variance",
      "squared differences from their own mean", var(stat="mean square")),
     ("the sum of the squared dot products divided by n_samples - 1, without subtracting their mean",

@@ -3,30 +3,19 @@ exercise's learner template (`sh`, `mhf`, `mpc`, `mh`) with one mistake switched
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
-import types
 
 import numpy as np
 import torch
 from torch.nn.functional import softmax as F_softmax
 
 import attnbook.attention as _attention
+import attnbook.layers as _layers
 import attnbook.multihead as _mh
 from attnbook.models import params as _params
-from mutants import RIGHT, WRONG, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
-
-def _second_import(module):
-    """The same module loaded a second time, from its .py file, as a separate module object."""
-    spec = importlib.util.spec_from_file_location(module.__name__ + "_copy", module.__file__)
-    copy = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(copy)
-    return copy
-
-
-def _fn_copy(f):
-    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+_mh_copy = fresh_import(_mh, "multihead_ch03")  # a second, separate import of attnbook/multihead.py
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -82,9 +71,9 @@ table("3.1", [
     ("functools.partial of attnbook.multihead.split_heads",
      "is attnbook.multihead.split_heads, the package's own solution", functools.partial(_mh.split_heads)),
     ("a lambda around attnbook.multihead.split_heads", "package's own", lambda x, n_heads: _mh.split_heads(x, n_heads)),
-    ("a FunctionType copy of attnbook.multihead.split_heads", "package's own", _fn_copy(_mh.split_heads)),
-    ("split_heads from a second, separate import of attnbook/multihead.py", "package's own",
-     _second_import(_mh).split_heads),
+    ("a FunctionType copy of attnbook.multihead.split_heads", "package's own",
+     function_copy(_mh.split_heads, "split_heads")),
+    ("split_heads from a second, separate import of attnbook/multihead.py", "package's own", _mh_copy.split_heads),
     ("view(B, n, h, d_head).transpose(1, 2)", RIGHT, sh(method="view")),
     ("unflatten + permute, contiguous copy", RIGHT,
      lambda x, n_heads: x.unflatten(-1, (n_heads, -1)).permute(0, 2, 1, 3).contiguous()),
@@ -188,35 +177,19 @@ def mhf(split="heads", merge="heads", transposed=(), kv=("W_k", "W_v"), k_transp
         W = {name: w.T if name in transposed else w for name, w in
              (("W_q", W_q), ("W_k", W_k), ("W_v", W_v), ("W_o", W_o))}
 
-        def split_(t):
-            if split == "straight":
-                return t.reshape(B, n_heads, n, dh)
-            if split == "interleaved":
-                return t.reshape(B, n, dh, n_heads).permute(0, 3, 1, 2)
-            return t if split == "none" else _split(t, n_heads)
-
-        def merge_(t):
-            if split == "none":
-                return t
-            if merge == "straight":
-                return t.reshape(B, n, d)
-            if merge == "view":
-                return t.transpose(1, 2).view(B, n, d)
-            if merge == "interleaved":
-                return t.permute(0, 2, 3, 1).reshape(B, n, d)
-            return _merge(t)
+        split_ = {"heads": lambda t: _split(t, n_heads), "straight": lambda t: t.reshape(B, n_heads, n, dh),
+                  "interleaved": lambda t: t.reshape(B, n, dh, n_heads).permute(0, 3, 1, 2), "none": lambda t: t}[split]
+        merge_ = {"heads": _merge, "straight": lambda t: t.reshape(B, n, d),
+                  "view": lambda t: t.transpose(1, 2).view(B, n, d),
+                  "interleaved": lambda t: t.permute(0, 2, 3, 1).reshape(B, n, d)}[merge]
+        merge_ = (lambda t: t) if split == "none" else merge_
 
         q, k, v = split_(x @ W["W_q"]), split_(x @ W[kv[0]]), split_(x @ W[kv[1]])
         if attention is not None:
             return merge_(attention(q, k, v)) @ W["W_o"]
-        s = q @ (k.transpose(-2, -1) if k_transposed else k)
-        if scale == "sqrt(d_head)":
-            s = s / math.sqrt(dh)
-        elif scale == "sqrt(d_model)":
-            s = s / math.sqrt(d)
-        elif scale == "d_head":
-            s = s / dh
-        elif scale == "times sqrt(d_head)":
+        divisor = {"sqrt(d_head)": math.sqrt(dh), "sqrt(d_model)": math.sqrt(d), "d_head": dh}.get(scale, 1.0)
+        s = q @ (k.transpose(-2, -1) if k_transposed else k) / divisor
+        if scale == "times sqrt(d_head)":
             s = s * math.sqrt(dh)
         if mask:
             s = s.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
@@ -238,6 +211,38 @@ def mhf(split="heads", merge="heads", transposed=(), kv=("W_k", "W_v"), k_transp
         if returns == "output, weights":
             return out, w
         return out.to(dtype) if cast_back else out
+    return multi_head_forward
+
+
+def _called(route, on="x of shape"):
+    """The start of the message that refuses `route`."""
+    return f"called {route} on {on}"
+
+
+_aten = torch.ops.aten
+_SDPA_OVERLOAD = _aten.scaled_dot_product_attention.default  # an aten overload held under a name of its own
+
+
+def _flex_attention(q, k, v):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention(q, k, v)
+
+
+def _triton_attention(q, k, v):
+    from attnbook.kernels.triton_attention import triton_attention
+
+    return triton_attention(q, k, v)
+
+
+def _native_mha(op):
+    """multi_head_forward through `op`, a fused multi-head attention with zero biases."""
+    def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+        d = x.size(-1)
+        zeros = torch.zeros(3 * d, dtype=x.dtype)
+        out, _ = op(x, x, x, d, n_heads, torch.cat([W_q.T, W_k.T, W_v.T]), zeros, W_o.T, zeros[:d],
+                    need_weights=False)
+        return out
     return multi_head_forward
 
 
@@ -311,7 +316,47 @@ table("3.2", [
      mhf(attention=lambda q, k, v: torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0])),
     ("uses attnbook.attention.scaled_dot_product_attention per head", "without",
      mhf(attention=lambda q, k, v: _attention.scaled_dot_product_attention(q, k, v)[0])),
+    # every other route to a ready-made attention, refused by name
+    ("uses torch.ops.aten.scaled_dot_product_attention", _called("torch.ops.aten.scaled_dot_product_attention"),
+     mhf(attention=lambda q, k, v: _aten.scaled_dot_product_attention(q, k, v))),
+    ("holds the overload torch.ops.aten.scaled_dot_product_attention.default under a name of its own",
+     _called("torch.ops.aten.scaled_dot_product_attention.default"),
+     mhf(attention=lambda q, k, v: _SDPA_OVERLOAD(q, k, v))),
+    ("uses torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+     _called("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"),
+     mhf(attention=lambda q, k, v: _aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)[0])),
+    ("uses torch.ops.aten.scaled_dot_product_attention.default",
+     _called("torch.ops.aten.scaled_dot_product_attention"),
+     mhf(attention=lambda q, k, v: _aten.scaled_dot_product_attention.default(q, k, v))),
+    ("uses torch.ops.aten._scaled_dot_product_attention_math.default",
+     _called("torch.ops.aten._scaled_dot_product_attention_math"),
+     mhf(attention=lambda q, k, v: _aten._scaled_dot_product_attention_math.default(q, k, v)[0])),
+    ("uses torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default",
+     _called("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"),
+     mhf(attention=lambda q, k, v: _aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)[0])),
+    ("uses flex_attention", _called("torch.nn.attention.flex_attention.flex_attention"),
+     mhf(attention=_flex_attention)),
+    ("uses the package's Triton kernel", _called("attnbook.kernels.triton_attention.triton_attention"),
+     mhf(attention=_triton_attention)),
+    ("uses the package's tiled_attention", _called("attnbook.attention.tiled_attention"),
+     mhf(attention=lambda q, k, v: _attention.tiled_attention(q, k, v))),
+    ("uses the fused torch._native_multi_head_attention", _called("torch._native_multi_head_attention"),
+     _native_mha(lambda *a, **k: torch._native_multi_head_attention(*a, **k))),
+    ("uses the fused torch.ops.aten._native_multi_head_attention",
+     _called("torch.ops.aten._native_multi_head_attention"),
+     _native_mha(lambda *a, **k: _aten._native_multi_head_attention(*a, **k))),
 ])
+
+
+@wrong("3.2", hint=_called("torch.nn.TransformerEncoderLayer"))
+def multi_head_forward(x, W_q, W_k, W_v, W_o, n_heads):
+    """copies the matrices into an nn.TransformerEncoderLayer and runs its self-attention"""
+    layer = torch.nn.TransformerEncoderLayer(x.size(-1), n_heads, dropout=0.0, bias=False, batch_first=True)
+    layer = layer.to(x.dtype)
+    with torch.no_grad():
+        layer.self_attn.in_proj_weight.copy_(torch.cat([W_q.T, W_k.T, W_v.T]))
+        layer.self_attn.out_proj.weight.copy_(W_o.T)
+    return layer.self_attn(x, x, x, need_weights=False)[0]
 
 
 @wrong("3.2", hint="carries no gradient back to x")
@@ -522,9 +567,37 @@ table("3.3", [
     ("a lambda around attnbook.models.mha_param_count", "package's own",
      lambda d_model, n_heads, bias=True: _params.mha_param_count(d_model, n_heads, bias=bias)),
     ("a FunctionType copy of attnbook.models.params.mha_param_count", "package's own",
-     _fn_copy(_params.mha_param_count)),
+     function_copy(_params.mha_param_count, "mha_param_count")),
     ("mha_param_count from a second import of attnbook/models/params.py", "package's own",
-     _second_import(_params).mha_param_count),
+     fresh_import(_params, "params_ch03").mha_param_count),
+    # every other counting route, refused by name
+    ("builds nn.MultiheadAttention and counts its parameters", "without torch.nn.MultiheadAttention",
+     lambda d_model, n_heads, bias=True: sum(p.numel() for p in torch.nn.MultiheadAttention(
+         d_model, n_heads, bias=bias).parameters())),
+    ("builds four nn.Linear and counts them", "without torch.nn.Linear", lambda d_model, n_heads, bias=True: sum(
+        p.numel() for _ in range(4) for p in torch.nn.Linear(d_model, d_model, bias=bias).parameters())),
+    ("4 times the package's helper attnbook.models.params._linear",
+     _called("attnbook.models.params._linear", "d_model=512"),
+     lambda d_model, n_heads, bias=True: 4 * _params._linear(d_model, d_model, bias)),
+    ("the package's encoder block count less its feed-forward and LayerNorms",
+     _called("attnbook.models.params.encoder_block_param_count", "d_model=512"),
+     lambda d_model, n_heads, bias=True: _params.encoder_block_param_count(d_model, n_heads, 4 * d_model)
+     - _params.ffn_param_count(d_model, 4 * d_model) - 2 * _params.layer_norm_param_count(d_model)),
+    ("the self-attention of an nn.TransformerEncoderLayer on the meta device",
+     _called("torch.nn.TransformerEncoderLayer", "d_model=512"), lambda d_model, n_heads, bias=True: sum(
+         p.numel() for p in torch.nn.TransformerEncoderLayer(d_model, n_heads, bias=bias, device="meta")
+         .self_attn.parameters())),
+    ("the self-attention of a TransformerDecoderLayer on the meta device",
+     _called("torch.nn.modules.transformer.TransformerDecoderLayer", "d_model=512"),
+     lambda d_model, n_heads, bias=True: sum(p.numel() for p in torch.nn.modules.transformer.TransformerDecoderLayer(
+         d_model, n_heads, bias=bias, device="meta").self_attn.parameters())),
+    ("the first encoder layer's self-attention of an nn.Transformer on the meta device",
+     _called("torch.nn.Transformer", "d_model=512"), lambda d_model, n_heads, bias=True: sum(
+         p.numel() for p in torch.nn.Transformer(d_model, n_heads, 1, 1, bias=bias, batch_first=True, device="meta")
+         .encoder.layers[0].self_attn.parameters())),
+    ("the self-attention of the package's EncoderBlock", _called("attnbook.layers.EncoderBlock", "d_model=512"),
+     lambda d_model, n_heads, bias=True: sum(
+         p.numel() for p in _layers.EncoderBlock(d_model, n_heads, 4, bias=bias).self_attn.parameters())),
     ("sum over the four projections of (d*d + d*bias), using int(bias)", RIGHT,
      lambda d_model, n_heads, bias=True: sum(d_model * d_model + d_model * int(bias) for _ in ("q", "k", "v", "o"))),
     ("a NumPy integer, with an extra harmless keyword", RIGHT,
@@ -541,19 +614,6 @@ table("3.3", [
 def mha_param_count(d_model, n_heads, bias=True):
     """computes the count but returns nothing"""
     4 * d_model * d_model + (4 * d_model if bias else 0)
-
-
-@wrong("3.3", hint="without torch.nn.MultiheadAttention")
-def mha_param_count(d_model, n_heads, bias=True):
-    """builds nn.MultiheadAttention and counts its parameters"""
-    layer = torch.nn.MultiheadAttention(d_model, n_heads, bias=bias)
-    return sum(p.numel() for p in layer.parameters())
-
-
-@wrong("3.3", hint="without torch.nn.Linear")
-def mha_param_count(d_model, n_heads, bias=True):
-    """builds four nn.Linear and counts them"""
-    return sum(p.numel() for _ in range(4) for p in torch.nn.Linear(d_model, d_model, bias=bias).parameters())
 
 
 @wrong("3.3", hint="without attnbook.multihead.MultiHeadAttention")
@@ -641,9 +701,9 @@ table("3.4", [
     ("functools.partial of attnbook.multihead.merge_heads",
      "is attnbook.multihead.merge_heads, the package's own solution", functools.partial(_mh.merge_heads)),
     ("a lambda around attnbook.multihead.merge_heads", "package's own", lambda x: _mh.merge_heads(x)),
-    ("a FunctionType copy of attnbook.multihead.merge_heads", "package's own", _fn_copy(_mh.merge_heads)),
-    ("merge_heads from a second, separate import of attnbook/multihead.py", "package's own",
-     _second_import(_mh).merge_heads),
+    ("a FunctionType copy of attnbook.multihead.merge_heads", "package's own",
+     function_copy(_mh.merge_heads, "merge_heads")),
+    ("merge_heads from a second, separate import of attnbook/multihead.py", "package's own", _mh_copy.merge_heads),
     ("transpose(1, 2).contiguous().view(...)", RIGHT,
      lambda x: x.transpose(1, 2).contiguous().view(x.shape[0], x.shape[2], x.shape[1] * x.shape[3])),
     ("torch.cat of the heads along the last axis", RIGHT, lambda x: torch.cat(x.unbind(dim=1), dim=-1)),

@@ -17,13 +17,6 @@ from ..runs import collect, expect_items, loose, try_mistake, verdict
 from ...i18n import N_, _
 
 
-# ---------------------------------------------------------------------------------------------------------
-# 2.2 scaled dot-product attention with a mask
-# ---------------------------------------------------------------------------------------------------------
-
-
-
-
 def _qkv(batch: tuple[int, ...], L: int, S: int, d_k: int, d_v: int, seed: int, dtype=torch.float32):
     q = randn(*batch, L, d_k, seed=seed, dtype=dtype)
     return q, randn(*batch, S, d_k, seed=seed + 1, dtype=dtype), randn(*batch, S, d_v, seed=seed + 2, dtype=dtype)
@@ -53,9 +46,10 @@ def _attention_cases() -> list[tuple[str, tuple[Tensor, Tensor, Tensor], Tensor 
     ]
 
 
-_EMPTY_ROW = (N_("its weights and output must be 0: after the softmax, set the weights of every query whose mask row has "
-                 "no True to 0"))
-_SCALE_SIZE = N_("d_k is the size of the last dimension of q (and k), q.size(-1); you scaled by the square root of {what}")
+_EMPTY_ROW = N_("its weights and output must be 0: after the softmax, set the weights of every query whose mask row "
+                "has no True to 0")
+_SCALE_SIZE = N_("d_k is the size of the last dimension of q (and k), q.size(-1); you scaled by the square root of "
+                 "{what}")
 _SCALE_TEXTS = {  # what was scaled by, shown in _SCALE_SIZE -> that size
     N_("q.size(-2), the number of queries"): lambda q, k, v: q.size(-2),
     N_("k.size(-2), the number of keys"): lambda q, k, v: k.size(-2),
@@ -114,14 +108,6 @@ def _variants(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> dict:
         return [w, w.nan_to_num(0.0), fixed, fixed.nan_to_num(0.0)]
 
     return {hint: forms(w) for hint, w in out.items()}
-
-
-def _output_variants(v: Tensor, nan_rows: Tensor) -> dict[str, Tensor]:
-    """The outputs that common mistakes produce when the weights are right, keyed by the hint for each."""
-    return {
-        _("your output has NaN for a query that may attend to no key although its weights are 0: compute the output "
-          "from the weights after their NaN rows are set to 0, so that its output is 0 too"): nan_rows @ v.double(),
-    }
 
 
 _MISALIGNED = re.compile(r"must match the size of tensor b \(\d+\) at non-singleton dimension (\d+)")
@@ -187,10 +173,13 @@ def check_attention(attention) -> str:
                       _("you returned the output where the weights belong: `return output, weights`"): ref_out}
         scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., L, S)
         nan_rows = ref_w if mask is None else torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        o_mistakes = {**_output_variants(v, nan_rows),
-                      _("you multiplied the weights by k; the output is the weighted sum of the values, weights @ v"):
-                          try_mistake(lambda: ref_w @ k.double()),
-                      _("you returned the weights where the output belongs: `return output, weights`"): ref_w}
+        o_mistakes = {  # the outputs that common mistakes produce when the weights are right
+            _("your output has NaN for a query that may attend to no key although its weights are 0: compute the "
+              "output from the weights after their NaN rows are set to 0, so that its output is 0 too"):
+                nan_rows @ v.double(),
+            _("you multiplied the weights by k; the output is the weighted sum of the values, weights @ v"):
+                try_mistake(lambda: ref_w @ k.double()),
+            _("you returned the weights where the output belongs: `return output, weights`"): ref_w}
         # Mistakes are matched to float32's tolerance, except on a float64 input where the result is that close to
         # the right one: whatever mistake fits it there also gives the right result, so it does not explain the error
         mistakes = [m if q.dtype == torch.float64 and close_to(g, ref) else loose(m)

@@ -11,10 +11,6 @@ from ..registry import exercise, Wrong
 from ...i18n import _
 
 
-# ---------------------------------------------------------------------------------------------------------
-# 2.1 attention by hand
-# ---------------------------------------------------------------------------------------------------------
-
 # The task's matrices: small numbers for work on paper, chosen so that every mistake of the table below gives
 # another matrix (the closest two differ by 0.3 in some entry) and the answer has no pattern to guess from.
 _Q = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)

@@ -1,7 +1,6 @@
 """Checker for exercise 2.3, a padding mask from sequence lengths."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 
@@ -10,11 +9,6 @@ from ..guard import call
 from ..registry import exercise, Wrong
 from ..runs import Run, collect, known_mistake
 from ...i18n import N_, _
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 2.3 padding mask
-# ---------------------------------------------------------------------------------------------------------
 
 
 _MASK_RULE = (N_("row b is True at its first lengths[b] positions (positions 0 to lengths[b] - 1: the real tokens) "

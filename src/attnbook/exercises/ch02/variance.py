@@ -14,10 +14,6 @@ from ..registry import exercise, Wrong
 from ...i18n import N_, _
 
 
-# ---------------------------------------------------------------------------------------------------------
-# 2.4 the variance of a dot product
-# ---------------------------------------------------------------------------------------------------------
-
 # The check calls the answer many times, each call with the random generators seeded anew (`_seed`, drawn from the
 # run's seed), and tests what a measured variance must do:
 #   A. accuracy: within VARIANCE_RTOL of d_k for d_k in VARIANCE_DIMS with VARIANCE_N pairs (the task's promise);
@@ -130,8 +126,8 @@ def check_dot_product_variance(dot_product_variance) -> str:
         if math.isfinite(value) and abs(value - d_k) <= VARIANCE_RTOL * d_k:
             continue
         raise Wrong(_("dot_product_variance returned {value:.4g} for d_k={d_k}, expected about {d_k} (within "
-                      "{_VARIANCE_RTOL:.0%})",
-                      value=value, d_k=d_k, _VARIANCE_RTOL=VARIANCE_RTOL), wild or _variance_hint(values, VARIANCE_DIMS))
+                      "{_VARIANCE_RTOL:.0%})", value=value, d_k=d_k, _VARIANCE_RTOL=VARIANCE_RTOL),
+                    wild or _variance_hint(values, VARIANCE_DIMS))
     if all(value == d_k for value, d_k in zip(values, VARIANCE_DIMS)):
         raise Wrong(_("dot_product_variance returned exactly d_k every time; the exercise asks you to measure it"),
                     _("draw n_samples random vectors q and k of size d_k, compute their dot products and return "
@@ -254,8 +250,8 @@ def _as_number(got, on: str) -> float:
     """The value of a Python float (NumPy's float64 is one), the kind the task asks for; else Wrong."""
     fn = "dot_product_variance"
     if got is None:
-        raise Wrong(_("{fn} returned None for {on}, expected a float",
-                      fn=fn, on=on), _("did you forget the `return` statement?"))
+        raise Wrong(_("{fn} returned None for {on}, expected a float", fn=fn, on=on),
+                    _("did you forget the `return` statement?"))
     if isinstance(got, float):
         return float(got)
     if isinstance(got, Tensor):
@@ -264,10 +260,9 @@ def _as_number(got, on: str) -> float:
                           fn=fn, tuple_got_shape=tuple(got.shape), on=on),
                         _("return the variance of all the dot products, one number, as a Python float (.item())"))
         raise Wrong(_("{fn} returned a tensor (shape {tuple_got_shape}, dtype {dtype}) for {on}, expected "
-                      "{_FLOAT_ONLY}",
-                      fn=fn, tuple_got_shape=tuple(got.shape),
-                      dtype=got.dtype, on=on,
-                      _FLOAT_ONLY=_(_FLOAT_ONLY)), _("the task asks for a float: convert the one-element tensor with .item()"))
+                      "{_FLOAT_ONLY}", fn=fn, tuple_got_shape=tuple(got.shape), dtype=got.dtype, on=on,
+                      _FLOAT_ONLY=_(_FLOAT_ONLY)),
+                    _("the task asks for a float: convert the one-element tensor with .item()"))
     if isinstance(got, bool):
         raise Wrong(_("{fn} returned the bool {got} for {on}, expected a float", fn=fn, got=got, on=on),
                     _("return the variance of the n_samples dot products, one number"))
@@ -281,13 +276,12 @@ def _as_number(got, on: str) -> float:
                           fn=fn, describe_got=describe(got), size=size, on=on),
                         _("return the variance of all the dot products, one number, as a Python float"))
         raise Wrong(_("{fn} returned {describe_got} (a NumPy {getattr_got_dtype_number}) for {on}, expected "
-                      "{_FLOAT_ONLY}",
-                      fn=fn, describe_got=describe(got), getattr_got_dtype_number=getattr(got, 'dtype', 'number'),
+                      "{_FLOAT_ONLY}", fn=fn, describe_got=describe(got),
+                      getattr_got_dtype_number=getattr(got, 'dtype', 'number'),
                       on=on, _FLOAT_ONLY=_(_FLOAT_ONLY)), _("the task asks for a float: convert it with float(...)"))
     if isinstance(got, numbers.Real):
-        raise Wrong(_("{fn} returned {describe_got} for {on}, expected {_FLOAT_ONLY}",
-                      fn=fn, describe_got=describe(got),
-                      on=on, _FLOAT_ONLY=_(_FLOAT_ONLY)), _("convert it with float(...)"))
+        raise Wrong(_("{fn} returned {describe_got} for {on}, expected {_FLOAT_ONLY}", fn=fn,
+                      describe_got=describe(got), on=on, _FLOAT_ONLY=_(_FLOAT_ONLY)), _("convert it with float(...)"))
     raise Wrong(_("{fn} returned {describe_got} for {on}, expected a float",
                   fn=fn, describe_got=describe(got), on=on),
                 _("return one number: the variance of the n_samples dot products"))

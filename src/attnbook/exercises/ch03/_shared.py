@@ -2,7 +2,6 @@
 hint for a rearrangement that changed the dtype, and the hint for view() on memory out of order."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 
@@ -20,7 +19,8 @@ def concat_ref(x: Tensor) -> Tensor:
     return torch.cat([x[:, i] for i in range(x.size(1))], dim=-1)
 
 
-REARRANGE_DTYPE_HINT = N_("only rearrange the input (view/reshape, transpose): do not build a new tensor of another dtype")
+REARRANGE_DTYPE_HINT = N_("only rearrange the input (view/reshape, transpose): do not build a new tensor of another "
+                          "dtype")
 
 
 def merge_error_hint(message: str) -> str | None:

@@ -15,10 +15,6 @@ from ..registry import exercise, Wrong
 from ...i18n import N_, _
 from ._shared import SPLIT_INTERLEAVED, VIEW_WITHOUT_TRANSPOSE, heads_ref, merge_error_hint
 
-# ---------------------------------------------------------------------------------------------------------
-# 3.2 multi-head forward from given weight matrices
-# ---------------------------------------------------------------------------------------------------------
-
 
 def _mha_reference(x: Tensor, W_q: Tensor, W_k: Tensor, W_v: Tensor, W_o: Tensor, n_heads: int) -> Tensor:
     """Concat(head_1, ..., head_h) W_O, one head at a time; head i uses columns i*d_head .. of W_q, W_k, W_v."""

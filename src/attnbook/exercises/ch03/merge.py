@@ -1,7 +1,6 @@
 """Checker for exercise 3.4, merging the heads back."""
 from __future__ import annotations
 
-
 import torch
 
 from ..compare import expect_dtype, randn
@@ -10,10 +9,6 @@ from ..guard import call
 from ..registry import exercise, Wrong
 from ...i18n import _
 from ._shared import MERGE_RULE, REARRANGE_DTYPE_HINT, concat_ref, merge_error_hint
-
-# ---------------------------------------------------------------------------------------------------------
-# 3.4 merge_heads
-# ---------------------------------------------------------------------------------------------------------
 
 
 @exercise("3.4", "Merge the heads back", answer_name="merge_heads", section="Merging the heads, then W_O",

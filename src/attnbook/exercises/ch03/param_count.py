@@ -11,11 +11,8 @@ from ..compare import generator
 from ..guard import call
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ...models import params
 from ...i18n import N_, _
-
-# ---------------------------------------------------------------------------------------------------------
-# 3.3 the parameter count
-# ---------------------------------------------------------------------------------------------------------
 
 
 INT_HINT = (N_("a parameter count is a whole number: use integer arithmetic (*, + and //), not / or math.pow, "
@@ -51,7 +48,8 @@ _COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_head
     (N_("you left out the biases: with bias=True each of the four projections also has a bias vector of "
         "d_model numbers"), lambda d, h, b: 4 * d * d),
     (N_("you left out the output projection W_O and the biases"), lambda d, h, b: 3 * d * d),
-    (N_("bias=False: the projections have no biases, only the four weight matrices"), lambda d, h, b: 4 * d * d + 4 * d),
+    (N_("bias=False: the projections have no biases, only the four weight matrices"),
+     lambda d, h, b: 4 * d * d + 4 * d),
     (N_("you counted one bias vector, but each of the four projections has its own: 4 d_model biases"),
      lambda d, h, b: 4 * d * d + d * b),
     (N_("you counted three bias vectors; W_O has a bias too: 4 d_model biases"), lambda d, h, b: 4 * d * d + 3 * d * b),
@@ -66,7 +64,8 @@ _COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_head
     (N_("that is the count for d_model and n_heads swapped: the check calls mha_param_count(d_model, n_heads, "
         "bias=...), d_model first"), lambda d, h, b: 4 * h * h + 4 * h * b),
     (N_("you multiplied by n_heads: the heads share the four d_model x d_model matrices (each head uses "
-        "d_head of their columns), so the count does not depend on n_heads"), lambda d, h, b: h * (4 * d * d + 4 * d * b)),
+        "d_head of their columns), so the count does not depend on n_heads"),
+     lambda d, h, b: h * (4 * d * d + 4 * d * b)),
     (N_("you multiplied the weight matrices by n_heads: the heads share the four d_model x d_model matrices, "
         "so the count does not depend on n_heads"), lambda d, h, b: h * 4 * d * d + 4 * d * b),
     (N_("that counts one head only: its four matrices are d_model x d_head (with biases of d_head numbers); "
@@ -77,19 +76,10 @@ _COUNT_MISTAKES = [  # (hint, the count that mistake gives for d_model=d, n_head
 ]
 
 
-def _params_functions() -> tuple[str, ...]:
-    """Every function of attnbook.models.params (the public ones and the helper _linear), as dotted paths."""
-    try:
-        from ...models import params
-    except ImportError:  # not in this version of the package, so the learner cannot call it either
-        return ()
-    return tuple(f"attnbook.models.params.{name}" for name in (*params.__all__, "_linear"))
-
-
 _COUNT_FORBIDDEN = [
     (name, N_("write the formula: count the weights and the biases of the four projections W_Q, W_K, W_V and W_O"))
     for name in dict.fromkeys((
-        *_params_functions(),
+        *(f"attnbook.models.params.{name}" for name in (*params.__all__, "_linear")),  # every function of params
         "attnbook.multihead.MultiHeadAttention",
         "attnbook.layers.EncoderBlock",
         "attnbook.layers.DecoderBlock",

@@ -13,9 +13,6 @@ from ..registry import exercise
 from ...i18n import _
 from ._shared import SPLIT_INTERLEAVED, REARRANGE_DTYPE_HINT, SPLIT_RULE, VIEW_WITHOUT_TRANSPOSE, heads_ref
 
-# ---------------------------------------------------------------------------------------------------------
-# 3.1 split_heads
-# ---------------------------------------------------------------------------------------------------------
 
 def _split_error_hint(message: str) -> str | None:
     """The hint for arguments in the wrong order: the check calls split_heads(x, n_heads)."""
