@@ -153,28 +153,22 @@ def _mixing_sublayers() -> tuple:
 def _block_cases():
     """(description, x, attn, ffn, norm1, norm2, reference) for 4.3. The sublayers are made by factories, so
     that the grader's sandboxed kernel can make the same ones (inputs.builds)."""
-    cases = []
-    # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
-    block = _encoder_block(8, 2, 16, 31)
-    x = randn64(2, 5, 8, seed=32)
+    block, x = _encoder_block(8, 2, 16, 31), randn64(2, 5, 8, seed=32)
     with torch.no_grad():
-        ref = block(x)
-    cases.append((_("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
-                    "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta"),
-                  x, *_block_from(block), ref))
-    # 2. plain functions that mix positions, batch of one
-    x = randn64(1, 3, 4, seed=38)
-    cases.append((_("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
-                    "LayerNorms"), x, *_mixing_sublayers(), None))
-    # 3. one token per sequence, odd width
-    x = randn64(3, 1, 6, seed=40)
-    cases.append((_("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
-                    "6 -> 5 -> 6 and two LayerNorms"), x, *_block_from(_encoder_block(6, 3, 5, 39)), None))
-    # 4. float32: the result keeps the input's dtype
-    x = randn64(2, 4, 6, seed=42, dtype=torch.float32)
-    cases.append((_("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
-                    "and two LayerNorms, all in float32"), x, *_block_from(_encoder_block(6, 2, 12, 41, False)), None))
-    return cases
+        ref = block(x)  # the first case's reference: the package's own pre-norm EncoderBlock
+    return [
+        (_("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
+           "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta"),
+         x, *_block_from(block), ref),
+        (_("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two LayerNorms"),
+         randn64(1, 3, 4, seed=38), *_mixing_sublayers(), None),
+        (_("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
+           "6 -> 5 -> 6 and two LayerNorms"), randn64(3, 1, 6, seed=40), *_block_from(_encoder_block(6, 3, 5, 39)),
+         None),
+        (_("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
+           "and two LayerNorms, all in float32"), randn64(2, 4, 6, seed=42, dtype=torch.float32),
+         *_block_from(_encoder_block(6, 2, 12, 41, False)), None),
+    ]
 
 
 @exercise("4.3", "A pre-norm block from its sublayers", answer_name="pre_norm_block",

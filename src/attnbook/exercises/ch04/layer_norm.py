@@ -47,6 +47,12 @@ def _norm_stats(x: Tensor, dims, correction: int = 0) -> tuple[Tensor, Tensor]:
     return x.mean(dim=dims, keepdim=True), x.var(dim=dims, keepdim=True, correction=correction)
 
 
+def _gamma_beta(i: int, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Case i's random gamma (around 1) and beta, of shape (d,) in x's dtype."""
+    d = x.size(-1)
+    return randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
+
+
 def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict:
     """What common mistakes return on this input (in float64), keyed by the hint for each (first match wins)."""
     x, gamma, beta = x.double(), gamma.double(), beta.double()
@@ -151,7 +157,7 @@ def check_layer_norm(layer_norm) -> str:
     def one(case, runs):
         i, (desc, x, eps) = case
         d = x.size(-1)
-        gamma, beta = randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
+        gamma, beta = _gamma_beta(i, x)
         on = desc + _(" (and random gamma, beta of shape ({d},))", d=d)
         by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
         args = (x, gamma, beta)
@@ -183,17 +189,15 @@ def check_layer_norm(layer_norm) -> str:
         # default eps looks like a small error: ask an input where eps matters which one it is.
         i = next(k for k, r in enumerate(runs) if not r.right)
         _unused, x, eps = cases[i]
-        if e.hint in (NO_EPS_HINT, LN_RULE):
-            d = x.size(-1)
-            gamma, beta = randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
-            hint = _eps_diagnosis(layer_norm, x, gamma, beta, default_used=eps is None) if (
-                e.hint == NO_EPS_HINT or eps is None) else None
-            if hint is None and e.hint == NO_EPS_HINT:
-                hint = (_("on this input your result equals the one without eps, as if eps had no effect: LayerNorm "
-                          "divides by sqrt(var + eps), eps added to the variance"))
-            if hint is not None:
-                raise Wrong(e.message, hint) from None
-        raise
+        hint = None
+        if e.hint == NO_EPS_HINT or (e.hint == LN_RULE and eps is None):
+            hint = _eps_diagnosis(layer_norm, x, *_gamma_beta(i, x), default_used=eps is None)
+        if hint is None and e.hint == NO_EPS_HINT:
+            hint = (_("on this input your result equals the one without eps, as if eps had no effect: LayerNorm "
+                      "divides by sqrt(var + eps), eps added to the variance"))
+        if hint is None:
+            raise
+        raise Wrong(e.message, hint) from None
     compare_gradients(outputs[0], grads[0], leaves, GRADS, _layer_norm_ref, what="layer_norm", on=runs[0].on)
     return _("matches nn.LayerNorm on {len_cases} inputs, including a single token, a zero-variance token and "
              "float32", len_cases=len(cases))
