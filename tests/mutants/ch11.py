@@ -430,12 +430,12 @@ def _attn(a, w, n_heads, n_kv_heads, rope_base, *, rotate="qk", rope=None, base=
           w_o=True):
     """The learner's attention sublayer on the normalised stream a: q, k and v projected and split into heads, q
     and k turned by apply_rope at positions 0..T-1 with base=rope_base, the kv heads repeated, causal attention, the
-    heads merged and projected by W_o (the defaults: right). Knobs: rotate (which of q, k, v are turned: "", "q",
-    "k", "qkv"), rope (another apply_rope), base ("none": apply_rope's default base; "q": rope_base passed when
-    turning q only), start (the first position), split_first (False: q and k turned over the whole width, then
-    split), split, repeat and merge (another split_heads, repeat_kv, merge_heads), mask ("none"; "future": built with triu), batch_as_T (the batch size taken
-    for T: "both": for the positions and the mask; "mask": for the mask), unpack (False: attention's (output,
-    weights) used as its output), w_o (False: no output projection)."""
+    heads merged and projected by W_o (the defaults: right). Knobs: rotate (which of q, k, v are turned), rope,
+    split, repeat, merge (the learner's other apply_rope, split_heads, ...), base ("none": apply_rope's default
+    base; "q": rope_base passed when turning q only), start (the first position), split_first (False: q and k
+    turned over the whole width, then split), mask ("none"; "future": built with triu), batch_as_T (the batch size
+    taken for T: "both": for the positions and the mask; "mask": for the mask), unpack (False: attention's
+    (output, weights) used as its output), w_o (False: no output projection)."""
     T = a.size(1)
     positions = torch.arange(len(a) if batch_as_T == "both" else T) + start
     turn = rope or _apply_rope

@@ -41,13 +41,15 @@ def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
     out = h + ffn(norm2(h))
     post = (_("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
               "only the input of each sublayer and adds the sublayer's output to the un-normalised stream"))
-    order = _("the sublayers come in the other order: attention first, then the feed-forward network, each with its norm")
+    order = _("the sublayers come in the other order: attention first, then the feed-forward network, each with its "
+              "norm")
     both = norm1(x + a_y)  # the stream normalised after the first residual too
     return {
         post: norm2(post_h + ffn(post_h)),
         _("you normalise after each residual addition too, as a post-norm block does, on top of normalising each "
           "sublayer's input: a pre-norm block leaves the stream itself un-normalised"): norm2(both + ffn(norm2(both))),
-        post + _(" (your second sublayer also reads x instead of h, so the attention output is lost)"): norm2(x + ffn(x)),
+        post + _(" (your second sublayer also reads x instead of h, so the attention output is lost)"):
+            norm2(x + ffn(x)),
         post + _(" (your second residual also starts from x instead of h)"): norm2(x + ffn(post_h)),
         _("the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
           "block (attention with its residual), through its own norm"): h + ffn(norm2(x)),

@@ -39,8 +39,8 @@ LAYER_NORM_FORBIDDEN = [(name, N_("no built-in normalisation routine here: compu
 
 NO_EPS_HINT = (N_("you left out eps: divide by sqrt(var + eps), which also keeps a token whose features are all equal "
                   "from dividing 0 by 0"))
-LN_RULE = (N_("each vector along the last dimension: subtract its mean, divide by sqrt(variance + eps) with the variance "
-              "dividing by d, then multiply by gamma and add beta"))
+LN_RULE = (N_("each vector along the last dimension: subtract its mean, divide by sqrt(variance + eps) with the "
+              "variance dividing by d, then multiply by gamma and add beta"))
 
 
 def _norm_stats(x: Tensor, dims, correction: int = 0) -> tuple[Tensor, Tensor]:
@@ -65,7 +65,8 @@ def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
               "LayerNorm's variance divides by d")] = centred / torch.sqrt(x.var(-1, keepdim=True) + eps) * gamma + beta
         out[_("you divided by the unbiased standard deviation plus eps: LayerNorm divides by the square root of the "
               "biased variance (divide by d) plus eps")] = centred / (x.std(-1, keepdim=True) + eps) * gamma + beta
-    for dims, name in (((0,), _("the wrong dimension (dim=0)")), ((-2,), _("the wrong dimension (dim=-2, the positions)")),
+    for dims, name in (((0,), _("the wrong dimension (dim=0)")),
+                       ((-2,), _("the wrong dimension (dim=-2, the positions)")),
                        (tuple(range(x.dim())), _("all dimensions at once"))):
         told = x.dim() >= 2 + (dims == (-2,))  # dim=-2 of a 2-D input is dim=0: told on 3-D inputs only
         m, v = _norm_stats(x, dims) if told else (None, None)
@@ -85,7 +86,8 @@ def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
             x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gamma + beta,
         _("subtract the mean before dividing (your variance is right, the numerator is not centred)"):
             x / torch.sqrt(var + eps) * gamma + beta,
-        _("divide by the standard deviation sqrt(var + eps), not by the variance"): centred / (var + eps) * gamma + beta,
+        _("divide by the standard deviation sqrt(var + eps), not by the variance"):
+            centred / (var + eps) * gamma + beta,
     })
     return out
 

@@ -180,7 +180,8 @@ _MISTAKES = {  # hint: the keyword arguments of `_block` that make the mistake
        "norm2"): dict(ffn_reads="x"),
     N_("norm1 and norm2 are swapped: norm1 is the weight of the RMSNorm before attention, norm2 the one before the "
        "feed-forward network"): dict(norms=("norm2", "norm1")),
-    N_("you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2"): dict(norms=("norm1", "norm1")),
+    N_("you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2"):
+        dict(norms=("norm1", "norm1")),
     N_("you subtracted the mean (LayerNorm): this block normalises with RMSNorm, rms_norm(x, weight), which does "
        "not centre"): dict(centre=True),
     N_("you subtracted the mean (LayerNorm, as chapter 4's layer_norm with its eps=1e-5): this block normalises with "
@@ -223,7 +224,8 @@ def _weights(d: int, n_heads: int, n_kv: int, d_ff: int, seed: int, dtype=F64) -
     w = {}
     for k, (name, shape) in enumerate(shapes.items()):
         t = randn64(*shape, seed=seed + k, dtype=dtype)
-        w[name] = t * 0.3 + 1 if name.startswith("norm") else t * (1.5 if name in ("W_q", "W_k") else 1.0) / shape[0] ** 0.5
+        scale = 1.5 if name in ("W_q", "W_k") else 1.0
+        w[name] = t * 0.3 + 1 if name.startswith("norm") else t * scale / shape[0] ** 0.5
     return w
 
 
