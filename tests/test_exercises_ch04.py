@@ -30,14 +30,17 @@ def test_reference_passes(solutions, exercise_id, name):
     assert exercise_id != "4.4" or "108,094,464" in result.message
 
 
-def test_the_tasks_say_what_they_forbid_and_the_chapter_does_not_show_4_3s_solution():  # F1, F2, F3, D1
+def test_the_tasks_say_what_they_forbid():  # F1, F2, F3
     nb = nbformat.read(chapter_path(4), as_version=4)
     task = {n: next(c.source for c in nb.cells if f":label: ex-4-{n}" in c.source) for n in (1, 4)}
     assert "no built-in normalisation routine" in task[1] and "a NumPy integer is fine too" in task[4]
     for helper in ("count_parameters", "mha_param_count", "ffn_param_count", "layer_norm_param_count",
                    "encoder_block_param_count", "encoder_param_count", "bert_param_count", "gpt_param_count"):
         assert f"`{helper}`" in task[4], helper
-    for cell in nb.cells:
+
+
+def test_4_3_the_chapter_does_not_show_the_solution_before_the_exercise():  # D1
+    for cell in nbformat.read(chapter_path(4), as_version=4).cells:
         if "solution" not in cell.metadata.get("tags", []):
             for text in [cell.source] + [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
                                          for o in cell.get("outputs", [])]:
