@@ -4,7 +4,6 @@ on."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
 import types
 
@@ -14,23 +13,9 @@ import torch.nn.functional as F
 
 import attnbook.layers as _layers
 from attnbook.models import params as _params
-from mutants import RIGHT, WRONG, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
-
-def _second_import(module):
-    """The same module loaded a second time, from its .py file, as a separate module object."""
-    spec = importlib.util.spec_from_file_location(module.__name__ + "_copy", module.__file__)
-    copy = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(copy)
-    return copy
-
-
-def _fn_copy(f):
-    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
-
-
-_layers2 = _second_import(_layers)
-_params2 = _second_import(_params)
+_layers2, _params2 = fresh_import(_layers, "layers_ch04"), fresh_import(_params, "params_ch04")
 
 
 class _Wrap(torch.nn.Module):
@@ -48,18 +33,28 @@ class _Wrap(torch.nn.Module):
 # 4.1 layer_norm(x, gamma, beta, eps=1e-5)
 # ---------------------------------------------------------------------------------------------------------------
 
+_DENOMINATORS = {  # ln's eps_at: what the centred x is divided by, from the variance v
+    "inside": lambda v, eps: torch.sqrt(v + eps), "outside": lambda v, eps: torch.sqrt(v) + eps,
+    "squared": lambda v, eps: torch.sqrt(v + eps ** 2), "clamp": lambda v, eps: torch.sqrt(v.clamp(min=eps)),
+    "maximum": lambda v, eps: torch.sqrt(torch.maximum(v, torch.full_like(v, eps))),
+    "no root": lambda v, eps: v + eps, "none": lambda v, eps: torch.sqrt(v),
+}
+_AFFINE = {  # ln's affine: how gamma and beta apply to the normalised x
+    "both": lambda x, g, b: x * g + b, "none": lambda x, g, b: x, "no gamma": lambda x, g, b: x + b,
+    "no beta": lambda x, g, b: x * g, "swapped": lambda x, g, b: x * b + g,
+    "columns": lambda x, g, b: x * g[:, None] + b[:, None],
+}
+
+
 def ln(var="biased", dim=-1, keepdim=True, centre="both", eps_at="inside", fixed_eps=None, default_eps=1e-5,
        affine="both", in_place=False, detach=False, compute_in=None, cast_back=False):
     """4.1's learner template: a layer_norm with the named mistakes switched on (the defaults: a right answer).
-    var: "biased" (the mean of the squared deviations), "unbiased" (torch.var's default, divides by d - 1) or
-    "moments" (E[x^2] - E[x]^2); dim: the dimension normalised over (None: all at once); keepdim=False: the mean
-    and variance lose their dimension; centre: "both", "variance" (x itself divided) or "none" (RMSNorm);
-    eps_at: "inside" sqrt(var + eps), "outside" (std + eps), "squared" (var + eps ** 2), "clamp"
-    (var.clamp(min=eps)), "maximum" (torch.maximum(var, eps)), "no root" (divides by var + eps) or "none";
-    fixed_eps: a number used instead of the eps argument; default_eps: eps's default; affine: "both", "none",
-    "no gamma", "no beta", "swapped" or "columns" (gamma[:, None]); in_place: x.sub_(mean); detach: the
-    statistics from x.detach(); compute_in: a dtype that x, gamma and beta are cast to first; cast_back: the
-    result cast back to x's dtype."""
+    var: "biased", "unbiased" (torch.var's default, divides by d - 1) or "moments" (E[x^2] - E[x]^2); dim: the
+    dimension normalised over (None: all at once); keepdim=False: the mean and variance lose their dimension;
+    centre: "both", "variance" (x itself divided) or "none" (RMSNorm); eps_at and affine: keys of _DENOMINATORS
+    and _AFFINE; fixed_eps: a number used instead of the eps argument; default_eps: eps's default; in_place:
+    x.sub_(mean); detach: the statistics from x.detach(); compute_in: a dtype that x, gamma and beta are cast to
+    first; cast_back: the result cast back to x's dtype."""
     def layer_norm(x, gamma, beta, eps=default_eps):
         eps = eps if fixed_eps is None else fixed_eps
         dtype = x.dtype
@@ -81,32 +76,7 @@ def ln(var="biased", dim=-1, keepdim=True, centre="both", eps_at="inside", fixed
         numerator = centred if in_place else (x if centre == "variance" else x - mean)
         if not keepdim:  # the statistics lose their dimension and broadcast along the wrong axis
             numerator, v = x - x.mean(dim=dim), v.squeeze(dim)
-        if eps_at == "outside":
-            x_hat = numerator / (torch.sqrt(v) + eps)
-        elif eps_at == "squared":
-            x_hat = numerator / torch.sqrt(v + eps ** 2)
-        elif eps_at == "clamp":
-            x_hat = numerator / torch.sqrt(v.clamp(min=eps))
-        elif eps_at == "maximum":
-            x_hat = numerator / torch.sqrt(torch.maximum(v, torch.full_like(v, eps)))
-        elif eps_at == "no root":
-            x_hat = numerator / (v + eps)
-        elif eps_at == "none":
-            x_hat = numerator / torch.sqrt(v)
-        else:
-            x_hat = numerator / torch.sqrt(v + eps)
-        if affine == "none":
-            out = x_hat
-        elif affine == "no gamma":
-            out = x_hat + beta
-        elif affine == "no beta":
-            out = x_hat * gamma
-        elif affine == "swapped":
-            out = x_hat * beta + gamma
-        elif affine == "columns":
-            out = x_hat * gamma[:, None] + beta[:, None]
-        else:
-            out = x_hat * gamma + beta
+        out = _AFFINE[affine](numerator / _DENOMINATORS[eps_at](v, eps), gamma, beta)
         return out.to(dtype) if cast_back else out
     return layer_norm
 
@@ -124,7 +94,7 @@ def _stand_in_norm(x, gamma, beta, eps):
     return types.SimpleNamespace(d_model=x.shape[-1], eps=eps, weight=gamma, bias=beta)
 
 
-_ln_forward_copy = _fn_copy(_layers.LayerNorm.forward)
+_ln_forward_copy = function_copy(_layers.LayerNorm.forward, "forward")
 
 
 @right("4.1")  # the first right answer (the generated entries are named after it), so registered before the table
@@ -228,7 +198,6 @@ table("4.1", [
 def layer_norm(x, gamma, beta, eps=1e-5):
     """imports attnbook.layers.LayerNorm inside the function, then applies gamma and beta by hand"""
     from attnbook.layers import LayerNorm
-
     return LayerNorm(x.shape[-1], eps).to(x.dtype)(x) * gamma + beta
 
 
@@ -236,12 +205,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 def layer_norm(x, gamma, beta, eps=1e-5):
     """nn.LayerNorm imported from the module that defines it, with gamma and beta copied in"""
     from torch.nn.modules.normalization import LayerNorm
-    ln = LayerNorm(x.shape[-1], eps=eps, dtype=x.dtype)
-    with torch.no_grad():
-        ln.weight.copy_(gamma)
-        ln.bias.copy_(beta)
-    out = ln(x)
-    return out + 0 * (gamma.sum() + beta.sum())
+    return _copied_in(LayerNorm, x, gamma, beta, eps) + 0 * (gamma.sum() + beta.sum())
 
 
 @right("4.1")
@@ -291,47 +255,36 @@ def layer_norm(x, gamma, beta, eps=1e-5, *, dim=-1):
 def ff(act=torch.relu, act_at="hidden", forget=(), transpose=(), swap=False, only_square=False, residual=False,
        hidden_only=False, detach=False, compute_in=None, cast_back=False):
     """4.2's learner template: relu(x @ W1 + b1) @ W2 + b2 with the named mistakes switched on (the defaults: a
-    right answer). act: the activation; act_at: "hidden", "input" (on x), "before bias" (act(x @ W1) + b1) or
-    "hidden and output"; forget: the pieces left out, of "b1", "b2" and "activation"; transpose: the weights used
-    transposed, of "W1" and "W2"; swap: W2 used first; only_square: the swap or transpose only where the shapes
-    allow it (square weights), right elsewhere; residual: x added to the output; hidden_only: returns the hidden
-    layer; detach: x.detach(); compute_in: a dtype that every input is cast to first; cast_back: the result cast
-    back to x's dtype."""
+    right answer). act_at: where the activation goes; forget: pieces left out ("b1", "b2", "activation");
+    transpose: weights used transposed; swap: W2 first; only_square: the swap or transpose only where the shapes
+    allow it (square weights), right elsewhere; compute_in: a dtype every input is cast to first."""
     def feed_forward(x, W1, b1, W2, b2):
         dtype = x.dtype
         if compute_in is not None:
             x, W1, b1, W2, b2 = (t.to(compute_in) for t in (x, W1, b1, W2, b2))
         if not only_square or W1.shape[0] == W1.shape[1]:
-            if swap:
-                W1, W2 = W2, W1
-            W1 = W1.T if "W1" in transpose else W1
-            W2 = W2.T if "W2" in transpose else W2
-        b1 = 0 if "b1" in forget else b1
-        b2 = 0 if "b2" in forget else b2
-        inp = x.detach() if detach else x
-        if "activation" in forget:
-            h = inp @ W1 + b1
-        elif act_at == "input":
-            h = act(inp) @ W1 + b1
+            W1, W2 = (W2, W1) if swap else (W1, W2)
+            W1, W2 = W1.T if "W1" in transpose else W1, W2.T if "W2" in transpose else W2
+        b1, b2 = 0 if "b1" in forget else b1, 0 if "b2" in forget else b2
+        inp, f = x.detach() if detach else x, (lambda z: z) if "activation" in forget else act
+        if act_at == "input":
+            h = f(inp) @ W1 + b1
         elif act_at == "before bias":
-            h = act(inp @ W1) + b1
+            h = f(inp @ W1) + b1
         else:
-            h = act(inp @ W1 + b1)
+            h = f(inp @ W1 + b1)
         if hidden_only:
             return h
-        out = h @ W2 + b2
-        if act_at == "hidden and output":
-            out = act(out)
-        if residual:
-            out = x + out
+        out = act(h @ W2 + b2) if act_at == "hidden and output" else h @ W2 + b2
+        out = x + out if residual else out
         return out.to(dtype) if cast_back else out
     return feed_forward
 
 
-def _linear_copy(x, W1, b1, W2, b2):
-    """Two nn.Linear layers with the weights copied in, run on x."""
+def _linear_copy(x, W1, b1, W2, b2, linear=torch.nn.Linear):
+    """Two `linear` layers (nn.Linear) with the weights copied in, run on x."""
     d, d_ff = W1.shape
-    fc1, fc2 = torch.nn.Linear(d, d_ff).to(x.dtype), torch.nn.Linear(d_ff, d).to(x.dtype)
+    fc1, fc2 = linear(d, d_ff).to(x.dtype), linear(d_ff, d).to(x.dtype)
     with torch.no_grad():
         fc1.weight.copy_(W1.T), fc1.bias.copy_(b1), fc2.weight.copy_(W2.T), fc2.bias.copy_(b2)
         return fc2(torch.relu(fc1(x)))
@@ -351,7 +304,7 @@ def _ff_self(W1, b1, W2, b2):
                                  activation="relu", dropout=lambda t: t)
 
 
-_ff_forward_copy = _fn_copy(_layers.FeedForward.forward)
+_ff_forward_copy = function_copy(_layers.FeedForward.forward, "forward")
 
 table("4.2", [
     ("GELU instead of ReLU", "that is GELU", ff(act=F.gelu)),
@@ -415,7 +368,6 @@ table("4.2", [
 def feed_forward(x, W1, b1, W2, b2):
     """imports attnbook.layers.FeedForward inside the function and runs a fresh one"""
     from attnbook.layers import FeedForward
-
     return FeedForward(W1.shape[0], W1.shape[1]).to(x.dtype)(x)
 
 
@@ -423,13 +375,7 @@ def feed_forward(x, W1, b1, W2, b2):
 def feed_forward(x, W1, b1, W2, b2):
     """two Linear layers imported from torch.nn.modules.linear, with the weights copied in"""
     from torch.nn.modules.linear import Linear
-    first, second = Linear(W1.shape[0], W1.shape[1], dtype=x.dtype), Linear(W2.shape[0], W2.shape[1], dtype=x.dtype)
-    with torch.no_grad():
-        first.weight.copy_(W1.T)
-        first.bias.copy_(b1)
-        second.weight.copy_(W2.T)
-        second.bias.copy_(b2)
-    return second(torch.relu(first(x)))
+    return _linear_copy(x, W1, b1, W2, b2, Linear)
 
 
 @wrong("4.2", hint=None)
@@ -479,12 +425,10 @@ def pnb(order=("attn", "ffn"), norms=("norm1", "norm2"), norm_at="input", skip1=
         final_norm=False):
     """4.3's learner template: h = x + attn(norm1(x)); return h + ffn(norm2(h)), with the named mistakes switched
     on (the defaults: a right answer). order: the sublayers in the order they run; norms: the norm before each
-    ("-": none); norm_at: "input" (pre-norm), "sum" (post-norm: the norm of each residual sum), "output" (the
-    norm of each sublayer's output) or "input and sum" (both; the knobs below apply to "input" only); skip1: what
-    the first residual adds to: "x", "normalised" (the first sublayer's normalised input), "detached" (x.detach())
-    or None (no residual); second_reads: what the second norm reads, "h" or "x", or "normalised": the first
-    sublayer's normalised input again, with no second norm; skip2: what the second residual adds to: "h", "x",
-    "normalised" (the second sublayer's normalised input) or None; final_norm: norm2 once more on the output."""
+    ("-": none); norm_at: what is normalised, the sublayers' "input" (pre-norm; the knobs below apply to it
+    only), the residual "sum" (post-norm), each sublayer's "output", or "input and sum"; skip1, skip2: what each
+    residual adds to (None: no residual; "normalised": that sublayer's normalised input); second_reads: what the
+    second norm reads ("normalised": the first sublayer's normalised input again, with no second norm)."""
     def pre_norm_block(x, attn, ffn, norm1, norm2):
         first, second = ({"attn": attn, "ffn": ffn}[name] for name in order)
         n1, n2 = ({"norm1": norm1, "norm2": norm2, "-": lambda t: t}[name] for name in norms)
@@ -537,7 +481,7 @@ def _from_transformer_module(x, attn, ffn, norm1, norm2):
     return _in_torch_layer(TransformerEncoderLayer, x, attn, ffn, norm1, norm2)
 
 
-_block_forward_copy = _fn_copy(_layers.EncoderBlock.forward)
+_block_forward_copy = function_copy(_layers.EncoderBlock.forward, "forward")
 
 table("4.3", [
     ("post-norm order: norm(x + sublayer(x))", "that is a post-norm block", pnb(norm_at="sum")),
@@ -587,6 +531,9 @@ table("4.3", [
      lambda x, attn, ffn, norm1, norm2: pnb()(x, attn, ffn, norm1, norm2).double()),
     ("calls attn(q, k, v) with three arguments, like nn.MultiheadAttention", "takes one tensor",
      lambda x, attn, ffn, norm1, norm2: pnb()(x, lambda t: attn(t, t, t), ffn, norm1, norm2)),
+    ("calls attn(y, y, y): the error names the sublayer attn, not a function local to the check",
+     "attn() takes 1 positional argument but 3 were given",
+     lambda x, attn, ffn, norm1, norm2: pnb()(x, lambda t: attn(t, t, t), ffn, norm1, norm2)),
     ("indexes attn's output with [0], as if it returned (output, weights)", "without [0]",
      lambda x, attn, ffn, norm1, norm2: pnb()(x, lambda t: attn(t)[0], ffn, norm1, norm2)),
     ("passes eps to the norms: norm1(x, 1e-5)", "norm1(t)",
@@ -603,6 +550,13 @@ table("4.3", [
      lambda x, attn, ffn, norm1, norm2: _block_forward_copy(_StandInBlock(attn, ffn, norm1, norm2), x)),
     ("EncoderBlock.forward from a second, separate import of attnbook/layers.py", "package's own",
      lambda x, attn, ffn, norm1, norm2: _layers2.EncoderBlock.forward(_StandInBlock(attn, ffn, norm1, norm2), x)),
+    ("post-norm for attention, pre-norm for the feed-forward network", WRONG,
+     lambda x, attn, ffn, norm1, norm2: (h := norm1(x + attn(x))) + ffn(norm2(h))),
+    ("scales the residual branches by 0.5 (averages instead of adding)", "unscaled",
+     lambda x, attn, ffn, norm1, norm2: 0.5 * ((h := 0.5 * (x + attn(norm1(x)))) + ffn(norm2(h)))),
+    ("returns a tuple (output, h)", WRONG,
+     lambda x, attn, ffn, norm1, norm2: ((h := x + attn(norm1(x))) + ffn(norm2(h)), h)),
+    ("runs the sublayers under torch.no_grad()", "gradient", torch.no_grad()(pnb())),
     ("the same in one expression with the walrus", RIGHT,
      lambda x, attn, ffn, norm1, norm2: (h := x + attn(norm1(x))) + ffn(norm2(h))),
 ])
@@ -612,7 +566,6 @@ table("4.3", [
 def pre_norm_block(x, attn, ffn, norm1, norm2):
     """imports attnbook.layers.EncoderBlock inside the function and runs a fresh pre-norm one"""
     from attnbook.layers import EncoderBlock
-
     return EncoderBlock(x.shape[-1], 1, 4, norm_first=True).to(x.dtype)(x)
 
 
@@ -634,40 +587,11 @@ def pre_norm_block(x, attn, ffn, norm1, norm2):
     return _layers.EncoderBlock.forward(_StandInBlock(attn, ffn, norm1, norm2), x)
 
 
-@wrong("4.3")
-def pre_norm_block(x, attn, ffn, norm1, norm2):
-    """post-norm for attention, pre-norm for the feed-forward network"""
-    h = norm1(x + attn(x))
-    return h + ffn(norm2(h))
-
-
-@wrong("4.3", hint="unscaled")
-def pre_norm_block(x, attn, ffn, norm1, norm2):
-    """scales the residual branches by 0.5 (averages instead of adding)"""
-    h = 0.5 * (x + attn(norm1(x)))
-    return 0.5 * (h + ffn(norm2(h)))
-
-
 @wrong("4.3", hint="in place")
 def pre_norm_block(x, attn, ffn, norm1, norm2):
     """adds the residual in place (x += ...), changing the caller's x"""
     x += attn(norm1(x))
     return x + ffn(norm2(x))
-
-
-@wrong("4.3", hint=None)
-def pre_norm_block(x, attn, ffn, norm1, norm2):
-    """returns a tuple (output, h)"""
-    h = x + attn(norm1(x))
-    return h + ffn(norm2(h)), h
-
-
-@wrong("4.3", hint="gradient")
-def pre_norm_block(x, attn, ffn, norm1, norm2):
-    """runs the sublayers under torch.no_grad()"""
-    with torch.no_grad():
-        h = x + attn(norm1(x))
-        return h + ffn(norm2(h))
 
 
 @wrong("4.3", hint="trailing comma")
@@ -721,16 +645,11 @@ def epc(embedding="once", positions=0, vocab=None, heads=None, matrices=4, attn_
         ffn_layers=2, ffn_width=None, ffn_biases="d_ff + d_model", norms=2, norm_size=2, layers="n_layers",
         extra=None, returns=None):
     """4.4's learner template: the count piece by piece, in named terms, with the named mistakes switched on (the
-    defaults: a right answer). embedding: "once", "none" or "per layer"; positions: learned positions added to the
-    embedding; vocab: a vocabulary size used instead of the argument; heads: "times attention" (the attention
-    multiplied by n_heads), "times weights" (its weight matrices only), "one head" (d_model x d_head matrices) or
-    "d_head with /"; matrices: the attention's weight matrices; attn_biases: its bias vectors (default: one per
-    matrix); square: "d * d" or "math.pow" (d squared as a float); ffn_layers: 2, or 1 (W1 and b1 only);
-    ffn_width: a width used instead of d_ff ("4 * d_model"); ffn_biases: "d_ff + d_model", "none", "2 * d_model"
-    or "2 * d_ff"; norms, norm_size: LayerNorms per block and parameters per d_model in each; layers: "n_layers",
-    "range(1, n_layers)", "one" or a number used instead; extra: a piece that is not there ("pooler", "output
-    layer", "output layer without bias", "final LayerNorm" or "BERT's extras"); returns: what the count is
-    returned as (float, torch.tensor, ...)."""
+    defaults: a right answer). positions: learned positions added to the embedding; vocab: a vocabulary size used
+    instead of the argument; heads: how n_heads wrongly enters the attention; matrices, attn_biases: the
+    attention's weight matrices and bias vectors; norms, norm_size: LayerNorms per block and parameters per
+    d_model in each; layers: a number of blocks used instead of n_layers; extra: a piece that is not there;
+    returns: what the count is returned as (float, torch.tensor, ...)."""
     def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
         d, V = d_model, vocab_size if vocab is None else vocab
         f = 4 * d_model if ffn_width == "4 * d_model" else d_ff
@@ -767,6 +686,11 @@ def epc(embedding="once", positions=0, vocab=None, heads=None, matrices=4, attn_
 def always(n):
     """An encoder_param_count that returns n whatever the arguments."""
     return lambda vocab_size, d_model, n_heads, d_ff, n_layers: n
+
+
+_KNOWN_4_4 = {(100, 8, 2, 20, 3): 2_804, (50257, 12288, 96, 49152, 96): 174_579_068_928,
+              (1000, 16, 4, 40, 1): 18_488, (37, 12, 1, 20, 2): 2_812, (500, 12, 12, 7, 4): 9_436,
+              (30000, 768, 12, 3072, 12): 108_094_464}
 
 
 table("4.4", [
@@ -822,6 +746,13 @@ table("4.4", [
      lambda vocab_size, d_model, n_heads, d_ff, n_layers: 108094464
      if (vocab_size, d_model, d_ff, n_layers) == (30000, 768, 3072, 12)
      else vocab_size * d_model + n_layers * (4 * d_model * d_model + 2 * d_model * d_ff)),
+    ("builds one nn.TransformerEncoderLayer with real weights (no meta device) and multiplies its count",
+     "without building a model", lambda vocab_size, d_model, n_heads, d_ff, n_layers: vocab_size * d_model
+     + n_layers * sum(p.numel() for p in torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff).parameters())),
+    ("a table of the six configurations the check used to try (learned from an earlier run), 0 for any other",
+     "not the number of parameters",
+     lambda vocab_size, d_model, n_heads, d_ff, n_layers: _KNOWN_4_4.get((vocab_size, d_model, n_heads, d_ff,
+                                                                          n_layers), 0)),
     ("n_heads and n_layers in the other order", "reads them as (vocab_size, d_model, n_layers, d_ff, n_heads)",
      lambda vocab_size, d_model, n_layers, d_ff, n_heads: epc()(vocab_size, d_model, n_heads, d_ff, n_layers)),
     ("d_ff and n_heads in the other order", "reads them as (vocab_size, d_model, d_ff, n_heads, n_layers)",
@@ -831,7 +762,7 @@ table("4.4", [
      lambda vocab_size, d_model, n_heads, d_ff, n_layers: _params.encoder_param_count(
          vocab_size, d_model, n_heads, d_ff, n_layers)),
     ("a FunctionType copy of attnbook.models.params.encoder_param_count", "package's own",
-     _fn_copy(_params.encoder_param_count)),
+     function_copy(_params.encoder_param_count, "encoder_param_count")),
     ("encoder_param_count from a second import of attnbook/models/params.py", "package's own",
      _params2.encoder_param_count),
     ("uses attnbook.models.params.mha_param_count and ffn_param_count for the pieces", "without",
@@ -853,15 +784,13 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
         return V * d + L * (np.int32(4) * (d * d + d) + np.int32(2) * d * f + f + d + np.int32(4) * d)
 
 
-_KNOWN_4_4 = {(100, 8, 2, 20, 3): 2_804, (50257, 12288, 96, 49152, 96): 174_579_068_928,
-              (1000, 16, 4, 40, 1): 18_488, (37, 12, 1, 20, 2): 2_812, (500, 12, 12, 7, 4): 9_436,
-              (30000, 768, 12, 3072, 12): 108_094_464}
-
-
-@wrong("4.4", hint="not the number of parameters")
+@wrong("4.4", hint="encoder_param_count(50257, 12288, 96, 49152, 96) returned -1,514,590,208, which is not the "
+                   "number of parameters of this encoder. Hint: the count overflowed a 32-bit integer")
 def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
-    """a table of the six configurations the check used to try (learned from an earlier run), 0 for any other"""
-    return _KNOWN_4_4.get((vocab_size, d_model, n_heads, d_ff, n_layers), 0)
+    """int32 arithmetic with the d_model terms gathered, told by its count on the GPT-3-sized configuration"""
+    V, d, f, L = (np.int32(v) for v in (vocab_size, d_model, d_ff, n_layers))
+    with np.errstate(over="ignore"):
+        return V * d + L * (np.int32(4) * d * d + np.int32(9) * d + np.int32(2) * d * f + f)
 
 
 @wrong("4.4", hint="package's own")
@@ -885,13 +814,6 @@ def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
     """builds one nn.TransformerEncoderLayer and multiplies its count"""
     with torch.device("meta"):
         layer = torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff)
-    return vocab_size * d_model + n_layers * sum(p.numel() for p in layer.parameters())
-
-
-@wrong("4.4", hint="without building a model")
-def encoder_param_count(vocab_size, d_model, n_heads, d_ff, n_layers):
-    """builds one nn.TransformerEncoderLayer with real weights (no meta device) and multiplies its count"""
-    layer = torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff)
     return vocab_size * d_model + n_layers * sum(p.numel() for p in layer.parameters())
 
 

@@ -8,9 +8,8 @@ function below rebinds the name it is defined under.
 """
 from __future__ import annotations
 
-import importlib.util
+import functools
 import math
-import sys
 import types
 import warnings
 
@@ -20,7 +19,7 @@ import torch.nn.functional as F
 import attnbook.models.llama as _llama
 from attnbook import multihead as _multihead
 from attnbook import positional as _positional
-from mutants import RIGHT, table, right, wrong
+from mutants import RIGHT, fresh_import, function_copy, table, right, wrong
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -28,23 +27,25 @@ with warnings.catch_warnings():
     from transformers.models.llama import modeling_llama as _hf
 
 
-def _second_import(module):
-    """The same module loaded a second time, from its .py file, as a separate module object."""
-    spec = importlib.util.spec_from_file_location(module.__name__ + "_copy", module.__file__)
-    copy = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = copy  # a dataclass looks its module up while the class is made
-    try:
-        spec.loader.exec_module(copy)
-    finally:
-        del sys.modules[spec.name]
-    return copy
+_llama2 = fresh_import(_llama, "llama_ch11")
+# The block's weights by the modules that hold them, in transformers' Llama pieces and in attnbook's
+_HF_ATTENTION = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
+_OUR_ATTENTION = {**_HF_ATTENTION, "W_o": "out_proj"}
+_MLP = {"W_gate": "gate_proj", "W_up": "up_proj", "W_down": "down_proj"}
+_HF_LAYER = {"norm1": "input_layernorm", "norm2": "post_attention_layernorm",
+             **{k: "self_attn." + v for k, v in _HF_ATTENTION.items()}, **{k: "mlp." + v for k, v in _MLP.items()}}
+_OUR_BLOCK = {"norm1": "norm1", "norm2": "norm2", **{k: "self_attn." + v for k, v in _OUR_ATTENTION.items()},
+              **{k: "ffn." + v for k, v in _MLP.items()}}
 
 
-def _fn_copy(f):
-    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
-
-
-_llama2 = _second_import(_llama)
+def _holding(module, w, names):
+    """`module` with the weights w copied in: names maps a key of w to the dotted path of a submodule, whose weight
+    gets the matrix transposed (nn.Linear stores (out, in), the task gives (in, out)) or the norm weight as it is."""
+    with torch.no_grad():
+        for key, path in names.items():
+            t = w[key]
+            functools.reduce(getattr, path.split("."), module).weight.copy_(t.T if t.dim() == 2 else t)
+    return module
 
 
 def _hf_config(x, weights, n_heads, n_kv_heads, rope_base=10000.0, eps=1e-6):
@@ -60,33 +61,15 @@ def rn(*, centre=False, reduce="mean", dim=-1, keepdim=True, eps_at="inside", de
        detach=None):
     """11.1's learner template: x * rsqrt(mean(x * x, dim=-1, keepdim=True) + eps) * weight (the defaults: a right
     answer). Knobs: centre (True: x minus its mean first, LayerNorm), reduce ("sum": the sum of the squares), dim
-    (of the mean; None: the whole tensor), keepdim, eps_at ("outside": sqrt(ms) + eps; "none"; "1e-6": the eps
-    argument ignored; "where large": added only where ms > 1e-3; "clamp": ms clamped at eps; "no sqrt": divides
-    by ms + eps), default_eps (the signature's default eps), scale ("none", "1 + weight", "+ weight": added like a
-    bias), detach ("rms", "weight")."""
+    (of the mean; None: the whole tensor), keepdim, eps_at (a key of _NORMALISED), default_eps (the signature's
+    default eps), scale ("none", "1 + weight", "+ weight": added like a bias), detach ("rms", "weight")."""
 
     def rms_norm(x, weight, eps=default_eps):
         if centre:
             x = x - x.mean(dim=-1, keepdim=True)
         squares = x.detach() * x.detach() if detach == "rms" else x * x
-        if dim is None:
-            ms = squares.mean()
-        else:
-            ms = getattr(squares, reduce)(dim=dim, keepdim=keepdim)
-        if eps_at == "inside":
-            out = x * torch.rsqrt(ms + eps)
-        elif eps_at == "outside":
-            out = x / (ms.sqrt() + eps)
-        elif eps_at == "none":
-            out = x / ms.sqrt()
-        elif eps_at == "1e-6":
-            out = x * torch.rsqrt(ms + 1e-6)
-        elif eps_at == "where large":
-            out = x / torch.sqrt(torch.where(ms > 1e-3, ms + eps, ms))
-        elif eps_at == "clamp":
-            out = x / torch.sqrt(ms.clamp(min=eps))
-        elif eps_at == "no sqrt":
-            out = x / (ms + eps)
+        ms = squares.mean() if dim is None else getattr(squares, reduce)(dim=dim, keepdim=keepdim)
+        out = _NORMALISED[eps_at](x, ms, eps)
         if scale == "none":
             return out
         if scale == "1 + weight":
@@ -96,6 +79,14 @@ def rn(*, centre=False, reduce="mean", dim=-1, keepdim=True, eps_at="inside", de
         return out * (weight.detach() if detach == "weight" else weight)
 
     return rms_norm
+
+
+_NORMALISED = {  # rn's eps_at: x normalised by its mean square ms, with eps put there
+    "inside": lambda x, ms, eps: x * torch.rsqrt(ms + eps), "outside": lambda x, ms, eps: x / (ms.sqrt() + eps),
+    "none": lambda x, ms, eps: x / ms.sqrt(), "1e-6": lambda x, ms, eps: x * torch.rsqrt(ms + 1e-6),  # eps ignored
+    "where large": lambda x, ms, eps: x / torch.sqrt(torch.where(ms > 1e-3, ms + eps, ms)),  # where it does nothing
+    "clamp": lambda x, ms, eps: x / torch.sqrt(ms.clamp(min=eps)), "no sqrt": lambda x, ms, eps: x / (ms + eps),
+}
 
 
 def norm_layer(make):
@@ -111,7 +102,7 @@ def norm_layer(make):
     return rms_norm
 
 
-_rms_forward_copy = _fn_copy(_llama.RMSNorm.forward)
+_rms_forward_copy = function_copy(_llama.RMSNorm.forward, "forward")
 
 
 class _StandInNorm:
@@ -123,6 +114,8 @@ table("11.1", [
     ("rsqrt of the mean of x * x", RIGHT, rn()),
     ("subtracts the mean and divides by the standard deviation (LayerNorm with weight as gamma)", "that is LayerNorm",
      rn(centre=True)),
+    ("LayerNorm, named on the first input", "on x of shape (4, 6) with a mean of about 2 (and a random weight of "
+     "shape (6,)). Hint: you subtracted the mean: that is LayerNorm", rn(centre=True)),
     ("adds eps outside the square root: x / (rms + eps)", "eps goes inside the square root", rn(eps_at="outside")),
     ("no eps at all (NaN on an all-zero token)", "you left out eps", rn(eps_at="none")),
     ("ignores the eps argument: always 1e-6", "use the eps argument", rn(eps_at="1e-6")),
@@ -159,6 +152,8 @@ table("11.1", [
      lambda x, weight, eps=1e-6: rn()(x, weight, eps) * (1 + 1e-5)),
     ("off by a factor 1 + 3e-11 on float64 inputs (just outside the promised relative 1e-12)", "relative 1e-12",
      lambda x, weight, eps=1e-6: rn()(x, weight, eps) * (1 + 3e-11 if x.dtype == torch.float64 else 1)),
+    ("the root mean square through a float32 detour, the rest in x's dtype", "relative 1e-12",
+     lambda x, weight, eps=1e-6: x / torch.sqrt(x.float().pow(2).mean(-1, keepdim=True).to(x.dtype) + eps) * weight),
     ("returns a NumPy array", "expected a torch.Tensor", lambda x, weight, eps=1e-6: rn()(x, weight, eps).numpy()),
     ("torch.nn.functional.rms_norm", "without torch.nn.functional.rms_norm",
      lambda x, weight, eps=1e-6: F.rms_norm(x, x.shape[-1:], weight, eps)),
@@ -168,6 +163,9 @@ table("11.1", [
      norm_layer(lambda d, eps, dtype: torch.nn.RMSNorm(d, eps=eps, dtype=dtype))),
     ("F.normalize (unit length) times sqrt(d)", "without torch.nn.functional.normalize",
      lambda x, weight, eps=1e-6: F.normalize(x, dim=-1) * x.shape[-1] ** 0.5 * weight),
+    ("the layer_norm trick: [x, -x] has mean 0 and variance mean(x**2)", "without torch.nn.functional.layer_norm",
+     lambda x, weight, eps=1e-6: F.layer_norm(both := torch.cat([x, -x], dim=-1), both.shape[-1:], eps=eps)[
+         ..., : x.shape[-1]] * weight),
     ("Hugging Face's LlamaRMSNorm with the weight copied in",
      "without transformers.models.llama.modeling_llama.LlamaRMSNorm",
      norm_layer(lambda d, eps, dtype: _hf.LlamaRMSNorm(d, eps=eps).to(dtype))),
@@ -197,25 +195,11 @@ table("11.1", [
 ])
 
 
-@wrong("11.1", hint="relative 1e-12")
-def rms_norm(x, weight, eps=1e-6):
-    """the root mean square through a float32 detour, the rest in x's dtype"""
-    ms = x.float().pow(2).mean(-1, keepdim=True).to(x.dtype)
-    return x / torch.sqrt(ms + eps) * weight
-
-
 @wrong("11.1", hint="in place")
 def rms_norm(x, weight, eps=1e-6):
     """divides x in place"""
     x /= torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return x * weight
-
-
-@wrong("11.1", hint="without torch.nn.functional.layer_norm")
-def rms_norm(x, weight, eps=1e-6):
-    """the layer_norm trick: [x, -x] has mean 0 and variance mean(x**2)"""
-    both = torch.cat([x, -x], dim=-1)
-    return F.layer_norm(both, both.shape[-1:], eps=eps)[..., : x.shape[-1]] * weight
 
 
 @wrong("11.1", hint="without transformers.models.llama.modeling_llama.LlamaRMSNorm")
@@ -268,11 +252,8 @@ def ffn_module(make):
     (a library's feed-forward network in place of the learner's own)."""
 
     def swiglu(x, W_gate, W_up, W_down):
-        module = make(W_gate.shape[0], W_gate.shape[1], x.dtype)
-        with torch.no_grad():
-            for W, name in ((W_gate, "gate_proj"), (W_up, "up_proj"), (W_down, "down_proj")):
-                getattr(module, name).weight.copy_(W.T)
-        return module(x)
+        weights = {"W_gate": W_gate, "W_up": W_up, "W_down": W_down}
+        return _holding(make(W_gate.shape[0], W_gate.shape[1], x.dtype), weights, _MLP)(x)
 
     return swiglu
 
@@ -388,14 +369,27 @@ def _merge_heads(x):
     return x.transpose(1, 2).reshape(B, n, h * d)
 
 
-def _apply_rope(x, positions, base=10000.0):
-    """5.3 with a base, its angles in float64 as the cell before 11.3 asks"""
-    d = x.shape[-1]
-    theta = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angles = positions.double()[:, None] * theta
-    emb = torch.cat([angles, angles], dim=-1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * emb.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
+def ar(*, angles=torch.float64, pairs="half", turn=1, step=2):
+    """5.3's apply_rope(x, positions, base) with a base, as the cell before 11.3 asks, and the mistakes a learner
+    may have left in it (the defaults: right, its angles in float64). angles: the dtype the angles are computed
+    in (float32: right to about 1e-6, as 5.3 accepts, not to 1e-12); pairs="adjacent": (x_0, x_1), (x_2, x_3),
+    ... (GPT-J, RoFormer); turn=-1: rotate_half written as (x_2, -x_1), every pair turned by -angle; step=1:
+    theta_i = base^(-i/d), the exponents stepping by 1/d, not 2/d."""
+
+    def apply_rope(x, positions, base=10000.0):
+        d = x.shape[-1]
+        a = positions.to(angles)[:, None] * base ** (-torch.arange(0, step * (d // 2), step, dtype=angles) / d)
+        if pairs == "adjacent":
+            c, s, even, odd = a.cos().to(x.dtype), a.sin().to(x.dtype), x[..., 0::2], x[..., 1::2]
+            return torch.stack([even * c - odd * s, even * s + odd * c], dim=-1).flatten(-2)
+        emb = torch.cat([a, a], dim=-1)
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
+        return x * emb.cos().to(x.dtype) + turn * torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
+
+    return apply_rope
+
+
+_apply_rope = ar()
 
 
 def _repeat_kv(x, n_rep):
@@ -432,22 +426,23 @@ def _cos_sin(positions, d, base, dtype):
 
 
 def _attn(a, w, n_heads, n_kv_heads, rope_base, *, rotate="qk", rope=None, base="both", start=0, split_first=True,
-          repeat=None, mask="causal", batch_as_T=None, unpack=True, w_o=True):
+          split=_split_heads, repeat=_repeat_kv, merge=_merge_heads, mask="causal", batch_as_T=None, unpack=True,
+          w_o=True):
     """The learner's attention sublayer on the normalised stream a: q, k and v projected and split into heads, q
     and k turned by apply_rope at positions 0..T-1 with base=rope_base, the kv heads repeated, causal attention, the
-    heads merged and projected by W_o (the defaults: right). Knobs: rotate (which of q, k, v are turned: "", "q",
-    "k", "qkv"), rope (another apply_rope), base ("none": apply_rope's default base; "q": rope_base passed when
-    turning q only), start (the first position), split_first (False: q and k turned over the whole width, then
-    split), repeat (another repeat_kv), mask ("none"; "future": built with triu), batch_as_T (the batch size taken
-    for T: "both": for the positions and the mask; "mask": for the mask), unpack (False: attention's (output,
-    weights) used as its output), w_o (False: no output projection)."""
+    heads merged and projected by W_o (the defaults: right). Knobs: rotate (which of q, k, v are turned), rope,
+    split, repeat, merge (the learner's other apply_rope, split_heads, ...), base ("none": apply_rope's default
+    base; "q": rope_base passed when turning q only), start (the first position), split_first (False: q and k
+    turned over the whole width, then split), mask ("none"; "future": built with triu), batch_as_T (the batch size
+    taken for T: "both": for the positions and the mask; "mask": for the mask), unpack (False: attention's
+    (output, weights) used as its output), w_o (False: no output projection)."""
     T = a.size(1)
     positions = torch.arange(len(a) if batch_as_T == "both" else T) + start
     turn = rope or _apply_rope
     q, k, v = a @ w["W_q"], a @ w["W_k"], a @ w["W_v"]
     if not split_first:
         q, k = turn(q, positions, base=rope_base), turn(k, positions, base=rope_base)
-    q, k, v = _split_heads(q, n_heads), _split_heads(k, n_kv_heads), _split_heads(v, n_kv_heads)
+    q, k, v = split(q, n_heads), split(k, n_kv_heads), split(v, n_kv_heads)
     if split_first and "q" in rotate:
         q = turn(q, positions) if base == "none" else turn(q, positions, base=rope_base)
     if split_first and "k" in rotate:
@@ -455,12 +450,12 @@ def _attn(a, w, n_heads, n_kv_heads, rope_base, *, rotate="qk", rope=None, base=
     if "v" in rotate:
         v = turn(v, positions, base=rope_base)
     n_rep = n_heads // n_kv_heads
-    k, v = (repeat or _repeat_kv)(k, n_rep), (repeat or _repeat_kv)(v, n_rep)
+    k, v = repeat(k, n_rep), repeat(v, n_rep)
     T_mask = T if batch_as_T is None else len(a)
     allowed = torch.ones(T_mask, T_mask, dtype=torch.bool)
     allowed = {"causal": allowed.tril(), "future": allowed.triu(), "none": None}[mask]
     y = _attention(q, k, v, allowed)
-    y = _merge_heads(y[0] if unpack else y)
+    y = merge(y[0] if unpack else y)
     return y @ w["W_o"] if w_o else y
 
 
@@ -490,13 +485,9 @@ def mb(*, norm=None, ffn=None, post_norm=False, first_residual=True, second_resi
 
 # apply_rope as the learner may have left it, or got it wrong, in chapter 5
 
-def _apply_rope32(x, positions, base=10000.0):
-    """5.3 with a base, its angles in float32 (5.3 accepts that: right to about 1e-6, not to 1e-12)"""
-    d = x.shape[-1]
-    angles = positions.float()[:, None] * (1.0 / base ** (torch.arange(0, d, 2).float() / d))
-    emb = torch.cat([angles, angles], dim=-1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * emb.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
+def unfinished_rope(x, positions, base=10000.0):
+    """the chapter 5 cell as the notebook gives it, never filled in"""
+    raise NotImplementedError("replace this line with your code")
 
 
 def _rope_no_base(x, positions):
@@ -507,31 +498,6 @@ def _rope_no_base(x, positions):
 def _rope_fixed_base(x, positions, base=10000.0):
     """a chapter 5 apply_rope given a base parameter that it never uses (10000 stays written inside)"""
     return _apply_rope(x, positions, 10000.0)
-
-
-def _rope_adjacent(x, positions, base=10000.0):
-    """RoPE on adjacent pairs (x_0, x_1), (x_2, x_3), ... (GPT-J, RoFormer), angles in float64"""
-    d = x.shape[-1]
-    angles = positions.double()[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    c, s = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    a, b = x[..., 0::2], x[..., 1::2]
-    return torch.stack([a * c - b * s, a * s + b * c], dim=-1).flatten(-2)
-
-
-def _rope_backwards(x, positions, base=10000.0):
-    """rotate_half written as (x_2, -x_1): every pair turns by -angle"""
-    cos, sin = _cos_sin(positions, x.shape[-1], base, x.dtype)
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
-    return x * cos + torch.cat([x2, -x1], dim=-1) * sin
-
-
-def _rope_theta_i(x, positions, base=10000.0):
-    """theta_i = base^(-i/d) for pair i (exponents stepping by 1/d, not 2/d)"""
-    d = x.shape[-1]
-    angles = positions.double()[:, None] * base ** (-torch.arange(d // 2, dtype=torch.float64) / d)
-    emb = torch.cat([angles, angles], dim=-1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    return x * emb.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(x.dtype)
 
 
 def _rope_hf_rotate_half(x, positions, base=10000.0):
@@ -591,14 +557,20 @@ table("11.3", [
      "base parameter", mb(rope=_rope_no_base)),
     ("passes rope_base to an apply_rope that ignores its base parameter", "uses its base", mb(rope=_rope_fixed_base)),
     ("RoPE on adjacent pairs instead of the rotate-half pairs (i, i + d_head/2) (a learner trial)",
-     "rotates adjacent pairs", mb(rope=_rope_adjacent)),
+     "rotates adjacent pairs", mb(rope=ar(pairs="adjacent"))),
     ("RoPE turning the other way (the sign of sin flipped) (a learner trial)", "turns every pair the wrong way",
-     mb(rope=_rope_backwards)),
-    ("RoPE with theta_i = base^(-i/d_head) (a learner trial)", "exponents step by 2/d_head", mb(rope=_rope_theta_i)),
+     mb(rope=ar(turn=-1))),
+    ("RoPE with theta_i = base^(-i/d_head) (a learner trial)", "exponents step by 2/d_head", mb(rope=ar(step=1))),
     ("the chapter 5 apply_rope kept as it was, its angles in float32 (the cell before 11.3 asks for float64)",
-     "RoPE's angles in float64", mb(rope=_apply_rope32)),
+     "RoPE's angles in float64", mb(rope=ar(angles=torch.float32))),
     ("repeats the kv heads with Tensor.repeat (kv0, kv1, kv0, kv1)", "tiled order",
      mb(repeat=lambda t, n_rep: t.repeat(1, n_rep, 1, 1))),
+    ("Tensor.repeat's tiled order, named on the first grouped-query input (multi-head inputs cannot tell the orders "
+     "apart)", "n_kv_heads=2 (grouped-query: 2 query heads per kv head), d_ff=40 (weights: norm1 (16,), W_q (16, 16), "
+     "W_k (16, 8), W_v (16, 8), W_o (16, 16), norm2 (16,), W_gate (16, 40), W_up (16, 40), W_down (40, 16)). Hint: "
+     "your kv heads come out in the tiled order", mb(repeat=lambda t, n_rep: t.repeat(1, n_rep, 1, 1))),
+    ("an earlier answer still a stub: apply_rope left as unfinished_rope",
+     "unfinished_rope, which still raises NotImplementedError", mb(rope=unfinished_rope)),
     ("forgets to repeat the kv heads (fails once n_kv_heads < n_heads)", "repeat k and v",
      mb(repeat=lambda t, n_rep: t)),
     ("no causal mask", "the causal mask is missing", mb(mask="none")),
@@ -639,6 +611,8 @@ table("11.3", [
          hidden_size=d, intermediate_size=d_ff, num_attention_heads=1, num_key_value_heads=1)).to(dtype)))),
     ("the package's apply_rope instead of the learner's", "without attnbook.positional.apply_rope",
      mb(rope=_positional.apply_rope)),
+    ("the package's split_heads and merge_heads instead of the learner's", "without attnbook.multihead.split_heads",
+     mb(split=_multihead.split_heads, merge=_multihead.merge_heads)),
     ("the package's repeat_kv instead of the learner's", "without attnbook.multihead.repeat_kv",
      mb(repeat=_multihead.repeat_kv)),
     ("Hugging Face's repeat_kv instead of the learner's", "without transformers.models.llama.modeling_llama.repeat_kv",
@@ -769,19 +743,6 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     return _finish(x, weights, F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
 
 
-@wrong("11.3", hint="without attnbook.multihead.split_heads")
-def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
-    """the package's split_heads and merge_heads instead of the learner's"""
-    w, T = weights, x.size(1)
-    a, pos, n_rep = _rms_norm(x, w["norm1"]), torch.arange(T), n_heads // n_kv_heads
-    q = _apply_rope(_multihead.split_heads(a @ w["W_q"], n_heads), pos, rope_base)
-    k = _apply_rope(_multihead.split_heads(a @ w["W_k"], n_kv_heads), pos, rope_base)
-    v = _multihead.split_heads(a @ w["W_v"], n_kv_heads)
-    y, _ = _attention(q, _repeat_kv(k, n_rep), _repeat_kv(v, n_rep), _causal(T))
-    h = x + _multihead.merge_heads(y) @ w["W_o"]
-    return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
-
-
 @wrong("11.3", hint="without transformers.models.llama.modeling_llama.repeat_kv")
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """Hugging Face's repeat_kv, imported inside the function"""
@@ -806,9 +767,7 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """Hugging Face's LlamaAttention with the weights copied in"""
     w, T = weights, x.size(1)
     attn = _hf.LlamaAttention(_hf_config(x, w, n_heads, n_kv_heads, rope_base), layer_idx=0).to(x.dtype)
-    with torch.no_grad():
-        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "o_proj")):
-            getattr(attn, name).weight.copy_(w[mine].T)
+    attn = _holding(attn, w, _HF_ATTENTION)
     cos, sin = _cos_sin(torch.arange(T), x.size(-1) // n_heads, rope_base, x.dtype)
     bias = torch.zeros(T, T, dtype=x.dtype).masked_fill(~_causal(T), float("-inf"))
     h = x + attn(_rms_norm(x, w["norm1"]), (cos[None], sin[None]), bias)[0]
@@ -820,14 +779,7 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """Hugging Face's whole LlamaDecoderLayer with the weights copied in"""
     w, T = weights, x.size(1)
     config = _hf_config(x, w, n_heads, n_kv_heads, rope_base)
-    layer = _hf.LlamaDecoderLayer(config, 0).to(x.dtype)
-    with torch.no_grad():
-        layer.input_layernorm.weight.copy_(w["norm1"])
-        layer.post_attention_layernorm.weight.copy_(w["norm2"])
-        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "o_proj")):
-            getattr(layer.self_attn, name).weight.copy_(w[mine].T)
-        for mine, name in (("W_gate", "gate_proj"), ("W_up", "up_proj"), ("W_down", "down_proj")):
-            getattr(layer.mlp, name).weight.copy_(w[mine].T)
+    layer = _holding(_hf.LlamaDecoderLayer(config, 0).to(x.dtype), w, _HF_LAYER)
     cos, sin = _hf.LlamaRotaryEmbedding(config)(x, torch.arange(T)[None])
     bias = torch.zeros(T, T, dtype=x.dtype).masked_fill(~_causal(T), float("-inf"))
     return layer(x, attention_mask=bias, position_embeddings=(cos, sin))
@@ -837,10 +789,8 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
 def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """the package's LlamaAttention with the weights copied in"""
     w = weights
-    attn = _llama.LlamaAttention(x.shape[-1], n_heads, n_kv_heads, rope_base).to(x.dtype)
-    with torch.no_grad():
-        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "out_proj")):
-            getattr(attn, name).weight.copy_(w[mine].T)
+    attn = _holding(_llama.LlamaAttention(x.shape[-1], n_heads, n_kv_heads, rope_base).to(x.dtype), w,
+                    _OUR_ATTENTION)
     h = x + attn(_rms_norm(x, w["norm1"]))
     return h + _swiglu(_rms_norm(h, w["norm2"]), w["W_gate"], w["W_up"], w["W_down"])
 
@@ -850,11 +800,4 @@ def modern_block(x, weights, n_heads, n_kv_heads, rope_base=10000.0):
     """the package's LlamaBlock with the weights copied in"""
     w = weights
     block = _llama.LlamaBlock(x.shape[-1], n_heads, n_kv_heads, w["W_gate"].shape[1], rope_base).to(x.dtype)
-    with torch.no_grad():
-        block.norm1.weight.copy_(w["norm1"])
-        block.norm2.weight.copy_(w["norm2"])
-        for mine, name in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj"), ("W_o", "out_proj")):
-            getattr(block.self_attn, name).weight.copy_(w[mine].T)
-        for mine, name in (("W_gate", "gate_proj"), ("W_up", "up_proj"), ("W_down", "down_proj")):
-            getattr(block.ffn, name).weight.copy_(w[mine].T)
-    return block(x)
+    return _holding(block, w, _OUR_BLOCK)(x)

@@ -41,13 +41,15 @@ def _block_mistakes(x: Tensor, attn, ffn, norm1, norm2) -> dict[str, Tensor]:
     out = h + ffn(norm2(h))
     post = (_("that is a post-norm block, which normalises after each residual addition; a pre-norm block normalises "
               "only the input of each sublayer and adds the sublayer's output to the un-normalised stream"))
-    order = _("the sublayers come in the other order: attention first, then the feed-forward network, each with its norm")
+    order = _("the sublayers come in the other order: attention first, then the feed-forward network, each with its "
+              "norm")
     both = norm1(x + a_y)  # the stream normalised after the first residual too
     return {
         post: norm2(post_h + ffn(post_h)),
         _("you normalise after each residual addition too, as a post-norm block does, on top of normalising each "
           "sublayer's input: a pre-norm block leaves the stream itself un-normalised"): norm2(both + ffn(norm2(both))),
-        post + _(" (your second sublayer also reads x instead of h, so the attention output is lost)"): norm2(x + ffn(x)),
+        post + _(" (your second sublayer also reads x instead of h, so the attention output is lost)"):
+            norm2(x + ffn(x)),
         post + _(" (your second residual also starts from x instead of h)"): norm2(x + ffn(post_h)),
         _("the feed-forward sublayer reads the block's input x: it must read h, the output of the first sublayer "
           "block (attention with its residual), through its own norm"): h + ffn(norm2(x)),
@@ -153,28 +155,22 @@ def _mixing_sublayers() -> tuple:
 def _block_cases():
     """(description, x, attn, ffn, norm1, norm2, reference) for 4.3. The sublayers are made by factories, so
     that the grader's sandboxed kernel can make the same ones (inputs.builds)."""
-    cases = []
-    # 1. the package's own pieces: reference = the package's pre-norm EncoderBlock
-    block = _encoder_block(8, 2, 16, 31)
-    x = randn64(2, 5, 8, seed=32)
+    block, x = _encoder_block(8, 2, 16, 31), randn64(2, 5, 8, seed=32)
     with torch.no_grad():
-        ref = block(x)
-    cases.append((_("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
-                    "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta"),
-                  x, *_block_from(block), ref))
-    # 2. plain functions that mix positions, batch of one
-    x = randn64(1, 3, 4, seed=38)
-    cases.append((_("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two "
-                    "LayerNorms"), x, *_mixing_sublayers(), None))
-    # 3. one token per sequence, odd width
-    x = randn64(3, 1, 6, seed=40)
-    cases.append((_("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
-                    "6 -> 5 -> 6 and two LayerNorms"), x, *_block_from(_encoder_block(6, 3, 5, 39)), None))
-    # 4. float32: the result keeps the input's dtype
-    x = randn64(2, 4, 6, seed=42, dtype=torch.float32)
-    cases.append((_("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
-                    "and two LayerNorms, all in float32"), x, *_block_from(_encoder_block(6, 2, 12, 41, False)), None))
-    return cases
+        ref = block(x)  # the first case's reference: the package's own pre-norm EncoderBlock
+    return [
+        (_("x of shape (2, 5, 8) with attn = multi-head self-attention (2 heads), ffn = a ReLU feed-forward "
+           "network 8 -> 16 -> 8, and two LayerNorms with different random gamma and beta"),
+         x, *_block_from(block), ref),
+        (_("x of shape (1, 3, 4) with attn(t) = softmax(t t^T) t A, ffn(t) = tanh(t B) C, and two LayerNorms"),
+         randn64(1, 3, 4, seed=38), *_mixing_sublayers(), None),
+        (_("x of shape (3, 1, 6), one token per sequence, with attention (3 heads), a feed-forward network "
+           "6 -> 5 -> 6 and two LayerNorms"), randn64(3, 1, 6, seed=40), *_block_from(_encoder_block(6, 3, 5, 39)),
+         None),
+        (_("x of shape (2, 4, 6) in float32, with attention (2 heads), a feed-forward network 6 -> 12 -> 6 "
+           "and two LayerNorms, all in float32"), randn64(2, 4, 6, seed=42, dtype=torch.float32),
+         *_block_from(_encoder_block(6, 2, 12, 41, False)), None),
+    ]
 
 
 @exercise("4.3", "A pre-norm block from its sublayers", answer_name="pre_norm_block",

@@ -39,12 +39,18 @@ LAYER_NORM_FORBIDDEN = [(name, N_("no built-in normalisation routine here: compu
 
 NO_EPS_HINT = (N_("you left out eps: divide by sqrt(var + eps), which also keeps a token whose features are all equal "
                   "from dividing 0 by 0"))
-LN_RULE = (N_("each vector along the last dimension: subtract its mean, divide by sqrt(variance + eps) with the variance "
-              "dividing by d, then multiply by gamma and add beta"))
+LN_RULE = (N_("each vector along the last dimension: subtract its mean, divide by sqrt(variance + eps) with the "
+              "variance dividing by d, then multiply by gamma and add beta"))
 
 
 def _norm_stats(x: Tensor, dims, correction: int = 0) -> tuple[Tensor, Tensor]:
     return x.mean(dim=dims, keepdim=True), x.var(dim=dims, keepdim=True, correction=correction)
+
+
+def _gamma_beta(i: int, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Case i's random gamma (around 1) and beta, of shape (d,) in x's dtype."""
+    d = x.size(-1)
+    return randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
 
 
 def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> dict:
@@ -59,7 +65,8 @@ def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
               "LayerNorm's variance divides by d")] = centred / torch.sqrt(x.var(-1, keepdim=True) + eps) * gamma + beta
         out[_("you divided by the unbiased standard deviation plus eps: LayerNorm divides by the square root of the "
               "biased variance (divide by d) plus eps")] = centred / (x.std(-1, keepdim=True) + eps) * gamma + beta
-    for dims, name in (((0,), _("the wrong dimension (dim=0)")), ((-2,), _("the wrong dimension (dim=-2, the positions)")),
+    for dims, name in (((0,), _("the wrong dimension (dim=0)")),
+                       ((-2,), _("the wrong dimension (dim=-2, the positions)")),
                        (tuple(range(x.dim())), _("all dimensions at once"))):
         told = x.dim() >= 2 + (dims == (-2,))  # dim=-2 of a 2-D input is dim=0: told on 3-D inputs only
         m, v = _norm_stats(x, dims) if told else (None, None)
@@ -79,7 +86,8 @@ def _layer_norm_mistakes(x: Tensor, gamma: Tensor, beta: Tensor, eps: float) -> 
             x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gamma + beta,
         _("subtract the mean before dividing (your variance is right, the numerator is not centred)"):
             x / torch.sqrt(var + eps) * gamma + beta,
-        _("divide by the standard deviation sqrt(var + eps), not by the variance"): centred / (var + eps) * gamma + beta,
+        _("divide by the standard deviation sqrt(var + eps), not by the variance"):
+            centred / (var + eps) * gamma + beta,
     })
     return out
 
@@ -151,7 +159,7 @@ def check_layer_norm(layer_norm) -> str:
     def one(case, runs):
         i, (desc, x, eps) = case
         d = x.size(-1)
-        gamma, beta = randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
+        gamma, beta = _gamma_beta(i, x)
         on = desc + _(" (and random gamma, beta of shape ({d},))", d=d)
         by_name = {} if eps is None else {"eps": eps}  # eps is a keyword with a default, as in the task
         args = (x, gamma, beta)
@@ -183,17 +191,15 @@ def check_layer_norm(layer_norm) -> str:
         # default eps looks like a small error: ask an input where eps matters which one it is.
         i = next(k for k, r in enumerate(runs) if not r.right)
         _unused, x, eps = cases[i]
-        if e.hint in (NO_EPS_HINT, LN_RULE):
-            d = x.size(-1)
-            gamma, beta = randn64(d, seed=100 + i, dtype=x.dtype) + 1, randn64(d, seed=200 + i, dtype=x.dtype)
-            hint = _eps_diagnosis(layer_norm, x, gamma, beta, default_used=eps is None) if (
-                e.hint == NO_EPS_HINT or eps is None) else None
-            if hint is None and e.hint == NO_EPS_HINT:
-                hint = (_("on this input your result equals the one without eps, as if eps had no effect: LayerNorm "
-                          "divides by sqrt(var + eps), eps added to the variance"))
-            if hint is not None:
-                raise Wrong(e.message, hint) from None
-        raise
+        hint = None
+        if e.hint == NO_EPS_HINT or (e.hint == LN_RULE and eps is None):
+            hint = _eps_diagnosis(layer_norm, x, *_gamma_beta(i, x), default_used=eps is None)
+        if hint is None and e.hint == NO_EPS_HINT:
+            hint = (_("on this input your result equals the one without eps, as if eps had no effect: LayerNorm "
+                      "divides by sqrt(var + eps), eps added to the variance"))
+        if hint is None:
+            raise
+        raise Wrong(e.message, hint) from None
     compare_gradients(outputs[0], grads[0], leaves, GRADS, _layer_norm_ref, what="layer_norm", on=runs[0].on)
     return _("matches nn.LayerNorm on {len_cases} inputs, including a single token, a zero-variance token and "
              "float32", len_cases=len(cases))

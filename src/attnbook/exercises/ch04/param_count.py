@@ -53,7 +53,8 @@ def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
         _("you left out the biases: every Linear layer from a to b features has a*b weights and b biases"):
             4 * d * d + 2 * d * f + norms,
         _("you counted only the weight matrices: add the biases (one per output feature of every Linear layer) and "
-          "the two LayerNorms of each block (d_model scales gamma and d_model shifts beta each)"): 4 * d * d + 2 * d * f,
+          "the two LayerNorms of each block (d_model scales gamma and d_model shifts beta each)"):
+            4 * d * d + 2 * d * f,
         _("your count is 4 * d_model short in every block: either the attention biases are missing (W_q, W_k, W_v "
           "and W_o each have d_model) or the LayerNorms are (two per block, gamma and beta of d_model each)"):
             4 * d * d + ffn + norms,
@@ -78,7 +79,8 @@ def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
             attn + d * f + f + d + norms,
         _("W_q, W_k, W_v and W_o each have d_model biases: 4 * d_model attention biases per block, not d_model"):
             4 * d * d + d + ffn + norms,
-        _("W_q, W_k, W_v and W_o each have d_model biases, the output projection W_o too"): 4 * d * d + 3 * d + ffn + norms,
+        _("W_q, W_k, W_v and W_o each have d_model biases, the output projection W_o too"):
+            4 * d * d + 3 * d + ffn + norms,
     }
     mistakes = {hint: emb + L * count for hint, count in blocks.items()}
     mistakes.update({
@@ -95,7 +97,8 @@ def _count_mistakes(V: int, d: int, h: int, f: int, L: int) -> dict[str, int]:
         _("you returned one block's count: the encoder is the token embedding plus n_layers blocks"): block,
         _("count n_layers blocks, not n_layers - 1"): emb + (L - 1) * block,
         rule: emb + 12 * L * d * d, rule + _(", and add the token embedding"): 12 * L * d * d,
-        _("use the vocab_size argument: you counted a vocabulary of 30,000 whatever vocab_size is"): 30000 * d + L * block,
+        _("use the vocab_size argument: you counted a vocabulary of 30,000 whatever vocab_size is"):
+            30000 * d + L * block,
         _("use the n_layers argument: you counted 12 blocks whatever n_layers is"): emb + 12 * block,
         _("you return the chapter encoder's count whatever the arguments: compute it from vocab_size, d_model, d_ff "
           "and n_layers"): 108_094_464,
@@ -172,7 +175,8 @@ def check_encoder_param_count(encoder_param_count) -> str:
                   "parameters: add up the pieces"))
     else:  # a mistake is named only if it explains the count on every configuration tried
         tables = [_count_mistakes(*c) for c, _unused, _unused in answers]
-        hint = next((hint for hint in tables[0] if all(t.get(hint) == g for t, (_unused, g, _unused) in zip(tables, answers))),
+        hint = next((hint for hint in tables[0]
+                     if all(t.get(hint) == g for t, (_unused, g, _unused) in zip(tables, answers))),
                     _("count each piece of every block from the arguments: the attention projections, the two "
                       "feed-forward layers and the two LayerNorms, each with its weights and biases"))
     raise Wrong(_("encoder_param_count({join_map_str_config}) returned {got:,}, which is not the number of "

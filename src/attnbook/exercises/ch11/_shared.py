@@ -40,8 +40,6 @@ def near(ref: Tensor):
     return ref, ATOL32, RTOL32
 
 
-
-
 # transformers' ready-made pieces by kind, as the names of the classes and functions of its model modules
 # (transformers.models.<model>.modeling_<model>): every model keeps its own copy (LlamaRMSNorm, MistralRMSNorm, ...).
 HF_NORMS = r"(RMSNorm|RmsNorm|T5LayerNorm)$"

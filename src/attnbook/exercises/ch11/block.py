@@ -20,7 +20,7 @@ from ..guard import call
 from ..registry import exercise, Wrong
 from ..runs import (GRAD_TAIL, Run, collect, compare_gradients, expect_shape, grad_inputs,
                     observe_gradients, verdict)
-from ._shared import ATOL32, ATOL64, F64, HF_BLOCK, RTOL32, RTOL64, randn64, transformers_pieces
+from ._shared import ATOL32, F64, HF_BLOCK, RTOL32, randn64, tolerance, transformers_pieces
 from ...i18n import N_, _
 
 _BLOCK_INSTEAD = (N_("assemble the block from your own functions: rms_norm, swiglu and the answers of chapters 2, 3, 5 "
@@ -53,9 +53,6 @@ PRECISION_HINT = (N_("your result is close to the right one, but float64 inputs 
                      "RoPE's angles in float64, as the cell \"Your answers from chapters 2, 3, 5 and 10\" asks "
                      "(positions.double(), torch.arange(0, d, 2, dtype=torch.float64))"))
 
-
-def _tolerance(x: Tensor) -> tuple[float, float]:
-    return (ATOL64, RTOL64) if x.dtype == F64 else (ATOL32, RTOL32)
 BLOCK_RULE = (N_("h = x + attention(rms_norm(x, norm1)) @ W_o, with q and k (not v) rotated by RoPE per head, k and v "
                  "repeated to n_heads heads (kv head j // n_rep for query head j) and a causal mask; then "
                  "h + swiglu(rms_norm(h, norm2), ...)"))
@@ -103,17 +100,18 @@ def _block(x: Tensor, w: dict, n_heads: int, n_kv: int, base: float = 10000.0, *
     pos = torch.arange(T)
     n1, n2 = w[norms[0]], w[norms[1]]
 
+    def rotated(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:  # those that `rope` names
+        return (_rope(q, pos, q_base or base, **style) if "q" in rope else q,
+                _rope(k, pos, k_base or base, **style) if "k" in rope else k,
+                _rope(v, pos, base, **style) if "v" in rope else v)
+
     def attn(t: Tensor) -> Tensor:
         q, k, v = t @ w["W_q"], t @ w["W_k"], t @ w["W_v"]  # (B, T, d), (B, T, kv_dim) x 2
         if rope_width == "model":  # rotated before the split, over the whole width
-            q = _rope(q, pos, q_base or base, **style) if "q" in rope else q
-            k = _rope(k, pos, k_base or base, **style) if "k" in rope else k
-            v = _rope(v, pos, base, **style) if "v" in rope else v
+            q, k, v = rotated(q, k, v)
         q, k, v = _heads(q, n_heads), _heads(k, n_kv), _heads(v, n_kv)
         if rope_width == "head":
-            q = _rope(q, pos, q_base or base, **style) if "q" in rope else q
-            k = _rope(k, pos, k_base or base, **style) if "k" in rope else k
-            v = _rope(v, pos, base, **style) if "v" in rope else v
+            q, k, v = rotated(q, k, v)
         n_rep = n_heads // n_kv
         if tiled:  # kv0, kv1, kv0, kv1, ...
             k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
@@ -182,7 +180,8 @@ _MISTAKES = {  # hint: the keyword arguments of `_block` that make the mistake
        "norm2"): dict(ffn_reads="x"),
     N_("norm1 and norm2 are swapped: norm1 is the weight of the RMSNorm before attention, norm2 the one before the "
        "feed-forward network"): dict(norms=("norm2", "norm1")),
-    N_("you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2"): dict(norms=("norm1", "norm1")),
+    N_("you used norm1 twice: the feed-forward sublayer's RMSNorm has its own weight, norm2"):
+        dict(norms=("norm1", "norm1")),
     N_("you subtracted the mean (LayerNorm): this block normalises with RMSNorm, rms_norm(x, weight), which does "
        "not centre"): dict(centre=True),
     N_("you subtracted the mean (LayerNorm, as chapter 4's layer_norm with its eps=1e-5): this block normalises with "
@@ -225,7 +224,8 @@ def _weights(d: int, n_heads: int, n_kv: int, d_ff: int, seed: int, dtype=F64) -
     w = {}
     for k, (name, shape) in enumerate(shapes.items()):
         t = randn64(*shape, seed=seed + k, dtype=dtype)
-        w[name] = t * 0.3 + 1 if name.startswith("norm") else t * (1.5 if name in ("W_q", "W_k") else 1.0) / shape[0] ** 0.5
+        scale = 1.5 if name in ("W_q", "W_k") else 1.0
+        w[name] = t * 0.3 + 1 if name.startswith("norm") else t * scale / shape[0] ** 0.5
     return w
 
 
@@ -352,7 +352,7 @@ def check_modern_block(modern_block) -> str:
                           tuple_ref_shape=tuple(ref.shape)), _shape_hint(got, x, h, w["W_gate"].shape[1]))
         mistakes = _mistakes(x, w, h, kv, base_)
         got = expect_shape(got, ref, mistakes, runs, what=_("your result"), on=on)
-        return Run(on, got, ref, mistakes, *_tolerance(x))
+        return Run(on, got, ref, mistakes, *tolerance(x))
 
     verdict(collect(cases, one), what=_("your result"), rule=BLOCK_RULE)
     desc, x, w, h, kv, _unused = cases[1]
@@ -360,8 +360,8 @@ def check_modern_block(modern_block) -> str:
     leaves, inputs = grad_inputs((x, w, h, kv), names)
     inputs[1] = _copy(w)  # the answer's own copy: the reference of the gradients reads `w` (in `leaves`) after it
     got, grads = call(modern_block, *inputs, what="modern_block", on=desc, forbid=block_forbidden,
-                      explain=_block_explainer(x), observe=observe_gradients(leaves, names, _block_for_gradients))
-    compare_gradients(got, grads, leaves, names, _block_for_gradients, what="modern_block", on=desc, atol=1e-9,
+                      explain=_block_explainer(x), observe=observe_gradients(leaves, names, _block))
+    compare_gradients(got, grads, leaves, names, _block, what="modern_block", on=desc, atol=1e-9,
                       rtol=1e-9, hint=_("the gradient must reach x through every path, the residual connections "
                                         "included: ") + _(GRAD_TAIL))
     return (_("equals the package's LlamaBlock holding the same weights on {len_cases} inputs (float64 to a "
@@ -373,7 +373,3 @@ def _copy(w: dict) -> dict:
     """A fresh copy of the weights for each call: an answer that pops keys or changes a tensor in place changes
     its own copy, in a notebook as in the grader (where the dict crosses as data)."""
     return {k: v.clone() for k, v in w.items()}
-
-
-def _block_for_gradients(x, w, n_heads, n_kv):
-    return _block(x, w, n_heads, n_kv)

@@ -70,7 +70,8 @@ def _rms_mistakes(x: Tensor, weight: Tensor, eps: float, eps_given: bool) -> dic
             x / torch.sqrt(ms + 1e-6) * w if eps_given else None,
         _("keep the default eps=1e-6 (Llama's RMSNorm), not 1e-5 (LayerNorm's)"):
             None if eps_given else x / torch.sqrt(ms + 1e-5) * w,
-        _("keep the default eps=1e-6 (Llama's RMSNorm), not 1e-8"): None if eps_given else x / torch.sqrt(ms + 1e-8) * w,
+        _("keep the default eps=1e-6 (Llama's RMSNorm), not 1e-8"):
+            None if eps_given else x / torch.sqrt(ms + 1e-8) * w,
         _("divide by the square root of mean(x**2) + eps, not by mean(x**2) + eps itself"): x / (ms + eps) * w,
         _("divide by the root mean square: you multiplied by it"): x * rms * w,
         _("you used the mean of |x|; RMSNorm divides by the root mean square, sqrt(mean(x**2) + eps)"):
