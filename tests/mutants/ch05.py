@@ -3,32 +3,21 @@ the exercise's learner template, `st`, `mee`, `rope` or `sm`, with one mistake s
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
-import types
 
 import numpy as np
 import torch
 
-from mutants import RIGHT, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
 import attnbook.positional as _positional
 
-
-def _fresh_positional():
-    """A second, separate import of attnbook/positional.py (not the module in sys.modules)."""
-    spec = importlib.util.spec_from_file_location("attnbook.positional", _positional.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_SECOND = _fresh_positional()  # executed once at import: a cheap module (torch is already loaded)
+_SECOND = fresh_import(_positional, "positional")  # executed once at import: a cheap module (torch is loaded)
 
 
 def _copy(f):
-    """A types.FunctionType copy of f: same code, same globals, another function object."""
-    g = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+    """A types.FunctionType copy of f, keyword-only defaults included."""
+    g = function_copy(f, f.__name__)
     g.__kwdefaults__ = f.__kwdefaults__
     return g
 
@@ -38,12 +27,8 @@ def _copy(f):
 def st(*, power="2i/d", base=10000, divide=True, start=0, half=None, dtype=torch.float32, radians=False,
        even="sin", odd="cos", halves=False):
     """5.1's learner template: column j's angle is pos / base^(2i/d) with i = j // 2, sin into the even columns
-    and cos into the odd ones of a float32 table (the defaults: a right answer). Knobs: power ("i/d", "j/d",
-    "2j/d", "i/(d/2-1)": tensor2tensor's spacing), base, divide (False: multiplies by base^(2i/d)), start (the
-    first position), half ("positions": made in float16; "angles": computed in float16, then cast to float32),
-    dtype (float64: computed and returned in float64), radians (True: converts the angles from degrees), even and
-    odd (the function, "sin" or "cos", of the even and of the odd columns), halves (True: the even columns' values
-    first, then the odd columns', the concatenated-halves layout)."""
+    and cos into the odd ones of a float32 table (the defaults: a right answer; "i/(d/2-1)" is tensor2tensor's
+    spacing, half="angles" computes them in float16, halves=True is the concatenated-halves layout)."""
 
     def sinusoidal_table(max_len, d_model):
         pos = torch.arange(start, start + max_len, dtype=torch.float16 if half else dtype)[:, None]
@@ -300,7 +285,7 @@ def sinusoidal_table(max_len, d_model):
 @wrong("5.1", hint="package's own")
 def sinusoidal_table(max_len, d_model):
     """def wrapper calling sinusoidal_table of a second, separate import of attnbook/positional.py"""
-    return _fresh_positional().sinusoidal_table(max_len, d_model)
+    return fresh_import(_positional, "positional").sinusoidal_table(max_len, d_model)
 
 
 # 5.2 How far from permutation-equivariant -----------------------------------------------------------------------------
@@ -308,11 +293,8 @@ def sinusoidal_table(max_len, d_model):
 def mee(*, axis="positions", inverse=None, against="f(x)[:, perm]", part=None, absolute=True, stat="max",
         item=True):
     """5.2's learner template: f of the permuted input minus f's output permuted, the largest absolute difference
-    as a Python float (the defaults: a right answer). Knobs: axis ("batch", "features": the axis permuted),
-    inverse ("input", "output": that side permuted with the inverse permutation), against ("x[:, perm]": the
-    permuted input itself, "f(x)": the output unpermuted), part (an index: only that part of the differences,
-    e.g. np.s_[:, -1]), absolute (False: signed differences), stat (the tensor method that reduces them: "mean",
-    "min", "sum", "norm"; None: no reduction), item (False: the 0-d tensor, not a float)."""
+    as a Python float (the defaults: a right answer; inverse: the side permuted with the inverse permutation,
+    part: an index of the differences, stat=None: no reduction, item=False: the 0-d tensor)."""
 
     def max_equivariance_error(f, x, perm):
         p_in = torch.argsort(perm) if inverse == "input" else perm
@@ -384,6 +366,8 @@ table("5.2", [
     ("returns a one-element 1-D tensor", "tensor of shape (1,)",
      lambda f, x, perm: mee(item=False)(f, x, perm).reshape(1)),
     ('hard-coded 0.0 ("attention is equivariant")', "not equivariant", lambda f, x, perm: 0.0),
+    ("compares f(x[:, perm]) with itself: always 0", "this f is not equivariant",
+     lambda f, x, perm: (f(x[:, perm]) - f(x[:, perm])).abs().max().item()),
     ("hard-coded 12.0, the exact answer of the known f", None, lambda f, x, perm: 12.0),
     ("d * max |i - perm[i]| for every f: the known f's exact answer, learned from the check's message", None,
      lambda f, x, perm: float(x.size(-1) * (perm - torch.arange(len(perm))).abs().max())),
@@ -459,11 +443,8 @@ def max_equivariance_error(f, x, perm):
 def rope(*, pairs="halves", rot="-x2, x1", power="-2i/d", dtype=torch.float64, half=None,
          emb=None, cast=True, dim=-1):
     """5.3's learner template: angles p * 10000^(-2i/d) in float64, cos and sin of cat(angles, angles) cast to x's
-    dtype, x * cos + rotate_half(x) * sin with rotate_half(x) = cat(-x2, x1) (the defaults: a right answer).
-    Knobs: pairs ("adjacent": (x_2i, x_2i+1) as GPT-J, cos and sin repeat_interleaved), rot (what multiplies sin:
-    "x2, -x1", "x2, x1", "flip": x.flip(-1)), power ("-i/d", "+2i/d"), dtype (of the angles), half (rounded to
-    float16: "positions", "angles"), emb (the layout of cos and sin: "repeat_interleave", "none": the d/2 angles
-    as they are), cast (False: cos and sin stay in the angles' dtype), dim (the dimension split into halves)."""
+    dtype, x * cos + rotate_half(x) * sin with rotate_half(x) = cat(-x2, x1) (the defaults: a right answer; pairs
+    "adjacent" is GPT-J's, rot what multiplies sin, emb the layout of cos and sin, "none": the d/2 angles)."""
 
     def apply_rope(x, positions):
         d = x.size(-1)
@@ -693,15 +674,14 @@ def apply_rope(x, positions):
 @wrong("5.3", hint="package's own")
 def apply_rope(x, positions):
     """def wrapper calling apply_rope of a second, separate import of attnbook/positional.py"""
-    return _fresh_positional().apply_rope(x, positions)
+    return fresh_import(_positional, "positional").apply_rope(x, positions)
 
 
 # 5.4 The shift matrix of one frequency --------------------------------------------------------------------------------
 
 def sm(entries="[[c, s], [-s, c]]", *, dtype=torch.float32, lib=math):
-    """5.4's learner template: c, s = cos(omega k), sin(omega k) with math.cos / math.sin, the matrix
-    torch.tensor([[c, s], [-s, c]]) (the defaults: a right answer). Knobs: entries (the matrix as written, e.g.
-    "[[c, -s], [s, c]]"), dtype (of the tensor), lib (the module whose cos and sin are called: torch)."""
+    """5.4's learner template: c, s = cos(omega k), sin(omega k) with lib's cos and sin, the matrix as written in
+    `entries` (the defaults: a right answer, math.cos and torch.tensor([[c, s], [-s, c]]))."""
 
     def pe_shift_matrix(k, omega):
         c, s = lib.cos(omega * k), lib.sin(omega * k)
@@ -713,6 +693,9 @@ def sm(entries="[[c, s], [-s, c]]", *, dtype=torch.float32, lib=math):
 
     return pe_shift_matrix
 
+
+# Cases known in advance (issue 23): the check draws two of its (k, omega) from the run's seed.
+_KNOWN_SHIFTS = [(3, 0.5), (1, 1.0), (-2, 0.3), (0, 2.0), (7, 0.01), (5, 10000.0 ** (-6 / 16)), (40, 1.3)]
 
 table("5.4", [
     ("the chapter's solution: math.cos / math.sin, torch.tensor([[c, s], [-s, c]])", RIGHT, sm()),
@@ -743,6 +726,9 @@ table("5.4", [
                                                                        dtype=torch.float64))),
     ("k-th power of the one-step rotation, inverted for negative k", RIGHT,
      lambda k, omega: torch.linalg.matrix_power(sm(dtype=torch.float64)(1, omega), k)),
+    ("a table of the matrices of the seven (k, omega) an earlier run of the check showed, the identity for any",
+     WRONG, lambda k, omega: sm()(k, omega) if any(k == known_k and math.isclose(omega, known_omega)
+                                                   for known_k, known_omega in _KNOWN_SHIFTS) else torch.eye(2)),
     ("attnbook.positional.shift_matrix itself", "package's own", _positional.shift_matrix),
     ("lambda around attnbook's shift_matrix", "package's own", lambda k, omega: _positional.shift_matrix(k, omega)),
     ("FunctionType copy of attnbook's shift_matrix", "package's own", _copy(_positional.shift_matrix)),
@@ -799,16 +785,4 @@ def pe_shift_matrix(k, omega):
 @wrong("5.4", hint="package's own")
 def pe_shift_matrix(k, omega):
     """def wrapper calling shift_matrix of a second, separate import of attnbook/positional.py"""
-    return _fresh_positional().shift_matrix(k, omega)
-
-
-# Cases known in advance (issue 23): the check draws two of its (k, omega) from the run's seed.
-_KNOWN_SHIFTS = [(3, 0.5), (1, 1.0), (-2, 0.3), (0, 2.0), (7, 0.01), (5, 10000.0 ** (-6 / 16)), (40, 1.3)]
-
-
-@wrong("5.4")
-def pe_shift_matrix(k, omega):
-    """a table of the matrices of the seven (k, omega) an earlier run of the check showed, the identity for any
-    other"""
-    known = any(k == known_k and math.isclose(omega, known_omega) for known_k, known_omega in _KNOWN_SHIFTS)
-    return sm()(k, omega) if known else torch.eye(2)
+    return fresh_import(_positional, "positional").shift_matrix(k, omega)

@@ -21,12 +21,9 @@ def lr(warm=lambda s, w: (s + 1) / w, inclusive=False, warm_first=False, floor_w
        t_over="total_steps - warmup_steps", decay=None, cos=math.cos, angle=math.pi, half=0.5,
        amplitude="max_lr - min_lr", past="min_lr", use_min=True):
     """12.1's learner template: lr_at with the named mistakes switched on (the defaults: a right answer). warm: the
-    warm-up's fraction of max_lr at (step, warmup_steps); inclusive: warms up while step <= warmup_steps;
-    warm_first: min(1, warm(...)) computed before the warm-up test; floor_warm: the warm-up never below min_lr;
-    t_from: where t counts from ("warmup_steps", "0" or "warmup_steps - 1"); t_over: what t is divided by
-    ("total_steps - warmup_steps" or "total_steps"); decay: the fraction of the span left at t (None: the cosine
-    half * (1 + cos(angle * t))); amplitude: the span ("max_lr - min_lr" or "max_lr"); past: after total_steps,
-    "min_lr", "zero", "continue" (no clamp) or "clamp t" (t at most 1); use_min: min_lr used at all."""
+    warm-up's fraction of max_lr at (step, warmup_steps); warm_first: min(1, warm(...)) before the warm-up test;
+    decay: the fraction of the span left at t (None: half * (1 + cos(angle * t))); past: after total_steps,
+    "min_lr", "zero", "continue" (no clamp) or "clamp t" (t at most 1)."""
     def lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0):
         if not use_min:
             min_lr = 0.0
@@ -258,14 +255,10 @@ table("12.2", [
 
 
 def merge(from_right=False, compare="ids", check_end=True, last="kept", write=True, step_after=2, overlap=False,
-          returns=list):
+          first_only=False, returns=list):
     """12.3's learner template: a while loop over a copy of ids with the named mistakes switched on (the defaults:
-    a right answer). from_right: scans from the right end; compare: how an occurrence is found, "ids" (ids[i] ==
-    pair[0] and ids[i + 1] == pair[1]), "tuple slice" (tuple(ids[i:i + 2]) == tuple(pair)), "list slice"
-    (ids[i:i + 2] == pair, a list against the pair as given) or "either order" (the reversed pair too); check_end:
-    i + 1 < len(ids) tested first; last: "kept" or "lost" (while i < len(ids) - 1); write: new_id written (False:
-    the pair removed); step_after: how far a merge moves on; overlap: moves on by 1 where the pair starts again;
-    returns: what the merged list is handed back as."""
+    a right answer; compare "list slice" is ids[i:i + 2] == pair, a list against the pair as given; overlap moves
+    on by 1 where the pair starts again; returns: what the merged list is handed back as)."""
     def merge_pair(ids, pair, new_id):
         seq, target = list(ids), tuple(pair)
         if from_right:
@@ -286,6 +279,9 @@ def merge(from_right=False, compare="ids", check_end=True, last="kept", write=Tr
                     out.append(new_id)
                 again = overlap and i + 2 < len(seq) and (seq[i + 1], seq[i + 2]) == target
                 i += 1 if again else step_after
+                if first_only:
+                    out += seq[i:]
+                    break
             else:
                 out.append(seq[i])
                 i += 1
@@ -324,27 +320,11 @@ def merge_pair_flag(ids, pair, new_id):
     return out
 
 
-@wrong("12.3", hint="not only the first")
-def merge_first_only(ids, pair, new_id):
-    """merges the first occurrence only"""
-    for i in range(len(ids) - 1):
-        if (ids[i], ids[i + 1]) == tuple(pair):
-            return ids[:i] + [new_id] + ids[i + 2:]
-    return list(ids)
-
-
 # The ten inputs of the check as a notebook run shows them (offset 0)
 _KNOWN_MERGES = {(tuple(ids), pair, new): _text.merge_pair(ids, pair, new) for ids, pair, new in [
     ([5, 6, 7, 5, 6], (5, 6), 9), ([3, 3, 3], (3, 3), 8), ([1, 2, 3], (3, 4), 9), ([2, 1, 2, 1], (1, 2), 7),
     ([4, 4, 4, 4, 4], (4, 4), 6), ([11, 2, 1, 21, 1, 2], (1, 2), 300), ([8, 1, 2, 3], (1, 2), 256), ([], (1, 2), 5),
     ([7], (7, 7), 9)]}
-
-
-@wrong("12.3")
-def merge_pair_known(ids, pair, new_id):
-    """knows the check's short inputs from a notebook run (a table), merges only the first occurrence otherwise"""
-    known = _KNOWN_MERGES.get((tuple(ids), tuple(pair), new_id))
-    return list(known) if known is not None else merge_first_only(ids, pair, new_id)
 
 
 _text_fresh = fresh_import(_text, "text")
@@ -356,6 +336,10 @@ table("12.3", [
     ("merge_pair from a second, separate import of attnbook/text.py", "package's own",
      lambda ids, pair, new_id: _text_fresh.merge_pair(ids, pair, new_id)),
     # the loop
+    ("merges the first occurrence only", "not only the first", merge(first_only=True)),
+    ("knows the check's short inputs from a notebook run (a table), merges only the first occurrence otherwise", WRONG,
+     lambda ids, pair, new_id: list(_KNOWN_MERGES.get((tuple(ids), tuple(pair), new_id),
+                                                      merge(first_only=True)(ids, pair, new_id)))),
     ("scans from the right end", "left to right", merge(from_right=True)),
     ("after a merge, steps by 1 when the next position starts the pair again", "must not overlap", merge(overlap=True)),
     ("while i < len(ids) - 1: the last id is dropped when it is not merged", "last id is lost", merge(last="lost")),
@@ -374,6 +358,9 @@ table("12.3", [
     ("compares the slice ids[i:i + 2], a list, with the tuple pair: never equal", "a list never equals a tuple",
      merge(compare="list slice")),
     ("merges in place with slice assignment and returns ids", "in place", slice_merge(copy=False)),
+    ("returns the input list itself when nothing is merged (a learner trial's find)", "it was given",
+     lambda ids, pair, new_id: merge()(ids, pair, new_id)
+     if any(ids[i] == pair[0] and ids[i + 1] == pair[1] for i in range(len(ids) - 1)) else ids),
     # ids as text or bytes
     ("joins the ids into text and replaces 'a b' by the new id", "compare ids, not text",
      lambda ids, pair, new_id: [int(t) for t in " ".join(str(i) for i in ids).replace(
@@ -417,14 +404,6 @@ def merge_pair_bytearray(ids, pair, new_id):
 def merge_pair_no_return(ids, pair, new_id):
     """builds the list but forgets to return it"""
     out = merge()(ids, pair, new_id)  # noqa: F841
-
-
-@wrong("12.3", hint="it was given")
-def merge_pair_same_list(ids, pair, new_id):
-    """returns the input list itself when nothing is merged (a learner trial's find)"""
-    if not any(ids[i] == pair[0] and ids[i + 1] == pair[1] for i in range(len(ids) - 1)):
-        return ids
-    return merge()(ids, pair, new_id)
 
 
 @wrong("12.3", hint="write it as a loop")

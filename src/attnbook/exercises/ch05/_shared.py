@@ -92,7 +92,6 @@ def import_first(fn, roots: tuple[str, ...]) -> None:
                 module = None
 
 
-
 def table_angles(max_len: int, d: int, *, exponent: str = "2i", start: int = 0, divide: bool = True,
                   degrees: bool = False, base: float = 10000.0, half_positions: bool = False) -> Tensor:
     """(max_len, d) float64 angle of every column (column j belongs to pair i = j // 2), or a mistaken one."""

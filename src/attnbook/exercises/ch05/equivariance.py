@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from typing import NoReturn
 
 import torch
 from torch import Tensor
@@ -17,7 +18,6 @@ from ..hints import describe
 from ..registry import exercise, Wrong
 from ._shared import F64, kind_of, reference_table
 from ...i18n import N_, _
-
 
 
 @builds
@@ -234,64 +234,57 @@ _HALF_NUMBER = (N_("half precision keeps only about 3 significant digits: leave 
 def _as_float(got, on: str) -> float:
     """The value of a Python float, a NumPy float (np.float32 or np.float64) or a 0-d floating-point tensor of at
     least single precision, the kinds the task allows; else Wrong."""
-    fn = "max_equivariance_error"
+    def refuse(message: str, hint: str | None = None, **values) -> NoReturn:
+        raise Wrong(_(message, fn="max_equivariance_error", on=on, _RETURN_KINDS=_RETURN_KINDS, **values), hint)
+
     if got is None:
-        raise Wrong(_("{fn} returned None on {on}", fn=fn, on=on), _("did you forget the `return` statement?"))
+        refuse(N_("{fn} returned None on {on}"), _("did you forget the `return` statement?"))
     if type(got).__name__ in ("max", "min") and isinstance(got, tuple):  # torch.return_types.max
-        raise Wrong(_("{fn} returned a (values, indices) pair on {on}, expected one number", fn=fn, on=on),
-                    _("x.max(dim=...) returns values and indices; a maximum with no dim is one number"))
+        refuse(N_("{fn} returned a (values, indices) pair on {on}, expected one number"),
+               _("x.max(dim=...) returns values and indices; a maximum with no dim is one number"))
     int_hint = (_("int(...) and integer tensors drop the fractional part (0.93 becomes 0): return the largest "
                   "difference itself, as a floating-point number"))
     if isinstance(got, Tensor):
         if got.is_complex() or got.dtype == torch.bool:
-            raise Wrong(_("{fn} returned a tensor of dtype {dtype} on {on}, expected one real number",
-                          fn=fn, dtype=got.dtype, on=on))
+            refuse(N_("{fn} returned a tensor of dtype {dtype} on {on}, expected one real number"), dtype=got.dtype)
         if got.numel() != 1:
-            raise Wrong(_("{fn} returned a tensor of shape {tuple_got_shape} on {on}, expected one number",
-                          fn=fn, tuple_got_shape=tuple(got.shape), on=on),
-                        _("reduce the differences to one number: the largest absolute difference over every entry"))
+            refuse(N_("{fn} returned a tensor of shape {tuple_got_shape} on {on}, expected one number"),
+                   _("reduce the differences to one number: the largest absolute difference over every entry"),
+                   tuple_got_shape=tuple(got.shape))
         if not got.is_floating_point():
-            raise Wrong(_("{fn} returned an integer tensor (dtype {dtype}) on {on}, expected {_RETURN_KINDS}",
-                          fn=fn, dtype=got.dtype, on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
-                        int_hint)
+            refuse(N_("{fn} returned an integer tensor (dtype {dtype}) on {on}, expected {_RETURN_KINDS}"), int_hint,
+                   dtype=got.dtype)
         if got.dim() != 0:
-            raise Wrong(_("{fn} returned a tensor of shape {tuple_got_shape} on {on}, expected {_RETURN_KINDS}",
-                          fn=fn, tuple_got_shape=tuple(got.shape), on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
-                        _("take the maximum over all entries (no dim), or return the number itself"))
+            refuse(N_("{fn} returned a tensor of shape {tuple_got_shape} on {on}, expected {_RETURN_KINDS}"),
+                   _("take the maximum over all entries (no dim), or return the number itself"),
+                   tuple_got_shape=tuple(got.shape))
         if got.dtype in (torch.float16, torch.bfloat16):
-            raise Wrong(_("{fn} returned a tensor of dtype {dtype} on {on}, expected {_RETURN_KINDS} in at least "
-                          "single precision",
-                          fn=fn, dtype=got.dtype, on=on, _RETURN_KINDS=_(_RETURN_KINDS)), _HALF_NUMBER)
+            refuse(N_("{fn} returned a tensor of dtype {dtype} on {on}, expected {_RETURN_KINDS} in at least "
+                      "single precision"), _HALF_NUMBER, dtype=got.dtype)
         value = got.detach().double().item()
     elif isinstance(got, bool):
-        raise Wrong(_("{fn} returned a bool on {on}, expected {_RETURN_KINDS}",
-                      fn=fn, on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
-                    _("return how far apart the two sides are, not whether they are equal"))
+        refuse(N_("{fn} returned a bool on {on}, expected {_RETURN_KINDS}"),
+               _("return how far apart the two sides are, not whether they are equal"))
     elif isinstance(got, numbers.Integral):
-        raise Wrong(_("{fn} returned the {type_got___name} {int_got} on {on}, expected {_RETURN_KINDS}",
-                      fn=fn, type_got___name=type(got).__name__, int_got=int(got),
-                      on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
-                    int_hint)
+        refuse(N_("{fn} returned the {type_got___name} {int_got} on {on}, expected {_RETURN_KINDS}"), int_hint,
+               type_got___name=type(got).__name__, int_got=int(got))
     elif isinstance(got, float):  # a Python float, or a NumPy float64 (a subclass of float)
         value = float(got)
     elif type(got).__module__ == "numpy" and isinstance(got, numbers.Real) and hasattr(got, "itemsize"):
         if got.itemsize < 4:  # np.float16
-            raise Wrong(_("{fn} returned a NumPy {type_got___name} on {on}, expected {_RETURN_KINDS} in at least "
-                          "single precision",
-                          fn=fn, type_got___name=type(got).__name__, on=on,
-                          _RETURN_KINDS=_(_RETURN_KINDS)), _HALF_NUMBER)
+            refuse(N_("{fn} returned a NumPy {type_got___name} on {on}, expected {_RETURN_KINDS} in at least "
+                      "single precision"), _HALF_NUMBER, type_got___name=type(got).__name__)
         value = float(got)  # np.float32, np.longdouble
     elif hasattr(got, "__array__") or isinstance(got, numbers.Number):  # a NumPy array or another kind of number
-        raise Wrong(_("{fn} returned {kind_of_got} on {on}, expected {_RETURN_KINDS}",
-                      fn=fn, kind_of_got=kind_of(got), on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
-                    _("return one number: compute with torch on the tensors f returns, or convert with float(...)"))
+        refuse(N_("{fn} returned {kind_of_got} on {on}, expected {_RETURN_KINDS}"),
+               _("return one number: compute with torch on the tensors f returns, or convert with float(...)"),
+               kind_of_got=kind_of(got))
     else:
-        raise Wrong(_("{fn} returned {describe_got} on {on}, expected {_RETURN_KINDS}",
-                      fn=fn, describe_got=describe(got), on=on, _RETURN_KINDS=_(_RETURN_KINDS)),
-                    _("return one number: the largest absolute difference over every entry"))
+        refuse(N_("{fn} returned {describe_got} on {on}, expected {_RETURN_KINDS}"),
+               _("return one number: the largest absolute difference over every entry"), describe_got=describe(got))
     if math.isnan(value):
-        raise Wrong(_("{fn} returned nan on {on}", fn=fn, on=on),
-                    _("the differences of two ordinary tensors are ordinary numbers: check each step"))
+        refuse(N_("{fn} returned nan on {on}"),
+               _("the differences of two ordinary tensors are ordinary numbers: check each step"))
     return value
 
 

@@ -16,11 +16,11 @@ from ...i18n import N_, _
 
 def _rope_angles(d: int, positions: Tensor, *, exponent: str = "2i", divide: bool = True, shift: int = 0,
                  ignore_positions: bool = False, from_zero: str | None = None, consecutive: bool = False,
-                 half_positions: bool = False, base: float = 10000.0) -> Tensor:
+                 half_positions: bool = False) -> Tensor:
     """(seq, d/2) float64 angle of each pair at each position: positions * theta_i, or a mistaken one."""
     i = torch.arange(d // 2, dtype=F64)  # (d/2,)
     e = 2 * i / d if exponent == "2i" else i / d  # (d/2,)
-    theta = base ** (-e) if divide else base ** e  # (d/2,)
+    theta = 10000.0 ** (-e) if divide else 10000.0 ** e  # (d/2,)
     seq = len(positions)
     if ignore_positions:
         pos = torch.arange(seq, dtype=F64)  # (seq,)

@@ -88,14 +88,12 @@ def _shift_matrix_of(got, k, omega, on: str) -> Tensor:
         raise Wrong(_("pe_shift_matrix returned {kind_of_got} for {on}, expected a torch.Tensor of shape (2, 2)",
                       kind_of_got=kind_of(got), on=on),
                     _("the task asks for a tensor: wrap the four entries as torch.tensor([[a, b], [c, d]])"))
-    if got.dtype in (torch.float16, torch.bfloat16):
-        raise Wrong(_("pe_shift_matrix returned a tensor of dtype {dtype} for {on}, expected float32 or float64",
-                      dtype=got.dtype,
-                      on=on), _("half precision keeps only about 3 significant digits: leave out .half() and "
-                                "dtype=torch.float16"))
     if got.dtype not in (torch.float32, torch.float64):
+        half = got.dtype in (torch.float16, torch.bfloat16)
         raise Wrong(_("pe_shift_matrix returned a tensor of dtype {dtype} for {on}, expected float32 or float64",
                       dtype=got.dtype, on=on),
+                    _("half precision keeps only about 3 significant digits: leave out .half() and "
+                      "dtype=torch.float16") if half else
                     _("the entries are cosines and sines, fractions: write them as floats (no .int() or .long(), "
                       "no integer or complex dtype)"))
     if tuple(got.shape) != (2, 2):

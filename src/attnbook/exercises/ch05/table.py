@@ -59,27 +59,25 @@ TABLE_FORBIDDEN = [
 ]
 
 
-def _table_mistakes(max_len: int, d: int) -> list[tuple[str, Tensor, float]]:
-    """(hint, wrong table, tolerance) for the usual mistakes on this size."""
-    tol = 1e-4
-    return [
-        (_HALVES, reference_table(max_len, d, layout="halves"), tol),
-        (_SWAPPED, reference_table(max_len, d, swap=True), tol),
-        (_EXP_I, reference_table(max_len, d, exponent="i"), tol),
-        (_EXP_J, reference_table(max_len, d, exponent="j"), tol),
-        (_EXP_2J, reference_table(max_len, d, exponent="2j"), tol),
-        (_T2T, reference_table(max_len, d, exponent="t2t"), tol),
-        (_BASE, reference_table(max_len, d, base=1000.0), tol),
-        (_START_1, reference_table(max_len, d, start=1), tol),
-        (_DEGREES, reference_table(max_len, d, degrees=True), tol),
-        (_ONLY_SIN, reference_table(max_len, d, only="sin"), tol),
-        (_ONLY_COS, reference_table(max_len, d, only="cos"), tol),
-        (_HALF_POSITIONS, reference_table(max_len, d, half_positions=True), tol),
+def _table_mistakes(max_len: int, d: int) -> dict:
+    """{hint: the wrong table} for the usual mistakes on this size (matched to the case's 1e-4 but where stated)."""
+    return {
+        _HALVES: reference_table(max_len, d, layout="halves"),
+        _SWAPPED: reference_table(max_len, d, swap=True),
+        _EXP_I: reference_table(max_len, d, exponent="i"),
+        _EXP_J: reference_table(max_len, d, exponent="j"),
+        _EXP_2J: reference_table(max_len, d, exponent="2j"),
+        _T2T: reference_table(max_len, d, exponent="t2t"),
+        _BASE: reference_table(max_len, d, base=1000.0),
+        _START_1: reference_table(max_len, d, start=1),
+        _DEGREES: reference_table(max_len, d, degrees=True),
+        _ONLY_SIN: reference_table(max_len, d, only="sin"),
+        _ONLY_COS: reference_table(max_len, d, only="cos"),
+        _HALF_POSITIONS: reference_table(max_len, d, half_positions=True),
         # Angles up to max_len * 10000 lose about 1e-2 in float32, so this one is matched more loosely.
-        (_MULTIPLY, reference_table(max_len, d, divide=False), 5e-2),
-        (_(_HALVES) + _("; also, ") + _(_SWAPPED), reference_table(max_len, d, layout="halves", swap=True), tol),
-    ]
-
+        _MULTIPLY: (reference_table(max_len, d, divide=False), 5e-2, 0.0),
+        _(_HALVES) + _("; also, ") + _(_SWAPPED): reference_table(max_len, d, layout="halves", swap=True),
+    }
 
 
 # The sizes every check uses: chosen so that every mistake above shows (each gives another table than the right one
@@ -145,8 +143,8 @@ def check_sinusoidal_table(sinusoidal_table) -> str:
                           dtype=torch.float32,
                           dtype_hint=_("make the table in float32, the dtype of model weights: build it from float32 "
                                        "tensors (torch.arange(..., dtype=torch.float32)) or call .float() at the end"))
-        mistakes = {hint: (wrong, tol, 0.0) for hint, wrong, tol in _table_mistakes(max_len, d)}
-        return Run(on, got, reference_table(max_len, d), mistakes, 1e-4, 0.0, half_band(table_angles(max_len, d)))
+        return Run(on, got, reference_table(max_len, d), _table_mistakes(max_len, d), 1e-4, 0.0,
+                   half_band(table_angles(max_len, d)))
 
     verdict(collect(cases, one), what=_("your table"), rule=None, band_hint=_TABLE_HALF)
     return _("right on {len_cases} sizes, from one position and d_model=2 to d_model=64", len_cases=len(cases))

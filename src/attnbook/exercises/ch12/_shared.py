@@ -1,4 +1,5 @@
-"""What 12.1 and 12.2 share: reading the learner's result as one Python number."""
+"""What chapter 12's checkers share: reading the learner's result as one Python number (12.1, 12.2), and running
+the answer on every case before naming a mistake (all three)."""
 from __future__ import annotations
 
 import math
@@ -39,3 +40,24 @@ def as_number(got, *, fn: str, on: str) -> float:
 def close(got: float, want: float, rel: float = 1e-6, abs_: float = 1e-12) -> bool:
     """Whether two results agree (NaN never does)."""
     return math.isfinite(got) and math.isclose(got, want, rel_tol=rel, abs_tol=abs_)
+
+
+def judge(answer_on, inputs: list[tuple], right, mistakes: dict, same=close):
+    """Run the answer on every input (`answer_on(i)` returns its result on inputs[i]) and find the first wrong
+    result: None when every result is right, else (its index, the result, the hint of the first mistake of
+    `mistakes` (hint -> function of the input) that gives every result, or None). A Wrong (a result of the wrong
+    type) ends the run: it is raised, unless a wrong result came before it, which is reported instead with the
+    evidence of the inputs before."""
+    got = []
+    for i in range(len(inputs)):
+        try:
+            got.append(answer_on(i))
+        except Wrong:
+            if any(not same(g, right(*args)) for g, args in zip(got, inputs)):
+                break
+            raise
+    wrong = next((i for i, (g, args) in enumerate(zip(got, inputs)) if not same(g, right(*args))), None)
+    if wrong is None:
+        return None
+    hint = next((h for h, f in mistakes.items() if all(same(g, f(*args)) for g, args in zip(got, inputs))), None)
+    return wrong, got[wrong], hint

@@ -2,8 +2,10 @@
 of ids, from left to right, becomes new_id, in a new list. The reference is `attnbook.text.merge_pair`."""
 from __future__ import annotations
 
+import operator
 import random
 import re
+from functools import partial
 
 from ...text import merge_pair as _right
 from ..compare import case_seed
@@ -11,6 +13,7 @@ from ..guard import call
 from ..hints import describe
 from ..observe import Observer
 from ..registry import exercise, Wrong
+from ._shared import judge
 from ...i18n import N_, _
 
 MERGE_FORBIDDEN = [
@@ -85,26 +88,16 @@ def _right_to_left(ids, pair, new):
     return _right(ids[::-1], pair[::-1], new)[::-1]
 
 
-def _overlapping(ids, pair, new):
-    """Every position that starts the pair becomes new_id; the second id of a pair is dropped only when the next
-    position does not start a pair itself."""
+def _merged(ids, pair, new, *, stop=0, either_order=False, step=2, overlap=False, write=True):
+    """A merge from the left with one thing changed: the loop stops `stop` positions before the end, the reversed
+    pair matches too, a merge moves on by `step`, or by 1 where the pair starts again (`overlap`), or the pair is
+    dropped instead of replaced (not `write`)."""
+    pairs = {tuple(pair), tuple(pair)[::-1]} if either_order else {tuple(pair)}
     out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new)
-            i += 1 if i + 2 < len(ids) and (ids[i + 1], ids[i + 2]) == tuple(pair) else 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-def _drops_last(ids, pair, new):
-    out, i = [], 0
-    while i < len(ids) - 1:
-        if (ids[i], ids[i + 1]) == tuple(pair):
-            out.append(new)
-            i += 2
+    while i < len(ids) - stop:
+        if tuple(ids[i:i + 2]) in pairs:
+            out += [new] if write else []
+            i += 1 if overlap and tuple(ids[i + 1:i + 3]) in pairs else step
         else:
             out.append(ids[i])
             i += 1
@@ -118,22 +111,6 @@ def _first_only(ids, pair, new):
     return list(ids)
 
 
-def _keeps_second(ids, pair, new):
-    return [new if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair) else x for i, x in enumerate(ids)]
-
-
-def _both_orders(ids, pair, new):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in (tuple(pair), tuple(pair)[::-1]):
-            out.append(new)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 def _as_text(ids, pair, new):
     text = " ".join(map(str, ids)).replace(f"{pair[0]} {pair[1]}", str(new))
     return [int(t) for t in text.split()]
@@ -144,26 +121,22 @@ def _as_padded_text(ids, pair, new):
     return [int(t) for t in text.split()]
 
 
-def _removes(ids, pair, new):
-    return [x for x in _right(ids, pair, -1) if x != -1]
-
-
 MISTAKES = {
     N_("merge from left to right: in [a, a, a] with pair (a, a), the first two ids merge and the third stays"):
         _right_to_left,
     N_("the occurrences must not overlap: once two ids are merged, the scan goes on after both of them"):
-        _overlapping,
+        partial(_merged, overlap=True),
     N_("the last id is lost when it is not the end of a merged pair: your loop stops one position before the end, "
-       "so add the last id after it (or loop while i < len(ids) and test i + 1 < len(ids))"): _drops_last,
+       "so add the last id after it (or loop while i < len(ids) and test i + 1 < len(ids))"): partial(_merged, stop=1),
     N_("merge every occurrence of the pair, not only the first"): _first_only,
     N_("after writing new_id, skip both ids of the pair (move on by 2): the second id is part of the merged token"):
-        _keeps_second,
-    N_("the pair is ordered: (a, b) matches a followed by b, not b followed by a"): _both_orders,
+        partial(_merged, step=1),
+    N_("the pair is ordered: (a, b) matches a followed by b, not b followed by a"): partial(_merged, either_order=True),
     N_("joining the ids into a string and replacing text also matches digits inside other ids ('1 2' inside "
        "'11 2' and '1 21'): compare ids, not text"): _as_text,
     N_("replacing the pair in the joined text, with a space on each side: a match uses up the space after it, so "
        "an occurrence that starts right after a merge is not found; compare ids, not text"): _as_padded_text,
-    N_("put new_id where the pair was: the merged token replaces the two ids"): _removes,
+    N_("put new_id where the pair was: the merged token replaces the two ids"): partial(_merged, write=False),
     N_("nothing was merged: is the comparison ever true? A list never equals a tuple ([1, 2] == (1, 2) is False): "
        "compare ids[i] == pair[0] and ids[i + 1] == pair[1]"): lambda ids, pair, new: list(ids),
 }
@@ -248,23 +221,15 @@ def _merged_list(merge_pair, ids, pair, new, on) -> list:
           references=("attnbook.text.merge_pair",))
 def check_merge_pair(merge_pair) -> str:
     """merge_pair(ids, pair, new_id) -> a new list, every occurrence of pair (left to right) replaced by new_id."""
-    runs = []  # (the learner's list, the case) of every case, in order
     all_cases = cases()
-    for ids, pair, new, on in all_cases:
-        try:
-            got = _merged_list(merge_pair, ids, pair, new, on)
-        except Wrong:
-            if any(got != _right(*case) for got, case, _unused in runs):
-                break  # a wrong list came first: report it, with the evidence of the cases before
-            raise
-        runs.append((got, (ids, pair, new), on))
-    wrong = [i for i, (got, case, _unused) in enumerate(runs) if got != _right(*case)]
-    if not wrong:
+    inputs = [case[:3] for case in all_cases]
+    found = judge(lambda i: _merged_list(merge_pair, *all_cases[i]), inputs, _right, MISTAKES, same=operator.eq)
+    if found is None:
         return (_("right on {len_cases} lists, including runs of one id, a pair at either end, ids of two "
                   "digits, an empty list and 2,000 random ids", len_cases=len(all_cases)))
-    got, (ids, pair, new), on = runs[wrong[0]]
+    i, got, hint = found
+    ids, pair, new, on = all_cases[i]
     want = _right(ids, pair, new)
-    hint = next((h for h, f in MISTAKES.items() if all(g == f(*c) for g, c, _unused in runs)), None)
     where = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
     if where != min(len(got), len(want)):
         detail = _("they first differ at index {where}", where=where)

@@ -12,7 +12,7 @@ from ..compare import case_seed
 from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
-from ._shared import as_number, close
+from ._shared import as_number, judge
 from ...i18n import N_, _
 
 
@@ -111,22 +111,18 @@ def _perplexity_error_hint(message: str) -> str | None:
 def check_perplexity(perplexity) -> str:
     """perplexity(mean_loss) -> exp(mean loss) as a Python float."""
     cases = _cases()
-    runs = []  # (the learner's result, the input) of every case, in order
-    for x, on in cases:
-        try:
-            got = as_number(call(perplexity, x, what="perplexity", on=on, explain=_perplexity_error_hint),
-                            fn="perplexity", on=on)
-        except Wrong:
-            if any(not close(g, math.exp(_mean(c))) for g, c, _unused in runs):
-                break  # a wrong perplexity came first: report it, with the evidence of the cases before
-            raise
-        runs.append((got, x, on))
-    wrong = [i for i, (got, x, _unused) in enumerate(runs) if not close(got, math.exp(_mean(x)))]
-    if not wrong:
+
+    def answer_on(i):
+        x, on = cases[i]
+        return as_number(call(perplexity, x, what="perplexity", on=on, explain=_perplexity_error_hint),
+                         fn="perplexity", on=on)
+
+    found = judge(answer_on, [(x,) for x, _on in cases], lambda x: math.exp(_mean(x)), MISTAKES)
+    if found is None:
         return (_("right (to a relative 1e-6) on {len_cases} inputs: numbers, 0-d tensors (float32, float64, a "
                   "loss with a gradient) and tensors of batch means", len_cases=len(cases)))
-    got, x, on = runs[wrong[0]]
-    hint = next((h for h, f in MISTAKES.items() if all(close(g, f(c)) for g, c, _unused in runs)), None)
+    i, got, hint = found
+    x, on = cases[i]
     raise Wrong(_("perplexity is wrong on {on}: expected {show_pair_math_exp__mean}",
                   on=on, show_pair_math_exp__mean=show_pair(math.exp(_mean(x)), got)),
                 hint or _("the perplexity is exp of the mean cross-entropy in nats; for a tensor of batch means, "

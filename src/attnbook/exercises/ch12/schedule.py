@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from functools import partial
 import random
 import sys
 
@@ -15,7 +16,7 @@ from ..compare import case_seed
 from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
-from ._shared import as_number, close
+from ._shared import as_number, judge
 from ...i18n import N_, _
 
 _SCHEDULE_INSTEAD = N_("compute the rate yourself with math.cos and math.pi")
@@ -90,17 +91,31 @@ def cases() -> list[tuple[int, float, int, int, float | None]]:
     return out
 
 
-def _cosine(step, M, W, T, m, *, span=None, start=None, angle=math.pi, half=0.5, floor=None, scale=None):
-    """The cosine part with one thing changed: the span of t, where t starts, the angle at t = 1, the factor of
-    (1 + cos), the floor it ends at, the factor of the cosine term."""
-    t = (step - (W if start is None else start)) / ((T - W) if span is None else span)
-    floor = m if floor is None else floor
-    scale = (M - m) if scale is None else scale
+def _cosine(step, M, W, T, m, *, over_total=False, from_zero=False, angle=math.pi, half=0.5, to_zero=False,
+            scale_max=False):
+    """The cosine part, or it with one thing changed: t over total_steps, t counted from step 0, the angle at
+    t = 1, the factor of (1 + cos), the floor (0 instead of min_lr, then scaled by max_lr), the scale (max_lr)."""
+    t = (step - (0 if from_zero else W)) / (T if over_total else T - W)
+    floor = 0.0 if to_zero else m
+    scale = M if to_zero or scale_max else M - m
     return floor + scale * half * (1.0 + math.cos(angle * t))
 
 
-def _phased(warm, cos, past):
-    """A schedule from its three parts: warm(step) while step < W, cos(step) up to T, past(step) after."""
+def _warm(step, M, W, T, m):
+    return M * (step + 1) / W
+
+
+def _past(step, M, W, T, m):
+    return m
+
+
+def _zero(step, M, W, T, m):
+    return 0.0
+
+
+def _phased(warm=_warm, cos=_cosine, past=_past):
+    """A schedule from its three parts (the right ones by default): warm(step) while step < W, cos(step) up to T,
+    past(step) after."""
     def lr(step, M, W, T, m):
         if step < W:
             return warm(step, M, W, T, m)
@@ -110,16 +125,9 @@ def _phased(warm, cos, past):
     return lr
 
 
-def _warm(step, M, W, T, m):
-    return M * (step + 1) / W
-
-
-def _cos(step, M, W, T, m):
-    return _cosine(step, M, W, T, m)
-
-
-def _past(step, M, W, T, m):
-    return m
+def _decay(**change):
+    """The right schedule but for one thing of the cosine (see _cosine)."""
+    return _phased(cos=partial(_cosine, **change))
 
 
 def _warm_inclusive(step, M, W, T, m):
@@ -134,44 +142,38 @@ RULE = (N_("the rate of step `step` (counted from 0) is max_lr · (step + 1) / w
 MISTAKES = {
     N_("the warm-up is off by one: the first step, step 0, already gets max_lr · 1 / warmup_steps, and step "
        "warmup_steps - 1 reaches max_lr; use (step + 1) / warmup_steps"):
-        _phased(lambda s, M, W, T, m: M * s / W, _cos, _past),
+        _phased(warm=lambda s, M, W, T, m: M * s / W),
     N_("the warm-up divides by warmup_steps + 1: with (step + 1) / warmup_steps, the last warm-up step "
        "(step warmup_steps - 1) reaches max_lr"):
-        _phased(lambda s, M, W, T, m: M * (s + 1) / (W + 1), _cos, _past),
+        _phased(warm=lambda s, M, W, T, m: M * (s + 1) / (W + 1)),
     N_("step warmup_steps is the first step of the cosine, which starts at max_lr: warm up while step < "
        "warmup_steps, not <="): _warm_inclusive,
     N_("the cosine runs over the total_steps - warmup_steps steps after the warm-up: t = (step - warmup_steps) / "
-       "(total_steps - warmup_steps), not divided by total_steps"):
-        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, span=T), _past),
+       "(total_steps - warmup_steps), not divided by total_steps"): _decay(over_total=True),
     N_("the cosine starts after the warm-up: t = (step - warmup_steps) / (total_steps - warmup_steps), which is 0 "
-       "at step warmup_steps, not step / total_steps"):
-        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, span=T, start=0), _past),
+       "at step warmup_steps, not step / total_steps"): _decay(over_total=True, from_zero=True),
     N_("the cosine ends at min_lr, not at 0: min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2, and min_lr after "
-       "total_steps"): _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, floor=0.0, scale=M),
-                           lambda s, M, W, T, m: 0.0),
+       "total_steps"): _phased(cos=partial(_cosine, to_zero=True), past=_zero),
     N_("scale the cosine by max_lr - min_lr, so that it starts at max_lr and ends at min_lr: "
-       "min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2"):
-        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, scale=M), _past),
-    N_("math.cos takes radians: half a period is π (math.pi), not 180"):
-        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=180.0), _past),
+       "min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2"): _decay(scale_max=True),
+    N_("math.cos takes radians: half a period is π (math.pi), not 180"): _decay(angle=180.0),
     N_("math.cos takes radians and π t already is an angle in radians: no math.radians"):
-        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.radians(math.pi)), _past),
+        _decay(angle=math.radians(math.pi)),
     N_("that is a linear decay: the task asks for a half cosine, min_lr + (max_lr - min_lr) · (1 + cos(π t)) / 2"):
-        _phased(_warm, lambda s, M, W, T, m: m + (M - m) * (1 - (s - W) / (T - W)), _past),
+        _phased(cos=lambda s, M, W, T, m: m + (M - m) * (1 - (s - W) / (T - W))),
     N_("a half cosine goes down once, from max_lr to min_lr: cos(π t), not cos(2π t), which comes back up to "
-       "max_lr at the end"): _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=2 * math.pi), _past),
+       "max_lr at the end"): _decay(angle=2 * math.pi),
     N_("the decay is half a period of the cosine, cos(π t) from t = 0 to 1: cos(π t / 2) is a quarter period, "
-       "which stops halfway down"): _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, angle=math.pi / 2), _past),
+       "which stops halfway down"): _decay(angle=math.pi / 2),
     N_("(1 + cos(π t)) / 2 goes from 1 down to 0; without the / 2 the rate starts at twice max_lr"):
-        _phased(_warm, lambda s, M, W, T, m: _cosine(s, M, W, T, m, half=1.0), _past),
-    N_("past total_steps the rate stays at min_lr: the cosine, continued, comes back up"):
-        _phased(_warm, _cos, _cos),
-    N_("past total_steps the rate stays at min_lr, not 0"): _phased(_warm, _cos, lambda s, M, W, T, m: 0.0),
+        _decay(half=1.0),
+    N_("past total_steps the rate stays at min_lr: the cosine, continued, comes back up"): _phased(past=_cosine),
+    N_("past total_steps the rate stays at min_lr, not 0"): _phased(past=_zero),
     N_("the warm-up is max_lr · (step + 1) / warmup_steps even where that is below min_lr: min_lr is the floor "
        "of the cosine and after it, not of the warm-up"):
-        _phased(lambda s, M, W, T, m: max(m, _warm(s, M, W, T, m)), _cos, _past),
+        _phased(warm=lambda s, M, W, T, m: max(m, _warm(s, M, W, T, m))),
     N_("the first warmup_steps steps rise linearly to max_lr: max_lr · (step + 1) / warmup_steps"):
-        _phased(lambda s, M, W, T, m: M, _cos, _past),
+        _phased(warm=lambda s, M, W, T, m: M),
 }
 
 
@@ -199,31 +201,25 @@ def _phase(step, W, T) -> str:
           references=("attnbook.training.warmup_cosine_lr",))
 def check_lr_at(lr_at) -> str:
     """lr_at(step, max_lr, warmup_steps, total_steps, min_lr=0.0) -> float."""
-    runs = []  # (the learner's rate, the case) for every case, in order
-    all_cases = cases()
-    for step, M, W, T, m in all_cases:
-        on = _describe(step, M, W, T, m)
-        kwargs = {} if m is None else {"min_lr": m}
-        try:
-            got = as_number(call(lr_at, step, M, W, T, what="lr_at", on=on, forbid=schedule_forbidden,
-                                 explain=_schedule_error_hint, prepare=import_transformers_first, **kwargs),
-                            fn="lr_at", on=on)
-        except Wrong:
-            if any(not close(g, _right(*c)) for g, c in runs):
-                break  # a wrong rate came first: report it, with the evidence of the cases before
-            raise
-        runs.append((got, (step, M, W, T, 0.0 if m is None else m)))
-    wrong = [i for i, (got, case) in enumerate(runs) if not close(got, _right(*case))]
-    if not wrong:
+    all_cases = cases()  # min_lr None: the call leaves it out, for its default 0.0
+
+    def answer_on(i):
+        step, M, W, T, m = all_cases[i]
+        on, kwargs = _describe(*all_cases[i]), {} if m is None else {"min_lr": m}
+        return as_number(call(lr_at, step, M, W, T, what="lr_at", on=on, forbid=schedule_forbidden,
+                              explain=_schedule_error_hint, prepare=import_transformers_first, **kwargs),
+                         fn="lr_at", on=on)
+
+    inputs = [(step, M, W, T, 0.0 if m is None else m) for step, M, W, T, m in all_cases]
+    found = judge(answer_on, inputs, _right, MISTAKES)
+    if found is None:
         return (_("right (to a relative 1e-6) on {len_cases} steps of {n_schedules} schedules: the warm-up, the "
                   "cosine from max_lr to min_lr, the steps past total_steps, no warm-up at all, a one-step warm-up "
                   "and a warm-up that starts below min_lr", len_cases=len(all_cases),
                   n_schedules=len(SCHEDULE_STEPS)))
-    got, case = runs[wrong[0]]
-    step, M, W, T, _unused = case
-    hint = next((h for h, f in MISTAKES.items() if all(close(g, f(*c)) for g, c in runs)), None)
-    m_shown = all_cases[wrong[0]][4]
+    i, got, hint = found
+    step, _M, W, T, _m = all_cases[i]
     raise Wrong(_("lr_at is wrong on {describe_step_m_w_t_m_sh}, {phase_step_w_t}: expected "
                   "{show_pair__right_case_go}",
-                  describe_step_m_w_t_m_sh=_describe(step, M, W, T, m_shown), phase_step_w_t=_phase(step, W, T),
-                  show_pair__right_case_go=show_pair(_right(*case), got)), hint or RULE)
+                  describe_step_m_w_t_m_sh=_describe(*all_cases[i]), phase_step_w_t=_phase(step, W, T),
+                  show_pair__right_case_go=show_pair(_right(*inputs[i]), got)), hint or RULE)
