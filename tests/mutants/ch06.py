@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, memoised, right, table, wrong
 
 import attnbook.masks as _masks
 import attnbook.models.transformer as _transformer
@@ -155,11 +155,9 @@ def causal_mask_hf_causal_mask_function(n):
 def sm(*, causal=lambda j, i: j <= i, keys=lambda j, lengths: j[None, :] < lengths[:, None], padding_on="keys",
        combine="and", invert=False, longest=False, layout="heads"):
     """6.2's learner template, the chapter's way: arange comparisons for the causal part (key j, query i) and for
-    the real keys of each sequence (batch, n), broadcast and combined with & into (batch, 1, n, n), with the named
-    mistakes switched on (the defaults: a right answer). Knobs: `causal(j, i)` (None: no causal part), `keys(j,
-    lengths)` (None: no padding part), `padding_on` ("keys", "queries", "both"), `combine` ("and", "or", "float
-    product"), `invert` (True = blocked), `longest` (n replaced by the longest length), `layout` ("heads", "no heads",
-    "heads first", "transposed", "only keys", "only causal")."""
+    the real keys of each sequence (batch, n), broadcast and combined with & into (batch, 1, n, n) (the defaults: a
+    right answer). Each keyword switches one mistake on; `causal` or `keys` None leaves that part out, `longest`
+    replaces n by the longest length."""
     def decoder_self_mask(lengths, n):
         if longest:
             n = int(lengths.max())
@@ -623,16 +621,6 @@ def allow(*, boolean=lambda mask: ~mask, additive=lambda mask: mask > -1e4):
     return to_allow_mask
 
 
-_CONVERTED: dict = {}
-
-
-def _remembered(mask):
-    key = (tuple(mask.shape), mask.dtype)
-    if key not in _CONVERTED:
-        _CONVERTED[key] = allow()(mask)
-    return _CONVERTED[key]
-
-
 table("6.4", [
     ("~mask for bool, mask > -1e4 for additive", RIGHT, allow()),
     ("mask == 0 for both kinds (False == 0 and 0.0 == 0 are the allowed entries)", RIGHT, lambda mask: mask == 0),
@@ -685,7 +673,7 @@ table("6.4", [
      lambda mask: allow()(mask)[:, None, None, :] if mask.dim() == 2 else allow()(mask)),
     ("returns a numpy array", "tensor", lambda mask: allow()(mask).numpy()),
     ("remembers each converted mask by its shape and dtype (\"the same kind of mask converts the same way\")", WRONG,
-     _remembered),
+     memoised(allow())),
 ])
 
 

@@ -17,12 +17,10 @@ from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wro
 
 def patches(order=(0, 2, 4, 3, 5, 1), split="(H/P, P)", shape="(B, C, H, W)", square=False, patch=None, batch=None,
             n_patches=None):
-    """7.1's learner template: patchify by reshape and permute. The images, read as `shape` ("(B, C, W, H)": height
-    and width swapped), are split as `split` ("(H/P, P)": each side into the grid, then the pixels; "(P, H/P)": the
-    other way round) with P = patch_size (or a fixed `patch`), the height used for the width too when `square`, and a
-    fixed `batch` if given; the axes (B, C, gh, P, gw, P) are permuted into `order` (the default: (B, gh, gw, P, P, C))
-    and flattened to (B, N, P*P*C) (or to (B, n_patches, -1), for a fixed number of patches). The defaults: a right
-    answer."""
+    """7.1's learner template: patchify by reshape and permute, the axes (B, C, gh, P, gw, P) permuted into `order`
+    (the default: (B, gh, gw, P, P, C)) and flattened to (B, N, P*P*C) (the defaults: a right answer). The other
+    keywords switch one mistake on: the shape read as (B, C, W, H), each side split as (P, H/P) (pixels, then grid),
+    the height used for the width too (`square`), a fixed `patch` size, `batch` or number of patches."""
     def patchify(images, patch_size):
         B, C, H, W = images.shape
         if shape == "(B, C, W, H)":
