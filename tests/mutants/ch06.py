@@ -2,15 +2,12 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
-import types
 
 import numpy as np
 import torch
 from torch import nn
 
-from mutants import RIGHT, WRONG, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, memoised, right, table, wrong
 
 import attnbook.masks as _masks
 import attnbook.models.transformer as _transformer
@@ -158,11 +155,9 @@ def causal_mask_hf_causal_mask_function(n):
 def sm(*, causal=lambda j, i: j <= i, keys=lambda j, lengths: j[None, :] < lengths[:, None], padding_on="keys",
        combine="and", invert=False, longest=False, layout="heads"):
     """6.2's learner template, the chapter's way: arange comparisons for the causal part (key j, query i) and for
-    the real keys of each sequence (batch, n), broadcast and combined with & into (batch, 1, n, n), with the named
-    mistakes switched on (the defaults: a right answer). Knobs: `causal(j, i)` (None: no causal part), `keys(j,
-    lengths)` (None: no padding part), `padding_on` ("keys", "queries", "both"), `combine` ("and", "or", "float
-    product"), `invert` (True = blocked), `longest` (n replaced by the longest length), `layout` ("heads", "no heads",
-    "heads first", "transposed", "only keys", "only causal")."""
+    the real keys of each sequence (batch, n), broadcast and combined with & into (batch, 1, n, n) (the defaults: a
+    right answer). Each keyword switches one mistake on; `causal` or `keys` None leaves that part out, `longest`
+    replaces n by the longest length."""
     def decoder_self_mask(lengths, n):
         if longest:
             n = int(lengths.max())
@@ -212,6 +207,10 @@ table("6.2", [
      sm(keys=lambda j, lengths: j[None, :] >= lengths[:, None])),
     ("blocks only the first padding key of each sequence (no known mistake: the message names the entry and says",
      "padding", sm(keys=lambda j, lengths: j[None, :] != lengths[:, None])),
+    ("right, except that the first key of every sequence is blocked (no known mistake: the message names the entry)",
+     "entry [0, 0, 0, 0]", lambda lengths, n: sm()(lengths, n) & (torch.arange(n) > 0)),
+    ("right, except that the last key of a full sequence is blocked (no known mistake: the message names the entry)",
+     "real token", sm(keys=lambda j, lengths: j[None, :] < torch.clamp(lengths, max=len(j) - 1)[:, None])),
     ("uses lengths[0] for every sequence of the batch", WRONG,
      sm(keys=lambda j, lengths: (j < lengths[0]).expand(len(lengths), -1))),
     ("picks row lengths[b] - 1 of a tril as the key mask: an empty sequence (length 0) indexes row -1, all True", WRONG,
@@ -313,16 +312,12 @@ def decoder_self_mask_hf_4d(lengths, n):
 def greedy(*, eval_mode=True, bos=None, eos=None, steps=lambda max_len: max_len - 1, feed="prefix", position=-1,
            pick="argmax", src_mask="used", fill="pad", forget_done=False, stop="all", keep_bos=True,
            finish=lambda ys: ys):
-    """6.3's learner template: encode once, decode the prefix each step, masked_fill the finished rows with PAD,
-    stop once every row has produced EOS, with the named mistakes switched on (the defaults: a right answer). Knobs:
-    `eval_mode`, `bos` / `eos` (fixed ids), `steps(max_len)`, `feed` (what the decoder reads: "prefix", "bos",
-    "last", "source" (the source tokens behind BOS)), `position` (whose logits), `pick` ("argmax", "positions" (over
-    the time axis), "second" (the second best unless the best is EOS), "sample" (a generator seeded 0 at every step),
-    "sample once" (seeded 0 once per call), "sample global"), `src_mask` ("used", "decoder none", "none": encoder
-    and decoder without it), `fill` ("pad", "eos", "none", "overwrite" (the row marked done first), "multiply" (the
-    ids times ~done)), `forget_done` (done set from this step only), `stop` ("all", "any", "first" (row 0), "never",
-    "eos in ys" (every row holds an EOS), "item" (next_id.item() == eos_id), "tensor" (if next_id == eos_id)),
-    `keep_bos`, `finish(ys)` -> what is returned."""
+    """6.3's learner template: encode once, decode the prefix each step, masked_fill the finished rows with PAD, stop
+    once every row has produced EOS (the defaults: a right answer). Each keyword switches one mistake on: fixed `bos`
+    or `eos` ids, `steps(max_len)`, what the decoder reads (`feed`), whose logits (`position`), how the token is
+    chosen (`pick`: "sample" draws with a generator seeded 0 at every step, "sample once" once per call), which masks
+    are passed (`src_mask`), what a finished row gets (`fill`, `forget_done`), when to stop (`stop`), `keep_bos`, and
+    what is returned (`finish(ys)`)."""
     def greedy_decode(model, src, max_len, bos_id, eos_id):
         if eval_mode:
             model.eval()
@@ -378,23 +373,8 @@ def greedy(*, eval_mode=True, bos=None, eos=None, steps=lambda max_len: max_len 
     return greedy_decode
 
 
-def _function_copy(f):
-    return types.FunctionType(f.__code__, f.__globals__, "greedy_decode", f.__defaults__, f.__closure__)
-
-
-def _second_import():
-    spec = importlib.util.spec_from_file_location("attnbook.models._transformer_second_copy", _transformer.__file__)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there while it executes
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module.greedy_decode
-
-
 def _second_import_same_class():
-    fn = _second_import()
+    fn = fresh_import(_transformer, "transformer_same_class").greedy_decode
     fn.__globals__["Transformer"] = _transformer.Transformer  # so that its isinstance check accepts the model
     return fn
 
@@ -417,6 +397,8 @@ table("6.3", [
      greedy(pick="positions")),
     ("appends the second most likely token when it is not EOS (no known mistake: the message names the first",
      "argmax", greedy(pick="second")),
+    ("right, except that one token (row 0, position 1) is changed", "row 0, position 1",
+     greedy(finish=lambda ys: ys.index_put((torch.tensor(0), torch.tensor(1)), (ys[0, 1] + 1) % 13))),
     ("samples from the softmax instead of the argmax", "argmax", greedy(pick="sample")),
     ("samples from the softmax with a generator of its own, seeded once per call", "argmax",
      greedy(pick="sample once")),
@@ -462,10 +444,11 @@ table("6.3", [
     ("a lambda around attnbook.models.greedy_decode", "package's own",
      lambda model, src, max_len, bos_id, eos_id: _transformer.greedy_decode(model, src, max_len, bos_id, eos_id)),
     ("a types.FunctionType copy of attnbook.models.greedy_decode", "package's own",
-     _function_copy(_transformer.greedy_decode)),
+     function_copy(_transformer.greedy_decode, "greedy_decode")),
     ("a FunctionType copy of greedy_decode.__wrapped__ (under the no_grad)", "package's own",
-     _function_copy(getattr(_transformer.greedy_decode, "__wrapped__", _transformer.greedy_decode))),
-    ("greedy_decode from a second, separate import of transformer.py", "package's own", _second_import()),
+     function_copy(_transformer.greedy_decode.__wrapped__, "greedy_decode")),
+    ("greedy_decode from a second, separate import of transformer.py", "package's own",
+     fresh_import(_transformer, "transformer").greedy_decode),
     ("a second import of transformer.py whose Transformer name points at the first (isinstance passes)",
      "package's own", _second_import_same_class()),
     ("functools.partial(attnbook.models.greedy_decode)", "package's own",
@@ -638,16 +621,6 @@ def allow(*, boolean=lambda mask: ~mask, additive=lambda mask: mask > -1e4):
     return to_allow_mask
 
 
-_CONVERTED: dict = {}
-
-
-def _remembered(mask):
-    key = (tuple(mask.shape), mask.dtype)
-    if key not in _CONVERTED:
-        _CONVERTED[key] = allow()(mask)
-    return _CONVERTED[key]
-
-
 table("6.4", [
     ("~mask for bool, mask > -1e4 for additive", RIGHT, allow()),
     ("mask == 0 for both kinds (False == 0 and 0.0 == 0 are the allowed entries)", RIGHT, lambda mask: mask == 0),
@@ -700,7 +673,7 @@ table("6.4", [
      lambda mask: allow()(mask)[:, None, None, :] if mask.dim() == 2 else allow()(mask)),
     ("returns a numpy array", "tensor", lambda mask: allow()(mask).numpy()),
     ("remembers each converted mask by its shape and dtype (\"the same kind of mask converts the same way\")", WRONG,
-     _remembered),
+     memoised(allow())),
 ])
 
 

@@ -2,26 +2,13 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import types
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import attnbook.patches as _patches
-from mutants import RIGHT, WRONG, right, table, wrong
-
-_PATCHES_PY = Path(_patches.__file__)
-
-
-def _fresh_patches():
-    """A second, separate import of attnbook/patches.py (not the module in sys.modules)."""
-    spec = importlib.util.spec_from_file_location("attnbook._patches_copy", _PATCHES_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -30,12 +17,10 @@ def _fresh_patches():
 
 def patches(order=(0, 2, 4, 3, 5, 1), split="(H/P, P)", shape="(B, C, H, W)", square=False, patch=None, batch=None,
             n_patches=None):
-    """7.1's learner template: patchify by reshape and permute. The images, read as `shape` ("(B, C, W, H)": height
-    and width swapped), are split as `split` ("(H/P, P)": each side into the grid, then the pixels; "(P, H/P)": the
-    other way round) with P = patch_size (or a fixed `patch`), the height used for the width too when `square`, and a
-    fixed `batch` if given; the axes (B, C, gh, P, gw, P) are permuted into `order` (the default: (B, gh, gw, P, P, C))
-    and flattened to (B, N, P*P*C) (or to (B, n_patches, -1), for a fixed number of patches). The defaults: a right
-    answer."""
+    """7.1's learner template: patchify by reshape and permute, the axes (B, C, gh, P, gw, P) permuted into `order`
+    (the default: (B, gh, gw, P, P, C)) and flattened to (B, N, P*P*C) (the defaults: a right answer). The other
+    keywords switch one mistake on: the shape read as (B, C, W, H), each side split as (P, H/P) (pixels, then grid),
+    the height used for the width too (`square`), a fixed `patch` size, `batch` or number of patches."""
     def patchify(images, patch_size):
         B, C, H, W = images.shape
         if shape == "(B, C, W, H)":
@@ -65,7 +50,6 @@ def from_columns(columns):
 # name in a module of that name stands in for it (the check forbids it by its dotted name)
 _SOME_VL = {"__name__": "transformers.models.some_vl.image_processing_some_vl", "_right_patchify": patches()}
 exec("def convert_image_to_patches(images, patch_size):\n    return _right_patchify(images, patch_size)\n", _SOME_VL)
-_pf = _patches.patchify
 
 table("7.1", [
     ("reshape and permute, as in the chapter", RIGHT, patches()),
@@ -81,6 +65,8 @@ table("7.1", [
      lambda images, patch_size: images.permute(0, 2, 3, 1).reshape(
          images.size(0), (images.size(2) // patch_size) * (images.size(3) // patch_size),
          patch_size * patch_size * images.size(1))),
+    ("a plain reshape of the image, channels first (no permute)", "plain reshape",
+     lambda images, patch_size: images.reshape(images.size(0), -1, patch_size * patch_size * images.size(1))),
     ("channels outermost in each patch (the Conv2d / unfold order)", "channels come first",
      patches(order=(0, 2, 4, 1, 3, 5))),
     ("patches listed column by column (grid axes swapped)", "column-major order (down the first column",
@@ -119,12 +105,19 @@ table("7.1", [
     ("returns a numpy array", "tensor", lambda images, patch_size: patches()(images, patch_size).numpy()),
     ("casts the result to float32 (float64 images come back float32)", "dtype",
      lambda images, patch_size: patches()(images, patch_size).float()),
+    ("casts the result to float64 (float32 images come back float64)", "expected torch.float32",
+     lambda images, patch_size: patches()(images, patch_size).double()),
+    ("converts the result to int64 (.to(torch.int64))", "expected floating point (torch.float64)",
+     lambda images, patch_size: patches()(images, patch_size).to(torch.int64)),
     ("casts the result to half precision (.half())", "torch.float16",
      lambda images, patch_size: patches()(images, patch_size).half()),
     ("computes in float32 ('the digits are float32') and casts back to the input's dtype", "float32",
      lambda images, patch_size: patches()(images.float(), patch_size).to(images.dtype)),
     ("passes the worked example's patch tensor (a result) instead of the function", "function",
      torch.arange(12.0).reshape(1, 1, 12)),
+    ("passes the class nn.Flatten instead of a function", "class Flatten", nn.Flatten),
+    ("passes an nn.Flatten(1) module, made by calling the class, instead of a function",
+     "pass the function itself, without calling it", nn.Flatten(1)),
     # ready-made routines
     ("F.unfold (im2col), then reorders its channels-first columns to channels innermost", "without",
      from_columns(lambda images, P: F.unfold(images, kernel_size=P, stride=P))),
@@ -142,6 +135,8 @@ table("7.1", [
     ("the nn.PixelUnshuffle module, reordered to channels innermost",
      "the task asks you to write this without torch.nn.PixelUnshuffle",
      from_columns(lambda images, P: nn.PixelUnshuffle(P)(images))),
+    ("torch.pixel_unshuffle (F.pixel_unshuffle under another name), reordered to channels innermost",
+     "pixel_unshuffle", from_columns(torch.pixel_unshuffle)),
     ("calls transformers' convert_image_to_patches (a stand-in of that name in a transformers module)",
      "convert_image_to_patches",
      lambda images, patch_size: _SOME_VL["convert_image_to_patches"](images, patch_size)),
@@ -151,8 +146,9 @@ table("7.1", [
     ("a lambda around attnbook.patches.patchify", "the package's own solution",
      lambda images, patch_size: _patches.patchify(images, patch_size)),
     ("a types.FunctionType copy of attnbook.patches.patchify", "package's own",
-     types.FunctionType(_pf.__code__, _pf.__globals__, "patchify", _pf.__defaults__, _pf.__closure__)),
-    ("patchify from a second, separate import of attnbook/patches.py", "package's own", _fresh_patches().patchify),
+     function_copy(_patches.patchify, "patchify")),
+    ("patchify from a second, separate import of attnbook/patches.py", "package's own",
+     fresh_import(_patches, "patches").patchify),
 ])
 
 
@@ -278,10 +274,14 @@ def conv(kernel=right_kernel, new_bias=lambda bias: bias, channels=lambda weight
     return patch_embedding_as_conv
 
 
+@wrong("7.2", hint="package's own")
 def _embedding_to_conv(weight, bias, patch_size):
+    """builds an attnbook PatchEmbedding with the weights and calls its to_conv()"""
+    from attnbook.patches import PatchEmbedding
+
     P = patch_size
     D, C = weight.size(0), weight.size(1) // (P * P)
-    emb = _patches.PatchEmbedding(P, C, D).to(weight.dtype)
+    emb = PatchEmbedding(P, C, D).to(weight.dtype)
     with torch.no_grad():
         emb.proj.weight.copy_(weight)
         emb.proj.bias.copy_(bias)
@@ -354,6 +354,9 @@ table("7.2", [
     ("copies into the parameters without torch.no_grad()", "no_grad", conv(no_grad=False)),
     ("new nn.Parameter objects made from a view of weight and from bias itself (no copy: the conv aliases them)",
      "shares its memory", conv(put_weight="Parameter", put_bias="Parameter")),
+    ("a new nn.Parameter made from a view of weight, the bias cloned",
+     "your Conv2d's weight shares its memory with the `weight` you were given",
+     conv(put_weight="Parameter", put_bias="Parameter", new_bias=lambda bias: bias.clone())),
     ("copies the kernel under no_grad, but conv.bias = nn.Parameter(bias): the bias is the caller's tensor",
      "shares its memory", conv(put_bias="Parameter")),
     ("assigns .data: conv.weight.data = a view of weight, conv.bias.data = bias.detach()", "shares its memory",
@@ -370,6 +373,7 @@ table("7.2", [
          images, right_kernel(weight, weight.size(0), weight.size(1) // patch_size**2, patch_size), bias,
          stride=patch_size)),
     ("passes a convolution made by calling the function, not the function itself", "function", _made_conv()),
+    ("passes the class nn.Conv2d instead of a function", "class Conv2d", nn.Conv2d),
     # the package's own solution
     ("a lambda around PatchEmbedding(...).to_conv()", "package's own",
      lambda weight, bias, patch_size: _embedding_to_conv(weight, bias, patch_size)),
@@ -384,20 +388,6 @@ def patch_embedding_as_conv(weight, bias, patch_size):
         lin.weight.copy_(weight)
         lin.bias.copy_(bias)
     return lin
-
-
-@wrong("7.2", hint="package's own")
-def patch_embedding_as_conv(weight, bias, patch_size):
-    """builds an attnbook PatchEmbedding with the weights and calls its to_conv()"""
-    from attnbook.patches import PatchEmbedding
-
-    P = patch_size
-    D, C = weight.size(0), weight.size(1) // (P * P)
-    emb = PatchEmbedding(P, C, D).to(weight.dtype)
-    with torch.no_grad():
-        emb.proj.weight.copy_(weight)
-        emb.proj.bias.copy_(bias)
-    return emb.to_conv()
 
 
 @wrong("7.2", hint="package's own")
@@ -453,6 +443,11 @@ def patch_embedding_as_conv(weight, bias, patch_size, padding_mode="zeros"):
 # 7.3  prepend_cls(x, cls, pos) -> (B, N + 1, D)
 # ----------------------------------------------------------------------------------------------------------------
 
+def _tokens(x, cls):
+    """The class token in front of the patches, (B, N + 1, D), the chapter's way (positions not added)."""
+    return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1)
+
+
 @right("7.3")
 def prepend_cls(x, cls, pos):
     """cat into a fresh tensor, then += pos on that fresh tensor (pos squeezed to (N + 1, D))"""
@@ -479,32 +474,32 @@ table("7.3", [
     ("leaves the class token out: only adds the patch positions, x + pos[:, 1:]", "the encoder gets N + 1",
      lambda x, cls, pos: x + pos[:, 1:]),
     ("prepends cls and also adds it to every patch: cat([cls, x + cls]) + pos", "added cls to the patches",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + cls], 1) + pos),
+     lambda x, cls, pos: _tokens(x + cls, cls) + pos),
     ("prepends cls, then adds cls to every token as well as pos (the class token counted twice)",
-     "added cls to every token", lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 1) + cls + pos),
+     "added cls to every token", lambda x, cls, pos: _tokens(x, cls) + cls + pos),
     # the positions
-    ("forgets the position embeddings", "forgot the positions",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1)),
+    ("forgets the position embeddings", "forgot the positions", lambda x, cls, pos: _tokens(x, cls)),
     ("adds positions to the patches only; the class token gets none", "no position",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, 1:]], dim=1)),
+     lambda x, cls, pos: _tokens(x + pos[:, 1:], cls)),
     ("adds the patch positions before the concatenation, none to the class token", "before the concatenation",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, 1:]], dim=1)),
+     lambda x, cls, pos: _tokens(x + pos[:, 1:], cls)),
     ("adds the positions before prepending: patches get rows 0..N-1, the class token row N", "pos[:, 0]",
      lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, x.size(1):], x + pos[:, :x.size(1)]], 1)),
     ("patch i gets pos[:, i], the class token pos[:, 0]: both start at row 0", "pos[:, i + 1], not pos[:, i]",
      lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x + pos[:, :-1]], dim=1)),
     ("patch i gets pos[:, i], the class token none", "patch i must get pos[:, i + 1]",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos[:, :x.size(1)]], dim=1)),
+     lambda x, cls, pos: _tokens(x + pos[:, :x.size(1)], cls)),
     ("adds the positions once before and once after the concatenation", "twice",
      lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1) + pos[:, :1], x + pos[:, 1:]], dim=1) + pos),
-    ("adds the positions in reverse order (pos.flip(1))", "flipped",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos.flip(1)),
+    ("adds the positions in reverse order (pos.flip(1))", "flipped", lambda x, cls, pos: _tokens(x, cls) + pos.flip(1)),
     ("adds only the class token's position row pos[:, :1] to every token", "all of pos",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :1]),
+     lambda x, cls, pos: _tokens(x, cls) + pos[:, :1]),
     ("adds all of pos to the patches before prepending cls (N + 1 rows onto N patches)", "pos has N + 1 rows",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x + pos], dim=1)),
-    ("multiplies by the positions instead of adding them", WRONG,
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) * pos),
+     lambda x, cls, pos: _tokens(x + pos, cls)),
+    ("slices pos to N rows after the concatenation: pos[:, :N]",
+     "pos has N + 1 rows, one per token including the class token",
+     lambda x, cls, pos: _tokens(x, cls) + pos[:, :x.shape[1]]),
+    ("multiplies by the positions instead of adding them", WRONG, lambda x, cls, pos: _tokens(x, cls) * pos),
     # the batch and the axes
     ("no expand over the batch: only a batch of one works", "expand",
      lambda x, cls, pos: torch.cat([cls, x], dim=1) + pos),
@@ -512,17 +507,14 @@ table("7.3", [
      lambda x, cls, pos: (torch.cat([cls, x[:1]], dim=1) + pos).expand(x.size(0), -1, -1)),
     ("concatenates along the feature axis (dim=-1)", "dim=1",
      lambda x, cls, pos: torch.cat([cls.expand(x.size(0), x.size(1), -1), x], dim=-1)),
-    ("expands cls, then concatenates along dim 2 (the features) instead of dim 1", "the token axis, dim 1",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], 2) + pos),
-    ("expands cls, then concatenates along dim=-1", "the token axis, dim 1",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=-1) + pos),
-    ("expands cls, then concatenates along dim 0 (the batch)", "the token axis, dim 1",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=0) + pos),
+    *[(f"expands cls, then concatenates along {dim}", "the token axis, dim 1",
+       lambda x, cls, pos, d=d: torch.cat([cls.expand(x.size(0), -1, -1), x], d) + pos)
+      for dim, d in (("dim 2 (the features) instead of dim 1", 2), ("dim=-1", -1), ("dim 0 (the batch)", 0))],
     # sizes fixed to the chapter's
     ("slices pos to the chapter's 16 patches + 1: pos[:, :17] (a no-op for 16 patches or fewer)", "without slicing it",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[:, :17]),
+     lambda x, cls, pos: _tokens(x, cls) + pos[:, :17]),
     ("keeps the chapter's 16 patch tokens: x[:, :16] (all of them when there are 16 or fewer)", "fixed",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x[:, :16]], dim=1) + pos[:, :x[:, :16].size(1) + 1]),
+     lambda x, cls, pos: _tokens(x[:, :16], cls) + pos[:, :x[:, :16].size(1) + 1]),
     ("expands cls to the chapter's batch of 3 digits", "x.size(0)",
      lambda x, cls, pos: torch.cat([cls.expand(3, -1, -1), x], dim=1) + pos),
     ("broadcasts cls over the training batch size 64, then keeps as many as x has: cls.expand(64, ...)[:B]",
@@ -530,19 +522,24 @@ table("7.3", [
     ("expands cls to the chapter's d_model 64: cls.expand(B, 1, 64)", "fixed",
      lambda x, cls, pos: torch.cat([cls.expand(x.size(0), 1, 64), x], dim=1) + pos),
     ("slices pos to the chapter's d_model: pos[..., :64] (a no-op for d_model 64 or less)", "fixed",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos[..., :64]),
+     lambda x, cls, pos: _tokens(x, cls) + pos[..., :64]),
     # gradients, dtypes, the type of the result
     ("detaches the class token and positions ('they are only constants')", "detach",
-     lambda x, cls, pos: torch.cat([cls.detach().expand(x.size(0), -1, -1), x], dim=1) + pos.detach()),
+     lambda x, cls, pos: _tokens(x, cls.detach()) + pos.detach()),
+    ("detaches only cls", "`cls`", lambda x, cls, pos: _tokens(x, cls.detach()) + pos),
+    ("detaches only pos", "`pos`", lambda x, cls, pos: _tokens(x, cls) + pos.detach()),
+    ("detaches x", "`x`", lambda x, cls, pos: _tokens(x.detach(), cls) + pos),
+    ("detaches the result", "no gradient", lambda x, cls, pos: (_tokens(x, cls) + pos).detach()),
     ("uses cls.data and pos.data ('to avoid autograd overhead')", ".data",
-     lambda x, cls, pos: torch.cat([cls.data.expand(x.size(0), -1, -1), x], dim=1) + pos.data),
+     lambda x, cls, pos: _tokens(x, cls.data) + pos.data),
     ("adds cls - cls.detach() (zero) to every token: right values, but cls gets (N + 1) gradients per image",
      "gradient of your result's sum with respect to `cls`",
-     lambda x, cls, pos: torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos + (cls - cls.detach())),
+     lambda x, cls, pos: _tokens(x, cls) + pos + (cls - cls.detach())),
     ("casts to float32 (float64 inputs come back float32)", "dtype",
-     lambda x, cls, pos: (torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos).float()),
-    ("returns a Python list of per-image tensors", "tensor",
-     lambda x, cls, pos: list(torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos)),
+     lambda x, cls, pos: (_tokens(x, cls) + pos).float()),
+    ("casts to float64 (float32 inputs come back float64)", "has dtype torch.float64",
+     lambda x, cls, pos: (_tokens(x, cls) + pos).double()),
+    ("returns a Python list of per-image tensors", "tensor", lambda x, cls, pos: list(_tokens(x, cls) + pos)),
 ])
 
 
@@ -558,7 +555,7 @@ def prepend_cls(x, cls, pos):
 def prepend_cls(x, cls, pos):
     """computes the result under torch.no_grad()"""
     with torch.no_grad():
-        return torch.cat([cls.expand(x.size(0), -1, -1), x], dim=1) + pos
+        return _tokens(x, cls) + pos
 
 
 @wrong("7.3", hint="in place")
@@ -577,6 +574,16 @@ def prepend_cls(x, cls, pos):
     out[:, :1, :D] = cls
     out[:, 1:N + 1, :D] = x
     return out[:, :N + 1, :D] + pos
+
+
+@wrong("7.3", hint="right only to about float32 precision")
+def prepend_cls(x, cls, pos):
+    """fills a new float32 tensor (torch.zeros without dtype), then adds pos: float64 again, rounded on the way"""
+    B, N, D = x.shape
+    out = torch.zeros(B, N + 1, D)
+    out[:, 0] = cls[0, 0]
+    out[:, 1:] = x
+    return out + pos
 
 
 @right("7.3")

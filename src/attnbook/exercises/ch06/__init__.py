@@ -9,10 +9,8 @@ result on every case where it is told (6.1, 6.2 and 6.4 by `runs.collect`/`verdi
 mistakes are whole decodings computed only when needed); otherwise the message shows the first wrong entry and the
 rule it breaks (never a whole expected mask or row).
 
-One module per exercise: `causal` (6.1, a causal mask), `decoder_mask` (6.2, padding and causal masks combined),
-`greedy` (6.3, greedy decoding) and `convert` (6.4, nn.MultiheadAttention's masks in our convention); `_shared`
-holds what the mask checkers share (the type and shape check of a mask, the wording shared by 6.1 and 6.2).
-Importing this package imports the four modules, which registers the four checkers.
+One module per exercise (importing this package registers the four checkers); `_shared` holds what the mask
+checkers share (the type and shape check of a mask, the wording shared by 6.1 and 6.2).
 """
 # Importing registers the checkers, in the order of the exercises.
 from . import causal  # 6.1

@@ -9,12 +9,6 @@ from ..hints import describe
 from ..registry import Wrong
 from ...i18n import N_, _
 
-ADDITIVE_HINT = (
-    N_("that is the additive form (0 where allowed, -inf where blocked) that nn.Transformer's "
-       "generate_square_subsequent_mask returns; this book's masks are boolean with True = may attend")
-)
-ADDITIVE_OTHER = (N_("a float mask of 0 and -inf is an additive mask (0 where allowed, -inf where blocked); this "
-                     "book's masks are boolean, True where attention is allowed"))
 STRICT = (N_("a position may attend to itself: keep the diagonal (query i may see key j = i; tril's default "
              "diagonal=0, not diagonal=-1)"))
 ONE_AHEAD = N_("off by one: query i may see the keys j <= i, not also key i + 1 (tril's diagonal is 0, not 1)")
@@ -40,7 +34,11 @@ def mask_type(got, expected: Tensor, *, what: str, on: str, shape_hints: dict[tu
         if got.is_floating_point() and bool(torch.isinf(got).any()) and bool((got[~torch.isinf(got)] == 0).all()):
             raise Wrong(_("{what} has dtype {dtype} on {on}, expected torch.bool",
                           what=what, dtype=got.dtype, on=on),
-                        ADDITIVE_HINT if torch.equal(got == 0, expected) else ADDITIVE_OTHER)
+                        _("that is the additive form (0 where allowed, -inf where blocked) that nn.Transformer's "
+                          "generate_square_subsequent_mask returns; this book's masks are boolean with True = may "
+                          "attend") if torch.equal(got == 0, expected) else
+                        _("a float mask of 0 and -inf is an additive mask (0 where allowed, -inf where blocked); this "
+                          "book's masks are boolean, True where attention is allowed"))
         zero_one = not got.is_complex() and bool(((got == 0) | (got == 1)).all())
         hint = (_("a mask holds True/False, not numbers: build it with a comparison, or call .bool() on a 0/1 tensor "
                   "(torch.ones(n, n, dtype=torch.bool) starts you off boolean)") if zero_one else

@@ -12,9 +12,6 @@ from ..runs import Run, collect, verdict
 from ._shared import ONE_AHEAD, STRICT, UPPER, mask_type, tf
 from ...i18n import N_, _
 
-INVERTED = N_("your mask is inverted: True must mean 'may attend'")
-NO_CAUSAL = N_("the causal part is missing: query i must not see the keys j > i")
-
 
 MASK_FORBIDDEN = [
     (name, N_("write it with torch.arange comparisons (or torch.tril) and &"))
@@ -78,13 +75,13 @@ def self_mask_and_mistakes(values: list[int], n: int) -> tuple[Tensor, dict[str,
     query_ok = (i < length).expand(B, 1, n, n)  # the real queries
     ref = causal & key_ok
     mistakes = {
-        INVERTED: ~ref,
+        _("your mask is inverted: True must mean 'may attend'"): ~ref,
         _("padding queries are not blocked: your mask blocks every key for the padding queries (the rows i >= "
           "lengths[b]), as if the padding were on the query axis or on both axes. Block only the padding KEYS (the "
           "columns j >= lengths[b]): a padding query still attends to the real tokens before it, and the loss "
           "ignores its output"): causal & query_ok,
         _("combine the two masks with AND (&): a key must be allowed by both, not by either (|)"): causal | key_ok,
-        NO_CAUSAL: key_ok,
+        _("the causal part is missing: query i must not see the keys j > i"): key_ok,
         _("the padding part is missing: keys at positions >= lengths[b] are padding and must be blocked"):
             causal.clone(),
         _("off by one: key j is a real token when j < length (positions count from 0), not j <= length"):

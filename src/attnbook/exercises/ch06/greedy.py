@@ -10,6 +10,7 @@ from .. import compare
 from ..compare import case_seed
 from ..guard import call
 from ..inputs import builds
+from ..limits import one_thread
 from ..observe import Training
 from ..hints import describe
 from ..registry import exercise, Wrong
@@ -125,7 +126,7 @@ def _reordering(seed: int | None) -> list[int]:
     for order in candidates:
         if torch.equal(order, torch.arange(src.size(0))):
             continue
-        with _OneThread():
+        with one_thread():
             right = _greedy(model, src[order], max_len, bos, eos)
             stale = _greedy(model, src[order], max_len, bos, eos, memory_of=src)
         if not _same(right, stale):
@@ -134,13 +135,10 @@ def _reordering(seed: int | None) -> list[int]:
 
 
 def _describe(index: int, src: Tensor) -> str:
-    if index == 0:
-        return _("a batch of 4 padded sources (lengths 6, 3, 5, 2) with max_len=12, bos_id=1, eos_id=2")
-    if index == 1:
-        return _("a batch of 3 sources (lengths 2, 4, 7) with max_len=6, bos_id=3, eos_id=9")
-    if index == 2:
-        return _("a batch of one: src {src} with max_len=9, bos_id=6, eos_id=12", src=src.tolist())
-    return _("a batch of 2 sources (lengths 3, 5) with max_len=1 (room for BOS only), bos_id=5, eos_id=2")
+    return [_("a batch of 4 padded sources (lengths 6, 3, 5, 2) with max_len=12, bos_id=1, eos_id=2"),
+            _("a batch of 3 sources (lengths 2, 4, 7) with max_len=6, bos_id=3, eos_id=9"),
+            _("a batch of one: src {src} with max_len=9, bos_id=6, eos_id=12", src=src.tolist()),
+            _("a batch of 2 sources (lengths 3, 5) with max_len=1 (room for BOS only), bos_id=5, eos_id=2")][index]
 
 
 @torch.no_grad()
@@ -237,24 +235,6 @@ def _decode_mistake_specs(bos: int, eos: int) -> dict[str, tuple[str, dict]]:
     }
 
 
-def _decode_mistakes(model, src: Tensor, max_len: int, bos: int, eos: int) -> dict[str, tuple[str, Tensor]]:
-    """{mistake: (hint, its output)} on one case (for the tests)."""
-    return {key: (hint, _greedy(model, src, max_len, bos, eos, **kwargs))
-            for key, (hint, kwargs) in _decode_mistake_specs(bos, eos).items()}
-
-
-class _OneThread:
-    """Runs the checker's own greedy loops on one CPU thread (restored after): the model is tiny, and threads
-    only add overhead, which matters when the machine is busy."""
-
-    def __enter__(self):
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.threads)
-
-
 @functools.lru_cache(maxsize=32)
 def _model_for(bos: int, eos: int, seed: int):
     """The checker's own copy of a case's model, in eval mode (the learner's copy may have been changed)."""
@@ -271,7 +251,7 @@ def _case_output(offset: int, case: int, mistake: str | None) -> Tensor:
         kwargs = {"memory_of": cases[SAME_SHAPE][1]} if case == REORDERED else {}
     else:
         kwargs = {} if mistake is None else _decode_mistake_specs(bos, eos)[mistake][1]
-    with _OneThread():
+    with one_thread():
         return _greedy(_model_for(bos, eos, seed), src, max_len, bos, eos, **kwargs)
 
 
@@ -425,7 +405,7 @@ def check_greedy_decode(greedy_decode) -> str:
     hint = _decode_hint(results, first, offset)
     if hint is not None:
         raise Wrong(_("greedy_decode gave the wrong tokens on {desc}", desc=desc), hint)
-    with _OneThread():
+    with one_thread():
         detail = _decode_detail(_model_for(bos, eos, seed), src, max_len, bos, eos, dict(results)[first])
     raise Wrong(_("greedy_decode gave the wrong tokens on {desc}: {detail}", desc=desc, detail=detail))
 

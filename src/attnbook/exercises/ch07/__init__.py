@@ -8,6 +8,5 @@ Importing this package imports the three modules, which registers the three chec
 from . import patchify  # 7.1
 from . import conv  # 7.2
 from . import cls_token  # 7.3
-from .cls_token import cls_cases
 
-__all__ = ["patchify", "conv", "cls_token", "cls_cases"]
+__all__ = ["patchify", "conv", "cls_token"]

@@ -22,14 +22,11 @@ def counting(B: int, C: int, H: int, W: int, dtype=torch.float64) -> Tensor:
     return torch.arange(B * C * H * W, dtype=dtype).reshape(B, C, H, W)  # (B, C, H, W)
 
 
-def path_of(item) -> str:
-    return item if isinstance(item, str) else item[0]
-
-
 @beside_answer  # reads the answer itself: where it runs, on the learner's object
 def expect_function(answer, name: str, forbidden) -> None:
     """Wrong if `answer` is a class or a module (an object made by calling something) instead of a function."""
-    if any(answer is resolve_or_none(path_of(f)) for f in forbidden if "*" not in path_of(f)):
+    paths = [f if isinstance(f, str) else f[0] for f in forbidden]
+    if any(answer is resolve_or_none(path) for path in paths if "*" not in path):
         return  # `call` says that this one is forbidden
     if isinstance(answer, type):
         raise Wrong(_("you passed the class {__name__}, not your function", __name__=answer.__name__),
@@ -71,9 +68,3 @@ def worked_example() -> Tensor:
     """The chapter's 2x2 RGB image (1, 3, 2, 2): pixels (10, 20, 30), (40, 50, 60), (70, 80, 90), (100, 110, 120)."""
     hwc = torch.arange(10.0, 130.0, 10.0, dtype=torch.float64).reshape(2, 2, 3)  # (H, W, C), row-major pixels
     return hwc.permute(2, 0, 1)[None]  # (1, C, H, W)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 7.1 patchify
-# ---------------------------------------------------------------------------------------------------------
-

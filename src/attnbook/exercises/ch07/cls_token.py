@@ -117,7 +117,7 @@ def _cls_error_hint(message: str, x: Tensor) -> str | None:
 
 
 def _check_gradients(got: Tensor, grads, x: Tensor, cls: Tensor, pos: Tensor, on: str) -> None:
-    """Wrong unless the gradient of got.sum() (`grads`, what `_observe_gradients` saw) reaches x, cls and pos with
+    """Wrong unless the gradient of got.sum() (`grads`, what the Backward observer saw) reaches x, cls and pos with
     the right values (B for cls and pos)."""
     hint = (_("cls and pos are learned parameters of the ViT, and x comes from the patch embedding: they learn only "
               "if the gradient flows back to them. Do not use .detach(), .data, torch.no_grad() or copies made with "

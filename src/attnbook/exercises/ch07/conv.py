@@ -1,7 +1,6 @@
 """Checker for exercise 7.2, the patch embedding as a convolution."""
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 
@@ -163,9 +162,16 @@ class SharedParameters(Observer):
         return shared
 
 
-def _expect_own_parameters(shared, on: str) -> None:
-    """Wrong if the Conv2d's weight or bias shares memory with `weight` or `bias` (`shared`: what SharedParameters
-    read beside the call)."""
+def _check_bias_and_output(conv, shared, weight: Tensor, bias: Tensor, shape, P: int, dtype, on: str, *,
+                           seed: int) -> None:
+    """Wrong unless conv's bias is `bias`, its parameters are its own (`shared`: what SharedParameters read beside
+    the call), and conv(images) equals patchify(images) @ weight.T + bias (its weight already checked)."""
+    got_bias = conv.bias.detach()
+    dtype_first(got_bias, bias, "weight", _("your Conv2d's bias"), on)
+    if not torch.allclose(got_bias.double(), bias.double(), **tolerance(dtype)):
+        hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
+                _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
+        raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
     if shared:
         name, arg_name = shared[0]
         raise Wrong(_("your Conv2d's {name} shares its memory with the `{arg_name}` you were given on {on}: changing "
@@ -175,19 +181,6 @@ def _expect_own_parameters(shared, on: str) -> None:
                       ".detach(), .data = t and nn.Parameter(t) keep t's memory. Copy with conv.weight.copy_(...) "
                       "and conv.bias.copy_(bias) inside `with torch.no_grad():`, or wrap a copy: "
                       "nn.Parameter(t.clone())"))
-
-
-def _check_bias_and_output(conv, shared, weight: Tensor, bias: Tensor, shape, P: int, dtype, on: str, *,
-                           seed: int) -> None:
-    """Wrong unless conv's bias is `bias`, its parameters are its own, and conv(images) equals
-    patchify(images) @ weight.T + bias (its weight already checked)."""
-    got_bias = conv.bias.detach()
-    dtype_first(got_bias, bias, "weight", _("your Conv2d's bias"), on)
-    if not torch.allclose(got_bias.double(), bias.double(), **tolerance(dtype)):
-        hint = (_("your bias is all zeros: copy `bias` into conv.bias") if not got_bias.any() else
-                _("nn.Conv2d starts with a random bias of its own: copy `bias` into conv.bias"))
-        raise Wrong(_("your Conv2d's bias is not `bias` on {on}", on=on), hint)
-    _expect_own_parameters(shared, on)
     images = randn64(*shape, seed=seed, dtype=dtype)  # (B, C, H, W)
     with torch.no_grad():
         out = call(conv, images, what=_("your Conv2d"), on=_("images of shape {shape}", shape=shape))  # (B, D, H/P, W/P)
@@ -239,9 +232,3 @@ def check_patch_embedding_as_conv(patch_embedding_as_conv) -> str:
     verdict(collect(enumerate(cases), one), what=_("your Conv2d's weight"), rule=_KERNEL_RULE)
     return (_("the Conv2d equals patchify(images) @ weight.T + bias on {len_cases} inputs, from 1 to 4 channels, "
               "patch sizes 1 to 4, in float32 and float64", len_cases=len(cases)))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 7.3 prepend the class token and add the positions
-# ---------------------------------------------------------------------------------------------------------
-

@@ -142,9 +142,3 @@ def check_patchify(patchify) -> str:
     verdict(collect(cases, one), what=_("your result"), rule=_PATCH_RULE)
     return (_("right on {len_cases} inputs, including the worked example, non-square images, one patch per "
               "image, one pixel per patch, and float32 and float64 images", len_cases=len(cases)))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# 7.2 the patch embedding as a convolution
-# ---------------------------------------------------------------------------------------------------------
-
