@@ -23,8 +23,6 @@ import sys
 import torch
 from torch import Tensor
 
-from ..observe import Drawn
-
 FALSE_FAILURE = 2e-9  # the probability that a right count falls outside its window (see the module docstring)
 _L = math.log(2 / FALSE_FAILURE)
 
@@ -45,11 +43,6 @@ def within_window(count: float, n: int, p: float) -> bool:
 
 def is_integer_tensor(t: Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
-
-
-def drawn_from(position: int, gen_seed: int) -> Drawn:
-    """An observer for `call`: whether the generator at `position` (seeded with `gen_seed`) has been drawn from."""
-    return Drawn(position, gen_seed)
 
 
 def code_names(fn) -> set[str]:

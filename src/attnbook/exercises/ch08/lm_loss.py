@@ -47,49 +47,51 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor | None]:
     """The results of plausible mistakes on this input, keyed by the hint for each (None where this input cannot
     show the mistake)."""
     B, T, V = logits.shape
+    lg, tg = logits[:, :-1], ids[:, 1:]  # the right pairs: the output at t, the token at t + 1
 
-    def ce(lg: Tensor, tg: Tensor, reduction: str = "mean") -> Tensor:
-        return F.cross_entropy(lg.reshape(-1, V), tg.reshape(-1), reduction=reduction)
+    def ce(x: Tensor, targets: Tensor, **kwargs) -> Tensor:
+        return F.cross_entropy(x.reshape(-1, V), targets.reshape(-1), **kwargs)
 
-    right = ce(logits[:, :-1], ids[:, 1:])
+    def nll(x: Tensor) -> Tensor:  # F.nll_loss of x's outputs (all but the last) against the right tokens
+        return F.nll_loss(x[:, :-1].reshape(-1, V), tg.reshape(-1))
+
+    right = ce(lg, tg)
     out = {
         _("no shift: the output at position t predicts the NEXT token, the one at position t + 1, not its own"):
             ce(logits, ids),
         _("the shift goes the wrong way: the output at position t predicts the token at t + 1, not the one at t - 1"):
             ce(logits[:, 1:], ids[:, :-1]),
-        _("you summed the losses; take the mean over all batch * (seq - 1) predictions"): ce(logits[:, :-1], ids[:, 1:],
-                                                                                          "sum"),
+        _("you summed the losses; take the mean over all batch * (seq - 1) predictions"): ce(lg, tg, reduction="sum"),
         _("you applied a softmax before F.cross_entropy, which applies log-softmax itself: pass the raw logits"):
-            ce(torch.softmax(logits, dim=-1)[:, :-1], ids[:, 1:]),
+            ce(torch.softmax(lg, dim=-1), tg),
         _("F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits"):
-            F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
+            nll(logits),
         _("shift by exactly one position: the output at t predicts the token at t + 1, not t + 2"):
             ce(logits[:, :-2], ids[:, 2:]) if T > 2 else None,
         _("the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)"): -right,
         _("your loss is batch times the mean: you averaged over the positions and summed over the sequences of the "
           "batch (in either order); take one mean over all batch * (seq - 1) predictions"):
-            ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
+            ce(lg, tg, reduction="none").view(B, T - 1).mean(dim=1).sum(),
         _("your loss is (seq - 1) times the mean: you summed over the positions and averaged over the sequences of "
           "the batch (in either order); take one mean over all batch * (seq - 1) predictions"):
-            ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
+            ce(lg, tg, reduction="none").view(B, T - 1).sum(dim=1).mean(),
         _("ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
-          "ignore_index out"): F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
-        if bool((ids[:, 1:] == 0).any()) else None,
-        _("your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1"): F.nll_loss(
-            torch.log_softmax(logits, dim=1)[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
+          "ignore_index out"): ce(lg, tg, ignore_index=0) if bool((tg == 0).any()) else None,
+        _("your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1"):
+            nll(torch.log_softmax(logits, dim=1)),
         _("you divided the summed loss by batch * seq; there are batch * (seq - 1) predictions"):
-            ce(logits[:, :-1], ids[:, 1:], "sum") / (B * T),
+            ce(lg, tg, reduction="sum") / (B * T),
         _("you scored only the last prediction of each sequence; the mean runs over all batch * (seq - 1) predictions"):
             ce(logits[:, -2], ids[:, -1]),
         _("your logits and targets are flattened in different orders (one position-major, one batch-major), so "
           "predictions are scored against the tokens of other positions: flatten both the same way"):
-            ce(logits[:, :-1].transpose(0, 1), ids[:, 1:]),
-        _("label_smoothing changes the loss: the task asks for the plain cross-entropy"): F.cross_entropy(
-            logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1),
+            ce(lg.transpose(0, 1), tg),
+        _("label_smoothing changes the loss: the task asks for the plain cross-entropy"):
+            ce(lg, tg, label_smoothing=0.1),
         _("you dropped the last position but scored each output against the token at its own position; the output "
-          "at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, :-1], ids[:, :-1]),
+          "at position t predicts the NEXT token, the one at t + 1"): ce(lg, ids[:, :-1]),
         _("you dropped the first position but scored each output against the token at its own position; the "
-          "output at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, 1:], ids[:, 1:]),
+          "output at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, 1:], tg),
     }
     if B > 1:
         out[_("you used only the first sequence of the batch; the mean runs over every sequence")] = ce(
