@@ -8,7 +8,7 @@ from ..compare import case_seed, expect_tensor, expect_tuple, generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ..observe import Drawn
-from ._shared import is_integer_tensor, library_paths, within_window
+from ._shared import expect_same_draws, is_integer_tensor, library_paths, within_window
 from ...i18n import N_, _
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
@@ -373,20 +373,15 @@ def check_mlm_mask(mlm_mask) -> str:
     chosen = _check_structure(ids, masked, labels, _MASK, _V, on)
     _check_proportions(ids, masked, chosen, on)
     # the generator: the same seed, whatever the global generators; another seed, another mask
-    again = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=1)
-    if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
-        # Does the global generators' state explain it? A third call as the first (the same generator seed, the
-        # global generators seeded alike too) gives the first masks back only if it does.
-        third = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on)
-        if torch.equal(third[0], masked) and torch.equal(third[1], labels):
-            raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave "
-                          "different masks when the global random generator was in another state, and the same "
-                          "masks when it was in the same state", seed=case_seed(1234)),
-                        GENERATOR_HINT)
-        raise Wrong(_("three calls with the same ids and generators seeded alike (torch.Generator().manual_seed("
-                      "{seed})) gave different masks, even the first and the third, made with the global random "
-                      "generators in the same state too", seed=case_seed(1234)),
-                    REPEAT_HINT)
+    expect_same_draws(
+        lambda seed: _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=seed),
+        lambda again: torch.equal(again[0], masked) and torch.equal(again[1], labels), case_seed(1234),
+        (N_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave different masks "
+            "when the global random generator was in another state, and the same masks when it was in the same "
+            "state"), GENERATOR_HINT),
+        (N_("three calls with the same ids and generators seeded alike (torch.Generator().manual_seed({seed})) gave "
+            "different masks, even the first and the third, made with the global random generators in the same "
+            "state too"), REPEAT_HINT))
     # Another seed, other positions: two independent choices of 15% of 100,000 positions coincide with probability
     # (0.15^2 + 0.85^2)^100,000, below 1e-12,000 (an answer that keeps its draws from an earlier call keeps them).
     other = _mlm_call(mlm_mask, ids, _MASK, _V, 4321, on)

@@ -8,7 +8,7 @@ from ..compare import case_seed, expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
 from ..observe import Drawn
-from ._shared import is_integer_tensor, library_paths, within_window
+from ._shared import expect_same_draws, is_integer_tensor, library_paths, within_window
 from ...i18n import N_, _
 
 _SAMPLE_INSTEAD = N_("write the sampling yourself, step by step as the task describes it")
@@ -402,22 +402,18 @@ def _expect_argmax(got: Tensor, used: bool, logits: Tensor, temperature: float, 
 
 def _check_generator(sample_next, logits: Tensor, first: Tensor, on: str) -> None:
     """The same generator seed gives the same samples whatever the global generators; another seed others."""
-    again, _unused = _sample_call(sample_next, logits, 1.0, None, 7, on, seed=1)
-    if not torch.equal(again, first):
-        # Does the global generators' state explain it? A third call as the first (the same generator seed, the
-        # global generators seeded alike too) gives the first samples back only if it does.
-        third, _unused = _sample_call(sample_next, logits, 1.0, None, 7, on)
-        if torch.equal(third, first):
-            raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave "
-                          "different samples when the global random generator was in another state, and the same "
-                          "samples when it was in the same state", seed=case_seed(7)),
-                        SAMPLE_GENERATOR_HINT)
-        raise Wrong(_("three calls with the same logits and generators seeded alike (torch.Generator().manual_seed("
-                      "{seed})) gave different samples, even the first and the third, made with the global random "
-                      "generators in the same state too", seed=case_seed(7)),
-                    _("the same arguments and the same generator state must give the same samples: draw anew from "
-                      "`generator` on each call, and keep nothing from one call to the next (no cache of draws or "
-                      "results, no counter)"))
+    expect_same_draws(
+        lambda seed: _sample_call(sample_next, logits, 1.0, None, 7, on, seed=seed)[0],
+        lambda again: torch.equal(again, first), case_seed(7),
+        (N_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave different samples "
+            "when the global random generator was in another state, and the same samples when it was in the same "
+            "state"), SAMPLE_GENERATOR_HINT),
+        (N_("three calls with the same logits and generators seeded alike (torch.Generator().manual_seed({seed})) "
+            "gave different samples, even the first and the third, made with the global random generators in the "
+            "same state too"),
+         N_("the same arguments and the same generator state must give the same samples: draw anew from "
+            "`generator` on each call, and keep nothing from one call to the next (no cache of draws or results, no "
+            "counter)")))
     other, _unused = _sample_call(sample_next, logits, 1.0, None, 8, on)
     if torch.equal(other, first):
         raise Wrong(_("generators seeded with {seed} and with {other} gave exactly the same samples",
