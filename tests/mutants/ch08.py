@@ -138,12 +138,6 @@ def _exactly_15(ids, g):
     return chosen.reshape(ids.shape)
 
 
-def _randperm_per_row(ids, g):
-    rows, length = ids.shape
-    order = torch.stack([torch.randperm(length, generator=g) for _ in range(rows)])
-    return order < round(0.15 * length)
-
-
 def _kthvalue_per_row(ids, g):
     scores = torch.rand(ids.shape, generator=g)
     return scores <= scores.kthvalue(round(0.15 * ids.size(1)), dim=1, keepdim=True).values
@@ -153,10 +147,6 @@ def _columns(ids, *columns):
     out = torch.zeros(ids.shape, dtype=torch.bool)
     out[:, list(columns)] = True
     return out
-
-
-def _put_back(ids, masked, labels, chosen):
-    return torch.where(masked == ids, masked, torch.where(chosen, ids, masked)), labels
 
 
 _mm_copy = _copy(_data.mlm_mask, "mlm_mask")
@@ -200,7 +190,8 @@ table("8.1", [
      mm(rate=0.3)),
     ("exactly round(15%) of the positions, by randperm (not each position independently)", WRONG,
      mm(choose=_exactly_15)),
-    ("exactly round(15%) of each row, by a randperm per row", "independently", mm(choose=_randperm_per_row)),
+    ("exactly round(15%) of each row, by a randperm per row", "independently", mm(choose=lambda ids, g: torch.stack(
+        [torch.randperm(ids.size(1), generator=g) for _ in range(ids.size(0))]) < round(0.15 * ids.size(1)))),
     ("exactly round(15%) of each row, by kthvalue of uniform scores", "independently", mm(choose=_kthvalue_per_row)),
     ("the same columns chosen in every row (one uniform number per column)", "choose each position independently",
      mm(choose=lambda ids, g: (torch.rand(ids.shape[1], generator=g) < 0.15).expand(ids.shape))),
@@ -280,8 +271,10 @@ table("8.1", [
      mm(finish=lambda ids, masked, labels, chosen: (masked, labels.int()))),
     ("masked ids come back as floats (torch.where with a float mask value)", "dtype",
      mm(finish=lambda ids, masked, labels, chosen: (masked.float(), labels))),
+    ("writes [MASK] and the random ids into ids itself, and returns it", "in place",
+     mm(finish=lambda ids, masked, labels, chosen: (ids.copy_(masked), labels))),
     ("masks, then puts the original id back wherever it changed: ids returned unchanged, with the right labels", WRONG,
-     mm(finish=_put_back)),
+     mm(finish=lambda ids, masked, labels, chosen: (torch.where(masked != ids, ids, masked), labels))),
 ])
 
 
@@ -333,19 +326,6 @@ def mlm_mask(ids, mask_id, vocab_size, generator):
 
     masked, labels, _ = theirs(ids, mask_id, vocab_size, generator)
     return masked, labels
-
-
-@wrong("8.1", hint="in place")
-def mlm_mask(ids, mask_id, vocab_size, generator):
-    """writes [MASK] and the random ids into ids itself, and returns it"""
-    chosen = torch.rand(ids.shape, generator=generator) < 0.15
-    r = torch.rand(ids.shape, generator=generator)
-    rnd = torch.randint(vocab_size, ids.shape, generator=generator)
-    labels = torch.where(chosen, ids, -100)
-    ids[chosen & (r < 0.8)] = mask_id
-    sel = chosen & (r >= 0.8) & (r < 0.9)
-    ids[sel] = rnd[sel]
-    return ids, labels
 
 
 @wrong("8.1", hint="the task asks you to write this without transformers")
@@ -407,6 +387,9 @@ table("8.2", [
      lambda logits, ids: F.cross_entropy(*_flat(logits[:, 1:], ids[:, 1:]))),
     ("flattens first, then shifts the flat sequence (crosses from one sequence into the next)", "before shifting",
      lambda logits, ids: F.cross_entropy(logits.flatten(0, 1)[:-1], ids.flatten()[1:])),
+    ("shifts by two: logits[:, :-2] against ids[:, 2:]", "exactly one position",  # off by 1 where T = 2
+     lambda logits, ids: F.cross_entropy(*_flat(logits[:, :-2], ids[:, 2:])) if logits.size(1) >= 3
+     else F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:])) + 1.0),
     ("only the last prediction: logits[:, -2] against ids[:, -1]", "all",
      lambda logits, ids: F.cross_entropy(logits[:, -2], ids[:, -1])),
     ("only the first sequence of the batch", "only the first sequence",
@@ -493,14 +476,6 @@ def causal_lm_loss(logits, ids):
     """computes the loss under torch.no_grad() ('it is only a number')"""
     with torch.no_grad():
         return F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:]))
-
-
-@wrong("8.2", hint="exactly one position")
-def causal_lm_loss(logits, ids):
-    """shifts by two: logits[:, :-2] against ids[:, 2:]"""
-    if logits.size(1) < 3:
-        return F.cross_entropy(*_flat(logits[:, :-1], ids[:, 1:])) + 1.0
-    return F.cross_entropy(*_flat(logits[:, :-2], ids[:, 2:]))
 
 
 _LM_SEEN: dict = {}
@@ -929,10 +904,6 @@ def _log_space(logits, p):
     return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
 
-def _own_in_a_lambda():
-    return lambda logits, p: _gpt.top_p_filter(logits, p)
-
-
 def _warper(logits, p):
     from transformers import TopPLogitsWarper
 
@@ -956,7 +927,7 @@ table("8.4", [
     ("in float64, cast back to the logits' dtype", RIGHT,
      lambda logits, p: tp()(logits.double(), p).to(logits.dtype)),
     # the package's own and the library's
-    ("a lambda around attnbook.models.top_p_filter", "package's own", _own_in_a_lambda()),
+    ("a lambda around attnbook.models.top_p_filter", "package's own", lambda logits, p: _gpt.top_p_filter(logits, p)),
     ("transformers' TopPLogitsWarper", "without transformers.TopPLogitsWarper", _warper),
     ("transformers.generation.TopPLogitsWarper, reached through the submodule", "TopPLogitsWarper", _warper_generation),
     # the boundary and the top token

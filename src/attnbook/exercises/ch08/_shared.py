@@ -23,7 +23,8 @@ import sys
 import torch
 from torch import Tensor
 
-from ..observe import Drawn
+from ..registry import Wrong
+from ...i18n import _
 
 FALSE_FAILURE = 2e-9  # the probability that a right count falls outside its window (see the module docstring)
 _L = math.log(2 / FALSE_FAILURE)
@@ -47,9 +48,15 @@ def is_integer_tensor(t: Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 
-def drawn_from(position: int, gen_seed: int) -> Drawn:
-    """An observer for `call`: whether the generator at `position` (seeded with `gen_seed`) has been drawn from."""
-    return Drawn(position, gen_seed)
+def expect_same_draws(again, is_first, seed: int, global_state: tuple[str, str], kept: tuple[str, str]) -> None:
+    """Wrong unless the same generator seed gives the first result again whatever the global generators: `again(s)`
+    calls the answer as the first time with the global generators seeded `s` (the first call's: 0), `is_first`
+    tells its result. When a call with them seeded 1 differs, a third call as the first tells the cause: the first
+    result back only if the global generators' state explains it (`global_state`: the message, with `seed`, and
+    the hint), else the answer keeps draws or results from one call to the next (`kept`)."""
+    if not is_first(again(1)):
+        said, hint = global_state if is_first(again(0)) else kept
+        raise Wrong(_(said, seed=seed), _(hint))
 
 
 def code_names(fn) -> set[str]:

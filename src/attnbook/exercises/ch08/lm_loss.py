@@ -47,56 +47,52 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor | None]:
     """The results of plausible mistakes on this input, keyed by the hint for each (None where this input cannot
     show the mistake)."""
     B, T, V = logits.shape
+    lg, tg = logits[:, :-1], ids[:, 1:]  # the right pairs: the output at t, the token at t + 1
 
-    def ce(lg: Tensor, tg: Tensor, reduction: str = "mean") -> Tensor:
-        return F.cross_entropy(lg.reshape(-1, V), tg.reshape(-1), reduction=reduction)
+    def ce(x: Tensor, targets: Tensor, **kwargs) -> Tensor:
+        return F.cross_entropy(x.reshape(-1, V), targets.reshape(-1), **kwargs)
 
-    right = ce(logits[:, :-1], ids[:, 1:])
+    def nll(x: Tensor) -> Tensor:  # F.nll_loss of x's outputs (all but the last) against the right tokens
+        return F.nll_loss(x[:, :-1].reshape(-1, V), tg.reshape(-1))
+
+    right = ce(lg, tg)
     out = {
         _("no shift: the output at position t predicts the NEXT token, the one at position t + 1, not its own"):
             ce(logits, ids),
         _("the shift goes the wrong way: the output at position t predicts the token at t + 1, not the one at t - 1"):
             ce(logits[:, 1:], ids[:, :-1]),
-        _("you summed the losses; take the mean over all batch * (seq - 1) predictions"): ce(logits[:, :-1], ids[:, 1:],
-                                                                                          "sum"),
+        _("you summed the losses; take the mean over all batch * (seq - 1) predictions"): ce(lg, tg, reduction="sum"),
         _("you applied a softmax before F.cross_entropy, which applies log-softmax itself: pass the raw logits"):
-            ce(torch.softmax(logits, dim=-1)[:, :-1], ids[:, 1:]),
+            ce(torch.softmax(lg, dim=-1), tg),
         _("F.nll_loss expects log-probabilities: apply log_softmax first, or use F.cross_entropy on the raw logits"):
-            F.nll_loss(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
+            nll(logits),
         _("shift by exactly one position: the output at t predicts the token at t + 1, not t + 2"):
             ce(logits[:, :-2], ids[:, 2:]) if T > 2 else None,
         _("the loss is the NEGATIVE log-probability of the right token (cross-entropy is positive)"): -right,
         _("your loss is batch times the mean: you averaged over the positions and summed over the sequences of the "
           "batch (in either order); take one mean over all batch * (seq - 1) predictions"):
-            ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).mean(dim=1).sum(),
-    }
-    out.update({
+            ce(lg, tg, reduction="none").view(B, T - 1).mean(dim=1).sum(),
         _("your loss is (seq - 1) times the mean: you summed over the positions and averaged over the sequences of "
           "the batch (in either order); take one mean over all batch * (seq - 1) predictions"):
-            ce(logits[:, :-1], ids[:, 1:], "none").view(B, T - 1).sum(dim=1).mean(),
+            ce(lg, tg, reduction="none").view(B, T - 1).sum(dim=1).mean(),
         _("ignore_index=0 skips the targets that are token 0, a real token here; keep the default (-100) or leave "
-          "ignore_index out"): F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), ignore_index=0)
-        if bool((ids[:, 1:] == 0).any()) else None,
-        _("your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1"): F.nll_loss(
-            torch.log_softmax(logits, dim=1)[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1)),
-    })
-    out.update({
+          "ignore_index out"): ce(lg, tg, ignore_index=0) if bool((tg == 0).any()) else None,
+        _("your log-softmax runs over the positions (dim=1): take it over the vocabulary, dim=-1"):
+            nll(torch.log_softmax(logits, dim=1)),
         _("you divided the summed loss by batch * seq; there are batch * (seq - 1) predictions"):
-            ce(logits[:, :-1], ids[:, 1:], "sum") / (B * T),
+            ce(lg, tg, reduction="sum") / (B * T),
         _("you scored only the last prediction of each sequence; the mean runs over all batch * (seq - 1) predictions"):
             ce(logits[:, -2], ids[:, -1]),
         _("your logits and targets are flattened in different orders (one position-major, one batch-major), so "
           "predictions are scored against the tokens of other positions: flatten both the same way"):
-            ce(logits[:, :-1].transpose(0, 1), ids[:, 1:]),
-        _("label_smoothing changes the loss: the task asks for the plain cross-entropy"): F.cross_entropy(
-            logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1), label_smoothing=0.1),
-    })
-    out.update({
+            ce(lg.transpose(0, 1), tg),
+        _("label_smoothing changes the loss: the task asks for the plain cross-entropy"):
+            ce(lg, tg, label_smoothing=0.1),
         _("you dropped the last position but scored each output against the token at its own position; the output "
-          "at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, :-1], ids[:, :-1]),
+          "at position t predicts the NEXT token, the one at t + 1"): ce(lg, ids[:, :-1]),
         _("you dropped the first position but scored each output against the token at its own position; the "
-          "output at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, 1:], ids[:, 1:]),
-    })
+          "output at position t predicts the NEXT token, the one at t + 1"): ce(logits[:, 1:], tg),
+    }
     if B > 1:
         out[_("you used only the first sequence of the batch; the mean runs over every sequence")] = ce(
             logits[:1, :-1], ids[:1, 1:])
@@ -106,32 +102,37 @@ def _lm_mistakes(logits: Tensor, ids: Tensor) -> dict[str, Tensor | None]:
     return {hint: None if value is None or torch.allclose(value, right) else value for hint, value in out.items()}
 
 
+# (description, B, T, V, seed[, dtype, scale of the logits]); the last, large logits, is not counted in the success
+# message, which predates it
+CASES = [
+    (N_("logits of shape (2, 5, 7) and ids of shape (2, 5)"), 2, 5, 7, 820),
+    (N_("logits (3, 9, 11) and ids (3, 9)"), 3, 9, 11, 821),
+    (N_("a batch of 1: logits (1, 6, 13) and ids (1, 6)"), 1, 6, 13, 822),
+    (N_("two tokens, so one prediction: logits (4, 2, 5) and ids (4, 2)"), 4, 2, 5, 823),
+    (N_("float32 logits (2, 12, 50) and ids (2, 12)"), 2, 12, 50, 824, torch.float32),
+    (N_("large float32 logits, from about -300 to 300, of shape (2, 4, 9) and ids (2, 4)"), 2, 4, 9, 825,
+     torch.float32, 100.0),
+]
+
+
+def lm_case(B: int, T: int, V: int, seed: int, dtype=torch.float64, scale: float = 2.0) -> tuple[Tensor, Tensor]:
+    """(logits, ids) of a case: the run's values, the same shapes and new numbers on every pass of the check."""
+    g = generator(seed)
+    logits = scale * torch.randn(B, T, V, generator=g, dtype=dtype)
+    ids = torch.randint(V, (B, T), generator=g)
+    ids[-1, -1] = 0  # one target is token 0, a real token, whatever the draw (ignore_index=0 shows)
+    if scale > 10:  # targets alternate between the largest logit (exp overflows) and the smallest (underflows)
+        ids[:, 1:] = torch.where(torch.arange(T - 1) % 2 == 0, logits[:, :-1].argmax(-1), logits[:, :-1].argmin(-1))
+    return logits.requires_grad_(), ids
+
+
 @exercise("8.2", "The causal language-modelling loss", answer_name="causal_lm_loss",
           section="Next-token prediction (GPT)")
 def check_causal_lm_loss(causal_lm_loss) -> str:
     """causal_lm_loss(logits, ids) = mean cross-entropy of logits[:, t] against ids[:, t + 1]."""
 
-    def case(B: int, T: int, V: int, seed: int, dtype=torch.float64, scale: float = 2.0):
-        g = generator(seed)  # the run's values: the same shapes, new numbers on every pass of the check
-        logits = scale * torch.randn(B, T, V, generator=g, dtype=dtype)
-        ids = torch.randint(V, (B, T), generator=g)
-        ids[-1, -1] = 0  # one target is token 0, a real token, whatever the draw (ignore_index=0 shows)
-        if scale > 10:  # targets alternate between the largest logit (exp overflows) and the smallest (underflows)
-            ids[:, 1:] = torch.where(torch.arange(T - 1) % 2 == 0, logits[:, :-1].argmax(-1), logits[:, :-1].argmin(-1))
-        return logits.requires_grad_(), ids
-
-    cases = [
-        (_("logits of shape (2, 5, 7) and ids of shape (2, 5)"), *case(2, 5, 7, 820)),
-        (_("logits (3, 9, 11) and ids (3, 9)"), *case(3, 9, 11, 821)),
-        (_("a batch of 1: logits (1, 6, 13) and ids (1, 6)"), *case(1, 6, 13, 822)),
-        (_("two tokens, so one prediction: logits (4, 2, 5) and ids (4, 2)"), *case(4, 2, 5, 823)),
-        (_("float32 logits (2, 12, 50) and ids (2, 12)"), *case(2, 12, 50, 824, torch.float32)),
-    ]
-    large = (_("large float32 logits, from about -300 to 300, of shape (2, 4, 9) and ids (2, 4)"),
-             *case(2, 4, 9, 825, torch.float32, 100.0))  # not counted in the success message, which predates it
-
     def one(case, runs: list[Run]) -> Run:
-        on, logits, ids = case
+        on, logits, ids = _(case[0]), *lm_case(*case[1:])
         got = call(causal_lm_loss, logits, ids, what="causal_lm_loss", on=on, forbid=LM_LOSS_FORBIDDEN,
                    explain=_loss_error_hint)
         if isinstance(got, numbers.Real) and not isinstance(got, bool):
@@ -143,10 +144,9 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
         V = logits.size(-1)
         right = F.cross_entropy(logits.detach()[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))  # ()
         if got.numel() != 1:
-            per_position = F.cross_entropy(logits.detach()[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
-                                           reduction="none")
             hint = (_("you returned one loss per prediction (reduction='none'): return their mean, a single number")
-                    if got.numel() == per_position.numel() else _("return one number: the mean loss over all predictions"))
+                    if got.numel() == ids[:, 1:].numel() else
+                    _("return one number: the mean loss over all predictions"))
             raise Wrong(_("your loss has shape {tuple_got_shape} on {on}, expected a single number (shape ())",
                           tuple_got_shape=tuple(got.shape), on=on), hint)
         if got.dim() != 0:
@@ -171,6 +171,6 @@ def check_causal_lm_loss(causal_lm_loss) -> str:
                           "cut it off from the graph, and training calls loss.backward()"))
         return run
 
-    verdict(collect(cases + [large], one), what=_("your loss"), rule=_LOSS_RULE)
+    verdict(collect(CASES, one), what=_("your loss"), rule=_LOSS_RULE)
     return _("right on {len_cases} inputs, including a batch of 1, a single prediction and float32",
-             len_cases=len(cases))
+             len_cases=len(CASES) - 1)

@@ -7,7 +7,8 @@ from torch import Tensor
 from ..compare import case_seed, expect_tensor, expect_tuple, generator
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import drawn_from, is_integer_tensor, library_paths, within_window
+from ..observe import Drawn
+from ._shared import expect_same_draws, is_integer_tensor, library_paths, within_window
 from ...i18n import N_, _
 
 _V, _MASK = 1000, 3  # a large vocabulary, so that a random id rarely equals the original or [MASK]
@@ -44,17 +45,11 @@ _COLLATORS = [(f"{where}.{name}", "transformers.data.data_collator", name)
 def mlm_forbidden(fn) -> list[tuple[str, str]]:
     """What 8.1 forbids, for the learner's function `fn`."""
     return MLM_FORBIDDEN + [(path, _MLM_INSTEAD) for path in library_paths(fn, _COLLATORS)]
+
+
 INDEPENDENT_HINT = (N_("choose each position independently with probability 0.15, with a random number of its own (not "
                        "one per row or per column, and not a fixed number of positions): the number chosen then varies "
                        "from row to row and from call to call like a binomial count"))
-
-
-def _expect_used(used: bool, what: str, on: str, hint: str) -> None:
-    """Wrong if the generator has not been drawn from (`used`, see drawn_from): the answer used other randomness."""
-    if not used:
-        raise Wrong(_("{what} drew no random number from `generator` on {on} (its state is unchanged after the "
-                      "call)", what=what, on=on),
-                    hint)
 
 
 def _ids(shape: tuple[int, int], low: int, high: int, seed: int) -> Tensor:
@@ -68,8 +63,10 @@ def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: in
     gen_seed = case_seed(gen_seed)
     generator_ = torch.Generator().manual_seed(gen_seed)
     got, used = call(mlm_mask, ids, mask_id, vocab_size, generator_, what="mlm_mask", on=on, forbid=mlm_forbidden,
-                     seed=seed, explain=_mlm_error_hint, observe=drawn_from(3, gen_seed))
-    _expect_used(used, "mlm_mask", on, GENERATOR_HINT)
+                     seed=seed, explain=_mlm_error_hint, observe=Drawn(3, gen_seed))
+    if not used:  # the generator's state is unchanged: the answer used other randomness
+        raise Wrong(_("{what} drew no random number from `generator` on {on} (its state is unchanged after the "
+                      "call)", what="mlm_mask", on=on), GENERATOR_HINT)
     if isinstance(got, (tuple, list)) and len(got) == 3:
         raise Wrong(_("mlm_mask returned 3 values on {on}, expected 2: (masked_ids, labels)", on=on),
                     _("return only masked_ids and labels (the package's mlm_mask also returns the chosen positions; "
@@ -81,11 +78,9 @@ def _mlm_call(mlm_mask, ids: Tensor, mask_id: int, vocab_size: int, gen_seed: in
                       on=on),
                     _("return (masked_ids, labels) in this order: the masked ids first, the labels (-100 where not "
                       "chosen) second"))
-    for name, t in (("masked_ids", masked), ("labels", labels)):
-        item = _("{name} (the first item you return)", name=name) if name == "masked_ids" \
-            else _("{name} (the second item you return)", name=name)
-        t = expect_tensor(t, what=item,
-                          on=on, finite=False)
+    for name, t, item in (("masked_ids", masked, N_("{name} (the first item you return)")),
+                          ("labels", labels, N_("{name} (the second item you return)"))):
+        t = expect_tensor(t, what=_(item, name=name), on=on, finite=False)
         if tuple(t.shape) != tuple(ids.shape):
             raise Wrong(_("{name} has shape {tuple_t_shape} on {on}, expected the shape of ids {tuple_ids_shape}",
                           name=name, tuple_t_shape=tuple(t.shape), on=on, tuple_ids_shape=tuple(ids.shape)),
@@ -171,29 +166,27 @@ def _check_structure(ids: Tensor, masked: Tensor, labels: Tensor, mask_id: int, 
 def _check_rate(ids: Tensor, masked: Tensor, chosen: Tensor, mask_id: int, on: str) -> None:
     """15% of the positions chosen (one window on the count), with a hint for the known ways to miss it."""
     n, k = ids.numel(), int(chosen.sum())
-    share = k / n
-    if not within_window(k, n, _P_CHOOSE):
-        all_masked = bool((masked[chosen] == mask_id).all())
-        all_changed = bool((masked[chosen] != ids[chosen]).all())
-        known = [(_P_CHOOSE * _P_MASK, all_masked, _("you labelled only the positions that became [MASK]: label every "
-                                                     "chosen position, also those that got a random id or kept their own")),
-                 (_P_CHOOSE * (_P_MASK + _P_RANDOM), all_changed, _("you labelled only the positions that changed: "
-                                                                    "label every chosen position, also the 10% that keep their id")),
-                 (1 - _P_CHOOSE, True, _("your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
-                                         "labelled -100"))]
-        for p, confirmed, hint in known:
-            if confirmed and within_window(k, n, p):
-                raise Wrong(_("{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
-                              share=share, on=on), hint)
-        raise Wrong(_("{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%",
-                      share=share, on=on),
-                    _("choose each position independently with probability 0.15"))
+    if within_window(k, n, _P_CHOOSE):
+        return
+    known = [  # (the share a mistake chooses, whether the masks confirm it, its hint)
+        (_P_CHOOSE * _P_MASK, bool((masked[chosen] == mask_id).all()),
+         _("you labelled only the positions that became [MASK]: label every chosen position, also those that got a "
+           "random id or kept their own")),
+        (_P_CHOOSE * (_P_MASK + _P_RANDOM), bool((masked[chosen] != ids[chosen]).all()),
+         _("you labelled only the positions that changed: label every chosen position, also the 10% that keep their "
+           "id")),
+        (1 - _P_CHOOSE, True, _("your choice is inverted: 15% of the positions are chosen (labelled), 85% are "
+                                "labelled -100"))]
+    hint = next((hint for p, confirmed, hint in known if confirmed and within_window(k, n, p)),
+                _("choose each position independently with probability 0.15"))
+    raise Wrong(_("{share:.1%} of the positions are chosen (labelled) on {on}, expected about 15%", share=k / n,
+                  on=on), hint)
 
 
 def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> None:
     """15% chosen; of those 80% [MASK], 10% another id, 10% unchanged (random ids that hit the original count as
     unchanged); the random ids spread over the whole vocabulary."""
-    n, k = ids.numel(), int(chosen.sum())
+    k = int(chosen.sum())
     # Independent choices make every row (and column) differ: equal rows or all-or-nothing rows have probability
     # below 1e-30 here.
     per_row = chosen.sum(dim=1)  # (rows,): equal counts in all 200 rows have probability below 0.06^199
@@ -225,13 +218,12 @@ def _check_proportions(ids: Tensor, masked: Tensor, chosen: Tensor, on: str) -> 
                  ((0.1, 0.1, 0.8), _("the split is the wrong way round: 80% of the chosen positions become [MASK], "
                                      "10% stay unchanged")),
                  ((0.72, 0.1, 0.18), OVERLAP_HINT), ((0.8, 0.02, 0.18), CONDITIONAL_HINT)]
-        for actions, hint in known:
-            if all(within_window(c, k, p) for c, p in zip(got, observed(*actions))):
-                raise Wrong(_("of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%",
-                              on=on, shares=shares), hint)
-        raise Wrong(_("of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", on=on, shares=shares),
+        hint = next((hint for actions, hint in known
+                     if all(within_window(c, k, p) for c, p in zip(got, observed(*actions)))),
                     _("split the chosen positions into three disjoint groups with probabilities 0.8 ([MASK]), 0.1 "
                       "(a random id) and 0.1 (unchanged)"))
+        raise Wrong(_("of the chosen positions on {on}: {shares}; expected 80%, 10%, 10%", on=on, shares=shares),
+                    hint)
     replaced = masked[chosen & (masked != ids) & (masked != _MASK)].double()  # (other,) the random ids
     m = replaced.numel()
     low, high = int((replaced < _V / 2).sum()), int((replaced >= 0.9 * _V).sum())  # uniform: half, a tenth
@@ -381,20 +373,15 @@ def check_mlm_mask(mlm_mask) -> str:
     chosen = _check_structure(ids, masked, labels, _MASK, _V, on)
     _check_proportions(ids, masked, chosen, on)
     # the generator: the same seed, whatever the global generators; another seed, another mask
-    again = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=1)
-    if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
-        # Does the global generators' state explain it? A third call as the first (the same generator seed, the
-        # global generators seeded alike too) gives the first masks back only if it does.
-        third = _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on)
-        if torch.equal(third[0], masked) and torch.equal(third[1], labels):
-            raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave "
-                          "different masks when the global random generator was in another state, and the same "
-                          "masks when it was in the same state", seed=case_seed(1234)),
-                        GENERATOR_HINT)
-        raise Wrong(_("three calls with the same ids and generators seeded alike (torch.Generator().manual_seed("
-                      "{seed})) gave different masks, even the first and the third, made with the global random "
-                      "generators in the same state too", seed=case_seed(1234)),
-                    REPEAT_HINT)
+    expect_same_draws(
+        lambda seed: _mlm_call(mlm_mask, ids, _MASK, _V, 1234, on, seed=seed),
+        lambda again: torch.equal(again[0], masked) and torch.equal(again[1], labels), case_seed(1234),
+        (N_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave different masks "
+            "when the global random generator was in another state, and the same masks when it was in the same "
+            "state"), GENERATOR_HINT),
+        (N_("three calls with the same ids and generators seeded alike (torch.Generator().manual_seed({seed})) gave "
+            "different masks, even the first and the third, made with the global random generators in the same "
+            "state too"), REPEAT_HINT))
     # Another seed, other positions: two independent choices of 15% of 100,000 positions coincide with probability
     # (0.15^2 + 0.85^2)^100,000, below 1e-12,000 (an answer that keeps its draws from an earlier call keeps them).
     other = _mlm_call(mlm_mask, ids, _MASK, _V, 4321, on)

@@ -7,7 +7,8 @@ from torch import Tensor
 from ..compare import case_seed, expect_tensor, generator
 from ..guard import call
 from ..registry import exercise, Wrong
-from ._shared import drawn_from, is_integer_tensor, library_paths, within_window
+from ..observe import Drawn
+from ._shared import expect_same_draws, is_integer_tensor, library_paths, within_window
 from ...i18n import N_, _
 
 _SAMPLE_INSTEAD = N_("write the sampling yourself, step by step as the task describes it")
@@ -223,7 +224,7 @@ def _sample_call(sample_next, logits: Tensor, temperature, top_k, gen_seed: int,
     got, used = call(sample_next, logits, temperature, top_k, generator, what="sample_next", on=on,
                      forbid=sample_forbidden, seed=seed,
                      explain=lambda message: _sample_error_hint(message, top_k, overflow, batch_cut_empties),
-                     observe=drawn_from(3, gen_seed))
+                     observe=Drawn(3, gen_seed))
     got = expect_tensor(got, what=_("your result"), on=on, finite=False)
     B = logits.size(0)
     if tuple(got.shape) != (B,):
@@ -272,9 +273,7 @@ def check_sample_next(sample_next) -> str:
             raise Wrong(_("your result is the argmax of every row on {on}", on=on),
                         _("the argmax of every row is for temperature 0 only: at temperature > 0, draw a random id "
                           "from softmax(logits / temperature) over the top_k largest logits"))
-        if not used:
-            raise Wrong(_("sample_next drew no random number from `generator` on {on} (its state is unchanged "
-                          "after the call)", on=on), SAMPLE_GENERATOR_HINT)
+        _expect_generator_used(used, on)
         counts = _counts(got, R, V)
         expected = _probs(rows, temperature, top_k)
         if _fits(counts, expected):
@@ -297,7 +296,8 @@ def check_sample_next(sample_next) -> str:
         raise Wrong(_("the frequencies of your samples do not match softmax(logits / temperature) over the top_k "
                       "largest logits on {on}: in row {r}, token {j} came {int_counts_r_j:,} times in {_N:,} "
                       "draws, expected about {n_float_expected_r_j:,.0f}",
-                      on=on, r=r, j=j, int_counts_r_j=int(counts[r, j]), _N=_N, n_float_expected_r_j=_N * float(expected[r, j])),
+                      on=on, r=r, j=j, int_counts_r_j=int(counts[r, j]), _N=_N,
+                      n_float_expected_r_j=_N * float(expected[r, j])),
                     _("each row must be sampled from softmax(logits / temperature) over its own top_k largest logits"))
     _check_tie(sample_next)
     _check_deep(sample_next)
@@ -402,22 +402,18 @@ def _expect_argmax(got: Tensor, used: bool, logits: Tensor, temperature: float, 
 
 def _check_generator(sample_next, logits: Tensor, first: Tensor, on: str) -> None:
     """The same generator seed gives the same samples whatever the global generators; another seed others."""
-    again, _unused = _sample_call(sample_next, logits, 1.0, None, 7, on, seed=1)
-    if not torch.equal(again, first):
-        # Does the global generators' state explain it? A third call as the first (the same generator seed, the
-        # global generators seeded alike too) gives the first samples back only if it does.
-        third, _unused = _sample_call(sample_next, logits, 1.0, None, 7, on)
-        if torch.equal(third, first):
-            raise Wrong(_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave "
-                          "different samples when the global random generator was in another state, and the same "
-                          "samples when it was in the same state", seed=case_seed(7)),
-                        SAMPLE_GENERATOR_HINT)
-        raise Wrong(_("three calls with the same logits and generators seeded alike (torch.Generator().manual_seed("
-                      "{seed})) gave different samples, even the first and the third, made with the global random "
-                      "generators in the same state too", seed=case_seed(7)),
-                    _("the same arguments and the same generator state must give the same samples: draw anew from "
-                      "`generator` on each call, and keep nothing from one call to the next (no cache of draws or "
-                      "results, no counter)"))
+    expect_same_draws(
+        lambda seed: _sample_call(sample_next, logits, 1.0, None, 7, on, seed=seed)[0],
+        lambda again: torch.equal(again, first), case_seed(7),
+        (N_("two calls with generators seeded alike (torch.Generator().manual_seed({seed})) gave different samples "
+            "when the global random generator was in another state, and the same samples when it was in the same "
+            "state"), SAMPLE_GENERATOR_HINT),
+        (N_("three calls with the same logits and generators seeded alike (torch.Generator().manual_seed({seed})) "
+            "gave different samples, even the first and the third, made with the global random generators in the "
+            "same state too"),
+         N_("the same arguments and the same generator state must give the same samples: draw anew from "
+            "`generator` on each call, and keep nothing from one call to the next (no cache of draws or results, no "
+            "counter)")))
     other, _unused = _sample_call(sample_next, logits, 1.0, None, 8, on)
     if torch.equal(other, first):
         raise Wrong(_("generators seeded with {seed} and with {other} gave exactly the same samples",

@@ -19,7 +19,7 @@ from ..compare import expect_input_dtype, expect_tensor, generator
 from ..guard import call
 from ..hints import show_pair
 from ..registry import exercise, Wrong
-from ..runs import Run, known_mistake
+from ..runs import Run, collect, known_mistake
 from ._shared import library_paths
 from ...i18n import N_, _
 
@@ -290,51 +290,44 @@ def _first_difference(got: Tensor, ref: Tensor, logits: Tensor, p: float, on: st
           references=("attnbook.models.gpt.top_p_filter",))
 def check_top_p_filter(top_p_filter) -> str:
     """top_p_filter(logits, p): the logits of each row's nucleus unchanged, every other one -inf."""
-    runs: list[Run] = []  # each case run: the learner's result, the right one, the mistakes' results
-    facts: list[tuple[Tensor, Tensor, Tensor, float, str, str]] = []  # (got, ref, logits, p, on, kind)
-    for index, (desc, shape, dtype, p, kind) in enumerate(CASES):
-        logits = case_logits(index)
-        on = _(desc)
-        try:
-            got = call(top_p_filter, logits, p, what="top_p_filter", on=on, forbid=top_p_forbidden)
-            expect_input_dtype(got, logits, what=_("your result"), on=on, input_name="logits", same_shape=True,
-                               hint=_("return the dtype of logits (here {name}): no .float() or .double() casts on "
-                                      "the result", name=str(logits.dtype).removeprefix("torch.")))
-            got = expect_tensor(got, what=_("your result"), on=on, finite=False)
-            if got.dtype == torch.bool:
-                raise Wrong(_("your result has dtype torch.bool on {on}, expected {dtype}, the dtype of logits",
-                              on=on, dtype=logits.dtype), _(MASK_HINT))
-            if tuple(got.shape) != tuple(logits.shape):
-                raise Wrong(_("your result has shape {got_shape} on {on}, expected {shape}, the shape of logits",
-                              got_shape=tuple(got.shape), on=on, shape=tuple(logits.shape)),
-                            _("return one value per logit: the same shape as logits, with -inf outside the nucleus"))
-            if not got.is_floating_point():
-                raise Wrong(_("your result has dtype {dtype} on {on}, expected {want}, the dtype of logits",
-                              dtype=got.dtype, on=on, want=logits.dtype),
-                            _("keep the logits' floating-point dtype: -inf exists only in floating point"))
-        except Wrong:
-            if any(not _same(g, r) for g, r, *_rest in facts):
-                break  # an earlier case is already wrong: report that one, with the evidence of the cases before
-            raise
-        ref = reference(logits, p)
-        runs.append(Run(on, got, ref, {hint: None if forms is None else list(forms)
-                                       for hint, forms in _mistakes(logits, p).items()}, 1e-5, 1e-4))
-        facts.append((got, ref, logits, p, on, kind))
-    first = next((i for i, (g, r, *_rest) in enumerate(facts) if not _same(g, r)), None)
-    if first is None:
+
+    def one(index: int, runs: list[Run]) -> Run:
+        desc, _shape, _dtype, p, _kind = CASES[index]
+        logits, on = case_logits(index), _(desc)
+        got = call(top_p_filter, logits, p, what="top_p_filter", on=on, forbid=top_p_forbidden)
+        expect_input_dtype(got, logits, what=_("your result"), on=on, input_name="logits", same_shape=True,
+                           hint=_("return the dtype of logits (here {name}): no .float() or .double() casts on "
+                                  "the result", name=str(logits.dtype).removeprefix("torch.")))
+        got = expect_tensor(got, what=_("your result"), on=on, finite=False)
+        if got.dtype == torch.bool:
+            raise Wrong(_("your result has dtype torch.bool on {on}, expected {dtype}, the dtype of logits",
+                          on=on, dtype=logits.dtype), _(MASK_HINT))
+        if tuple(got.shape) != tuple(logits.shape):
+            raise Wrong(_("your result has shape {got_shape} on {on}, expected {shape}, the shape of logits",
+                          got_shape=tuple(got.shape), on=on, shape=tuple(logits.shape)),
+                        _("return one value per logit: the same shape as logits, with -inf outside the nucleus"))
+        if not got.is_floating_point():
+            raise Wrong(_("your result has dtype {dtype} on {on}, expected {want}, the dtype of logits",
+                          dtype=got.dtype, on=on, want=logits.dtype),
+                        _("keep the logits' floating-point dtype: -inf exists only in floating point"))
+        return Run(on, got, reference(logits, p), {hint: None if forms is None else list(forms)
+                                                   for hint, forms in _mistakes(logits, p).items()}, 1e-5, 1e-4)
+
+    runs = collect(range(len(CASES)), one)  # Run.right: -inf exactly where the reference has it, close elsewhere
+    wrong = [i for i, run in enumerate(runs) if not run.right]
+    if not wrong:
         return _("keeps the nucleus on {n} inputs, including a single row, two batch dimensions, float32, a most "
                  "probable token above p, p = 1, logits around 1,000 and rows 1,000 apart", n=len(CASES))
-    got, ref, logits, p, on, kind = facts[first]
-    wrong = [i for i, (g, r, *_rest) in enumerate(facts) if not _same(g, r)]
-    kinds = {facts[i][5] for i in wrong}
+    on = runs[wrong[0]].on
+    kinds = {CASES[i][4] for i in wrong}
     if "large" in kinds and kinds <= {"large", "mixed"}:  # right but where exp overflows (the mixed case's top row)
         raise Wrong(_("your result has the wrong values on {on}", on=on), _(OVERFLOW_HINT))
     hint = known_mistake(runs)
     if hint is not None:
         raise Wrong(_("your result has the wrong values on {on}", on=on), hint)
-    if all(_finite_fill(g, r) for g, r, *_rest in (facts[i] for i in wrong)):
+    if all(_finite_fill(runs[i].got, runs[i].ref) for i in wrong):
         raise Wrong(_("your result is finite where it should be -inf on {on}", on=on), _(FILL_HINT))
-    raise _first_difference(got, ref, logits, p, on)
+    raise _first_difference(runs[wrong[0]].got, runs[wrong[0]].ref, case_logits(wrong[0]), CASES[wrong[0]][3], on)
 
 
 def _same(got: Tensor, ref: Tensor) -> bool:
