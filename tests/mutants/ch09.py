@@ -731,6 +731,9 @@ table("9.3", [
      timer(measure="block")),
     ("two calls per measurement, halved (n_runs // 2 measurements)", "each of your times covered two calls of fn",
      timer(measure="pairs")),
+    ("two calls per measurement but at the default counts: with n_runs=7 the call count is off too (9 + 3 * 2)",
+     "covered 2 calls of fn", lambda fn, n_warmup=3, n_runs=10: timer(
+         measure="each" if (n_warmup, n_runs) == (3, 10) else "pairs")(fn, n_warmup, n_runs)),
     ("median of the times since the start of the timed loop", "time stamps", timer(measure="stamps")),
     ("times n_runs + 1 calls (range(n_runs + 1))", "call", timer(runs=lambda n_runs: n_runs + 1)),
     ("times n_runs - 1 calls (range(1, n_runs))", "call", timer(runs=lambda n_runs: n_runs - 1)),
