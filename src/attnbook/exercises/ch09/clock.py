@@ -1,8 +1,5 @@
-"""The check's clock for exercise 9.3 (a timing function): while the check runs the learner's time_it, the wall
-clocks it may read (time.perf_counter and its kin) move only when the check's function is called, by a set time
-per call, so what time_it measures is exact however busy the machine is. With `gpu=True` it also pretends that a
-GPU is present: torch.cuda.is_available() returns True and torch.cuda.synchronize() does nothing but is noted,
-so that the check can see where time_it synchronises."""
+"""The check's clock for exercise 9.3 (a timing function), `CheckClock`: while the check runs the learner's
+time_it, the wall clocks move only when the check's function is called, and with `gpu=True` a GPU is pretended."""
 from __future__ import annotations
 
 import sys
@@ -178,9 +175,6 @@ class CheckClock:
 
     # -- putting them in place ------------------------------------------------------------------------------
 
-    def _set(self, owner, name: str, value) -> None:
-        self.patches.set(owner, name, value)
-
     def __enter__(self):
         import timeit
 
@@ -215,13 +209,13 @@ class CheckClock:
 
         try:
             for real, fake in stand_ins.items():
-                self._set(owners[real], real.__name__, fake)
+                self.patches.set(owners[real], real.__name__, fake)
             if fake_for(timeit.default_timer):
-                self._set(timeit, "default_timer", fake_for(timeit.default_timer))
+                self.patches.set(timeit, "default_timer", fake_for(timeit.default_timer))
             for func in (timeit.timeit, timeit.repeat, timeit.Timer.__init__):  # timer=default_timer, bound early
                 defaults = func.__defaults__ or ()
                 if any(fake_for(d) for d in defaults):
-                    self._set(func, "__defaults__", swap(defaults))
+                    self.patches.set(func, "__defaults__", swap(defaults))
             # The same clocks reached another way: `from time import perf_counter` in the notebook, a closure,
             # a default argument (def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter)).
             answer = self.answer
@@ -229,7 +223,7 @@ class CheckClock:
             if isinstance(namespace, dict):
                 for key, value in list(namespace.items()):
                     if fake_for(value):
-                        self._set(namespace, key, fake_for(value))
+                        self.patches.set(namespace, key, fake_for(value))
             # Closures and default arguments of the answer, of the helpers defined next to it
             # (def timed(fn, clock=time.perf_counter)) and of the functions these hold, a few levels down.
             todo = [answer] + [v for v in (namespace or {}).values() if isinstance(v, types.FunctionType)]
@@ -246,15 +240,15 @@ class CheckClock:
                         except ValueError:  # an empty cell
                             continue
                         if fake_for(contents):
-                            self._set(cell, "cell_contents", fake_for(contents))
+                            self.patches.set(cell, "cell_contents", fake_for(contents))
                         elif isinstance(contents, types.FunctionType):
                             found.append(contents)
                     for attr in ("__defaults__", "__kwdefaults__"):
                         defaults = getattr(func, attr, None)
                         if isinstance(defaults, tuple) and any(fake_for(d) for d in defaults):
-                            self._set(func, attr, swap(defaults))
+                            self.patches.set(func, attr, swap(defaults))
                         elif isinstance(defaults, dict) and any(fake_for(d) for d in defaults.values()):
-                            self._set(func, attr, {k: fake_for(v) or v for k, v in defaults.items()})
+                            self.patches.set(func, attr, {k: fake_for(v) or v for k, v in defaults.items()})
                 todo = found
         except BaseException:
             self.__exit__()

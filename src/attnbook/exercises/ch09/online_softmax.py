@@ -309,7 +309,6 @@ def _online_error_hint(message: str) -> str | None:
     return None
 
 
-
 @exercise("9.1", "Online softmax over blocks", answer_name="online_softmax", section="How online softmax works",
           references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
 def check_online_softmax(online_softmax) -> str:
@@ -327,7 +326,7 @@ def check_online_softmax(online_softmax) -> str:
                           changed=changed, desc=desc),
                         _("use out-of-place operations (b - m, not b -= m or b.sub_(m))"))
         total = sum(b.numel() for b in blocks)
-        expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)  # (total,)
+        expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)
         if isinstance(got, (list, tuple)):
             hint = (_("you returned one tensor per block: join them into one 1-D tensor with torch.cat")
                     if got and all(isinstance(x, Tensor) for x in got) else
@@ -348,8 +347,8 @@ def check_online_softmax(online_softmax) -> str:
         atol, rtol = TOLERANCE[dtype]
         match_atol = max(atol, MATCH_TOLERANCE[0])
         g = got.detach().to(torch.float64).cpu() if got.is_floating_point() else None
-        same_shape = g is not None and g.shape == expected.shape
-        if same_shape and torch.allclose(g, expected, atol=match_atol, rtol=max(rtol, MATCH_TOLERANCE[1])):
+        if g is not None and g.shape == expected.shape and torch.allclose(
+                g, expected, atol=match_atol, rtol=max(rtol, MATCH_TOLERANCE[1])):
             expect_dtype(got, dtype, what=_("the result"), on=desc, input_name=_("the blocks"),
                          hint=_("return the weights in the dtype of the blocks (float32 blocks give float32 weights); "
                                 "if you computed in float64, convert the result back with .to(blocks[0].dtype)"))
@@ -360,8 +359,7 @@ def check_online_softmax(online_softmax) -> str:
                               digits=max(1, round(-math.log10(max(err, 1e-17)))), desc=desc, rtol=rtol),
                             _FLOAT32_ON_FLOAT64)
             history.append((g, blocks, expected, match_atol))
-            if _finite_max(blocks) > 80:
-                overflow_ruled_out = True
+            overflow_ruled_out = overflow_ruled_out or _finite_max(blocks) > 80
             continue
         # A mistake's hint only when it gives this answer's output on this case and on every case before it.
         # (The mistakes are worked out only now, for this case and the ones before: a right answer never waits.)

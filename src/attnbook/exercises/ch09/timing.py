@@ -2,6 +2,7 @@
 makes every measurement exact, and once more as if a GPU were present, to see where it synchronises."""
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import numbers
@@ -155,23 +156,16 @@ def _timing_value(got, r: int, on: str) -> tuple[float, bool]:
     return float(got), isinstance(got, numbers.Integral)
 
 
-def _default_counts(time_it) -> tuple[object, object] | None:
-    """The defaults of time_it's n_warmup and n_runs, or None when its signature cannot be read."""
-    import inspect
-
-    try:
-        params = inspect.signature(time_it).parameters
-    except (TypeError, ValueError):
-        return None
-    return tuple(params[name].default if name in params else None for name in ("n_warmup", "n_runs"))
-
-
 def _count_hint(clock: CheckClock, w: int, r: int, defaults: bool) -> str:
     """Why time_it called fn the wrong number of times, from the calls and when it read the clock."""
     calls = clock.calls
     if defaults:
-        given = _default_counts(clock.answer)
-        if given is not None and given != (3, 10) and all(isinstance(g, int) for g in given):
+        try:
+            params = inspect.signature(clock.answer).parameters
+        except (TypeError, ValueError):
+            params = {}
+        given = tuple(params[name].default if name in params else None for name in ("n_warmup", "n_runs"))
+        if given != (3, 10) and all(isinstance(g, int) for g in given):
             return (_("keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are {given_0} and "
                       "{given_1}): the check calls time_it(fn) without them", given_0=given[0], given_1=given[1]))
     if calls == 0:
@@ -226,13 +220,14 @@ def _timing_mistakes(d: list[float], w: int, r: int) -> list[tuple[str, float]]:
     median = statistics.median(timed)
     low, high = statistics.median_low(timed), statistics.median_high(timed)
     even = r % 2 == 0 and low != high
+
+    def middle(which: str) -> str:
+        return _(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high, which=which)
+
     out = [
-        (_(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high, which=_("lower one, which statistics.median_low, "
-                                                                        "torch.median and sorted(times)[(n - 1) // 2] give, as does dropping the slowest time first")),
-         low if even else None),
-        (_(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high,
-           which=_("upper one, which sorted(times)[n // 2] gives")),
-         high if even else None),
+        (middle(_("lower one, which statistics.median_low, torch.median and sorted(times)[(n - 1) // 2] give, as "
+                  "does dropping the slowest time first")), low if even else None),
+        (middle(_("upper one, which sorted(times)[n // 2] gives")), high if even else None),
         (_("you returned milliseconds; return seconds (the difference of two time.perf_counter() readings)"),
          1e3 * median),
         (_("you returned microseconds; return seconds (the difference of two time.perf_counter() readings)"),
