@@ -30,9 +30,6 @@ TIMING_FORBIDDEN = [
 
 # The clock the task names, and what the check says about the others that CheckClock moves too.
 RIGHT_CLOCKS = ("perf_counter", "perf_counter_ns")
-_CLOCK_CALLS = {"time": "time.time()", "time_ns": "time.time_ns()", "monotonic": "time.monotonic()",
-                "monotonic_ns": "time.monotonic_ns()", "clock_gettime": "time.clock_gettime()",
-                "clock_gettime_ns": "time.clock_gettime_ns()"}
 _DATE_CLOCK = (N_("time.time() is the system's date and time: it jumps when the clock is set (by hand, or by network "
                   "time synchronisation), and on some systems it moves in coarse steps. Time durations with "
                   "time.perf_counter(), the clock made for measuring them"))
@@ -42,8 +39,7 @@ _COARSE_CLOCK = (N_("time.monotonic() never goes back, but on some systems it mo
 _SYSTEM_CLOCK = (N_("time.clock_gettime() reads a clock of the system by its id, and which clocks there are differs "
                     "from system to system. Time durations with time.perf_counter(), the portable clock made for "
                     "measuring them"))
-_CLOCK_HINTS = {"time": _DATE_CLOCK, "time_ns": _DATE_CLOCK, "monotonic": _COARSE_CLOCK,
-                "monotonic_ns": _COARSE_CLOCK, "clock_gettime": _SYSTEM_CLOCK, "clock_gettime_ns": _SYSTEM_CLOCK}
+_CLOCK_HINTS = {"time": _DATE_CLOCK, "monotonic": _COARSE_CLOCK}  # by name without _ns; else _SYSTEM_CLOCK
 
 # The cases: (the time of each call of the check's function in ms, in turn: the last one repeats; n_warmup, n_runs,
 # or None for the defaults 3 and 10), drawn from the run's seed (new on the check's second pass), so that an answer
@@ -319,8 +315,8 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
     other = sorted(clock.clocks - set(RIGHT_CLOCKS))
     if other:
         raise Wrong(_("time_it read {clock} {on}; the task times each call with time.perf_counter()",
-                      clock=_CLOCK_CALLS.get(other[0], other[0]), on=on),
-                    _(_CLOCK_HINTS.get(other[0], _SYSTEM_CLOCK)))
+                      clock=f"time.{other[0]}()", on=on),  # the clocks CheckClock moves: all in `time`
+                    _(_CLOCK_HINTS.get(other[0].removesuffix("_ns"), _SYSTEM_CLOCK)))
     d = clock.seconds()
     median = statistics.median(d[w:])
     if _close(value, median):
