@@ -150,13 +150,13 @@ def test_9_1_every_mistake_differs_on_every_draw(offset, monkeypatch):
 
     monkeypatch.setattr(compare, "SEED_OFFSET", offset)
     atol, rtol = MATCH_TOLERANCE
-    differs: dict[str, bool] = {}
+    differs: dict[tuple, bool] = {}
     for _desc, blocks in _online_cases():
         expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)
-        for key, (_hint, wrong) in _online_mistakes(blocks, expected).items():
+        for key, wrong in _online_mistakes(blocks, expected).items():
             same = torch.allclose(wrong.double(), expected, atol=atol, rtol=rtol)
             differs[key] = differs.get(key, False) or not same
-    assert all(differs.values()), [k for k, v in differs.items() if not v]
+    assert all(differs.values()), [k[1] for k, v in differs.items() if not v]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ..guard import call
 from ..observe import ChangedItem
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ..runs import Run, known_mistake
 from ...i18n import N_, _
 
 
@@ -235,10 +236,10 @@ def _stream(blocks: list[Tensor], *, add_old: bool = False, running_out: bool = 
     return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
 
 
-def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[str, tuple[str, Tensor]]:
-    """{mistake: (hint, its output on `blocks`)}, most likely first, each worked out on its own in float64 (in the
-    blocks' dtype where its overflow or underflow is the point). The keys are the same on every case, so that a
-    mistake can be confirmed on every case checked before its hint is given."""
+def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[tuple[str, str], Tensor]:
+    """{(hint, mistake): its output on `blocks`} (runs.Run's table), most likely first, each worked out on its own in
+    float64 (in the blocks' dtype where its overflow or underflow is the point). The keys are the same on every case,
+    so that a mistake can be confirmed on every case checked before its hint is given."""
     has_empty = any(b.numel() == 0 for b in blocks)
     first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
     wide, maxes = [b.double() for b in blocks], _stream_max(blocks)
@@ -249,36 +250,31 @@ def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[str, tuple[
     kept = [b for b in wide if b.numel() and not torch.isinf(b).any()]  # the blocks with no -inf
     m_kept = max(b.max().item() for b in kept)
     return {
-        "frozen": (_FROZEN_MAX, _frozen_max(blocks, blocks[0].dtype)),
-        "frozen64": (_FROZEN_MAX, _frozen_max(blocks, torch.float64)),
-        "all_inf": (_ALL_INF_BLOCK, torch.full_like(expected, float("nan")) if first_all_inf else expected),
-        "start_zero": (_START_ZERO, by_zero),
-        "empty_zero": (_FIXED_SHIFT, torch.nan_to_num(by_zero, nan=0.0) if has_empty else expected),
-        "empty_zero_nan": (_FIXED_SHIFT, by_zero if has_empty else expected),
-        "no_shift": (_NO_SHIFT, _normalised(torch.cat([torch.exp(b) for b in blocks]))),  # the blocks' dtype
-        "per_block": (_PER_BLOCK, torch.cat([softmax(b, dim=-1) for b in wide])),
-        "own_max": (_OWN_MAX, _normalised(torch.cat([torch.exp(b - _shift(b.max().item())) if b.numel() else b
-                                                     for b in wide]))),
-        "no_rescale": (_NO_RESCALE_SUM, final / _streamed_sum(blocks, lambda old, new: 1.0)),
-        "inverted": (_RESCALE_INVERTED, final / _streamed_sum(
-            blocks, lambda old, new: math.exp(new - old) if new - old < 709 else math.inf)),
+        (_FROZEN_MAX, "frozen"): _frozen_max(blocks, blocks[0].dtype),
+        (_FROZEN_MAX, "frozen64"): _frozen_max(blocks, torch.float64),
+        (_ALL_INF_BLOCK, "all_inf"): torch.full_like(expected, float("nan")) if first_all_inf else expected,
+        (_START_ZERO, "start_zero"): by_zero,
+        (_FIXED_SHIFT, "empty_zero"): torch.nan_to_num(by_zero, nan=0.0) if has_empty else expected,
+        (_FIXED_SHIFT, "empty_zero_nan"): by_zero if has_empty else expected,
+        (_NO_SHIFT, "no_shift"): _normalised(torch.cat([torch.exp(b) for b in blocks])),  # in the blocks' dtype
+        (_PER_BLOCK, "per_block"): torch.cat([softmax(b, dim=-1) for b in wide]),
+        (_OWN_MAX, "own_max"): _normalised(torch.cat([torch.exp(b - _shift(b.max().item())) if b.numel() else b
+                                                     for b in wide])),
+        (_NO_RESCALE_SUM, "no_rescale"): final / _streamed_sum(blocks, lambda old, new: 1.0),
+        (_RESCALE_INVERTED, "inverted"): final / _streamed_sum(
+            blocks, lambda old, new: math.exp(new - old) if new - old < 709 else math.inf),
         # the right running sum, but each block's weights keep the maximum known when the block arrived
-        "no_final_rescale": (_NO_FINAL_RESCALE, torch.cat([torch.exp(b - _shift(m)) for b, m in zip(wide, maxes)])
-                             / _streamed_sum(blocks, lambda old, new: math.exp(old - new))),
-        "running_out": (_RUNNING_OUT, _stream(blocks, running_out=True)),
-        "add_old": (_OLD_MAX_ADD, _stream(blocks, add_old=True)),
-        "last_out": (_LAST_OUT, _stream(blocks, last=False)),
-        "no_divide": (_NO_DIVIDE, final),
-        "neginf_to_zero": (_NEGINF_TO_ZERO, softmax(torch.nan_to_num(torch.cat(wide), neginf=0.0), dim=-1)),
+        (_NO_FINAL_RESCALE, "no_final_rescale"): torch.cat([torch.exp(b - _shift(m)) for b, m in zip(wide, maxes)])
+        / _streamed_sum(blocks, lambda old, new: math.exp(old - new)),
+        (_RUNNING_OUT, "running_out"): _stream(blocks, running_out=True),
+        (_OLD_MAX_ADD, "add_old"): _stream(blocks, add_old=True),
+        (_LAST_OUT, "last_out"): _stream(blocks, last=False),
+        (_NO_DIVIDE, "no_divide"): final,
+        (_NEGINF_TO_ZERO, "neginf_to_zero"): softmax(torch.nan_to_num(torch.cat(wide), neginf=0.0), dim=-1),
         # blocks holding a -inf left out of m and l, their finite logits still given exp(x - m) / l
-        "skip_inf": (_SKIP_INF_BLOCK, torch.cat([torch.exp(b - m_kept) for b in wide])
-                     / sum(torch.exp(b - m_kept).sum().item() for b in kept)),
+        (_SKIP_INF_BLOCK, "skip_inf"): torch.cat([torch.exp(b - m_kept) for b in wide])
+        / sum(torch.exp(b - m_kept).sum().item() for b in kept),
     }
-
-
-def _matches(got: Tensor, wrong: Tensor, atol: float) -> bool:
-    w = wrong.detach().to(torch.float64)
-    return w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=1e-4, equal_nan=True)
 
 
 def _finite_max(blocks: list[Tensor]) -> float:
@@ -315,7 +311,7 @@ def check_online_softmax(online_softmax) -> str:
     """online_softmax(blocks) -> the softmax of torch.cat(blocks), one 1-D tensor."""
     cases = _online_cases()
     forbid = online_softmax_forbidden()
-    history: list[tuple[Tensor, list, Tensor, float]] = []  # (output, blocks, expected, atol) of each case passed
+    history: list[tuple[str, Tensor, list, Tensor, float]] = []  # (desc, output, blocks, expected, atol): passed
     overflow_ruled_out = False
     for desc, blocks in cases:
         given = [b.clone() for b in blocks]
@@ -358,16 +354,16 @@ def check_online_softmax(online_softmax) -> str:
                               "{rtol:g} relative on float64 blocks)",
                               digits=max(1, round(-math.log10(max(err, 1e-17)))), desc=desc, rtol=rtol),
                             _FLOAT32_ON_FLOAT64)
-            history.append((g, blocks, expected, match_atol))
+            history.append((desc, g, blocks, expected, match_atol))
             overflow_ruled_out = overflow_ruled_out or _finite_max(blocks) > 80
             continue
         # A mistake's hint only when it gives this answer's output on this case and on every case before it.
         # (The mistakes are worked out only now, for this case and the ones before: a right answer never waits.)
-        earlier = [(g_j, _online_mistakes(b_j, e_j), atol_j) for g_j, b_j, e_j, atol_j in history]
-        for key, (hint, wrong) in _online_mistakes(blocks, expected).items():
-            if g is not None and _matches(g, wrong, match_atol) and all(
-                    _matches(g_j, m_j[key][1], atol_j) for g_j, m_j, atol_j in earlier):
-                raise Wrong(_("the result has the wrong values on {desc}", desc=desc), hint)
+        hint = g is not None and known_mistake(
+            [Run(d_j, g_j, e_j, _online_mistakes(b_j, e_j), a_j) for d_j, g_j, b_j, e_j, a_j in history]
+            + [Run(desc, g, expected, _online_mistakes(blocks, expected), match_atol)])
+        if hint:
+            raise Wrong(_("the result has the wrong values on {desc}", desc=desc), hint)
         try:
             expect_close(got, expected, what=_("the result"), on=desc, atol=match_atol, rtol=MATCH_TOLERANCE[1],
                          nan_hint=_nan_hint(blocks, overflow_ruled_out))
