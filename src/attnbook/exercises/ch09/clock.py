@@ -40,11 +40,10 @@ class CheckClock:
         self.answer = answer
         self.elapsed_ns = 0
         self.durations_ns: list[int] = []  # one per call of fn
-        self.wall_reads: set[int] = set()  # k: a reading after k calls of fn (before call k)
         self.cpu_reads = 0
-        self.clocks: set[str] = set()  # the names of the wall clocks time_it read ("perf_counter", "time", ...)
         self.gpu = gpu
-        self.log: list[tuple[str, int]] = []  # ("read" or "sync", calls of fn so far), in the order they happened
+        # (the wall clock read, "perf_counter", "time", ..., or "sync", calls of fn so far), in the order they happened
+        self.log: list[tuple[str, int]] = []
         self.cuda_queries = 0
         self.thread = threading.get_ident()
         self.patches = Patches()
@@ -61,24 +60,26 @@ class CheckClock:
 
     def state(self) -> dict:
         """What the clock saw, as plain data (to send back to the grader; see `from_state`)."""
-        return {"durations_ns": list(self.durations_ns), "wall_reads": sorted(self.wall_reads),
-                "cpu_reads": self.cpu_reads, "log": [[kind, calls] for kind, calls in self.log],
-                "cuda_queries": self.cuda_queries, "clocks": sorted(self.clocks)}
+        return {"durations_ns": list(self.durations_ns), "cpu_reads": self.cpu_reads,
+                "log": [[kind, calls] for kind, calls in self.log], "cuda_queries": self.cuda_queries}
 
     @classmethod
     def from_state(cls, state: dict, schedule_ms: list[float], answer, gpu: bool = False) -> "CheckClock":
         """A clock that saw `state` (never entered: it patches nothing)."""
         clock = cls(schedule_ms, answer, gpu=gpu)
         clock.durations_ns = [int(d) for d in state["durations_ns"]]
-        clock.wall_reads = {int(k) for k in state["wall_reads"]}
         clock.cpu_reads, clock.cuda_queries = int(state["cpu_reads"]), int(state["cuda_queries"])
         clock.log = [(str(kind), int(calls)) for kind, calls in state["log"]]
-        clock.clocks = {str(name) for name in state.get("clocks", ())}
         return clock
 
     @property
     def calls(self) -> int:
         return len(self.durations_ns)
+
+    @property
+    def clocks(self) -> set[str]:
+        """The names of the wall clocks time_it read ("perf_counter", "time", ...)."""
+        return {kind for kind, _calls in self.log if kind != "sync"}
 
     def seconds(self) -> list[float]:
         """The time of each call made so far, in seconds."""
@@ -87,7 +88,7 @@ class CheckClock:
     def structure(self) -> tuple[int, int, int, list[int]] | None:
         """(calls before the first clock reading, calls between the first and the last reading, calls after the
         last, the number of calls between each two consecutive readings), or None if time_it never read it."""
-        gaps = sorted(self.wall_reads)
+        gaps = sorted({calls for kind, calls in self.log if kind != "sync"})  # k: a reading after k calls of fn
         if not gaps:
             return None
         return gaps[0], gaps[-1] - gaps[0], self.calls - gaps[-1], [b - a for a, b in zip(gaps, gaps[1:])]
@@ -99,9 +100,7 @@ class CheckClock:
 
     def _note(self, frame, name: str) -> None:
         if frame.f_globals.get("__name__") != _CORE:  # the core's own time limit is not the learner's reading
-            self.wall_reads.add(self.calls)
-            self.log.append(("read", self.calls))
-            self.clocks.add(name)
+            self.log.append((name, self.calls))
 
     def synced(self) -> bool:
         return any(kind == "sync" for kind, _ in self.log)
