@@ -209,23 +209,19 @@ class CheckClock:
         try:
             for real, fake in stand_ins.items():
                 self.patches.set(owners[real], real.__name__, fake)
-            if fake_for(timeit.default_timer):
-                self.patches.set(timeit, "default_timer", fake_for(timeit.default_timer))
-            for func in (timeit.timeit, timeit.repeat, timeit.Timer.__init__):  # timer=default_timer, bound early
-                defaults = func.__defaults__ or ()
-                if any(fake_for(d) for d in defaults):
-                    self.patches.set(func, "__defaults__", swap(defaults))
-            # The same clocks reached another way: `from time import perf_counter` in the notebook, a closure,
-            # a default argument (def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter)).
-            answer = self.answer
-            namespace = getattr(answer, "__globals__", None)
-            if isinstance(namespace, dict):
-                for key, value in list(namespace.items()):
+            # The same clocks reached another way: timeit.default_timer, `from time import perf_counter` in the
+            # notebook, a closure, a default argument (def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter)).
+            namespace = getattr(self.answer, "__globals__", None)
+            namespace = namespace if isinstance(namespace, dict) else {}
+            for space in (vars(timeit), namespace):
+                for key, value in list(space.items()):
                     if fake_for(value):
-                        self.patches.set(namespace, key, fake_for(value))
-            # Closures and default arguments of the answer, of the helpers defined next to it
-            # (def timed(fn, clock=time.perf_counter)) and of the functions these hold, a few levels down.
-            todo = [answer] + [v for v in (namespace or {}).values() if isinstance(v, types.FunctionType)]
+                        self.patches.set(space, key, fake_for(value))
+            # Closures and default arguments of the answer, of timeit's functions (timer=default_timer, bound
+            # early), of the helpers defined next to the answer (def timed(fn, clock=time.perf_counter)) and of the
+            # functions these hold, a few levels down.
+            todo = [self.answer, timeit.timeit, timeit.repeat, timeit.Timer.__init__]
+            todo += [v for v in namespace.values() if isinstance(v, types.FunctionType)]
             seen: set[int] = set()
             for _ in range(4):
                 found = []
