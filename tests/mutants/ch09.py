@@ -1,14 +1,10 @@
 """Chapter 9 (GPU timing I: attention kernels): learner answers to exercises 9.1-9.3."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import statistics
-import sys
 import time
 import timeit
-import types
-from pathlib import Path
 from time import perf_counter as _bound_perf_counter  # bound at import time, before any check patches `time`
 
 import numpy as np
@@ -17,30 +13,11 @@ import torch.nn.functional as F
 
 import attnbook
 import attnbook.attention
+import attnbook.cost
 import attnbook.timing
-from mutants import RIGHT, WRONG, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
-_SRC = Path(attnbook.__file__).resolve().parent
 INF = math.inf
-
-
-def _second_import(name: str):
-    """A second, separate copy of attnbook's module `name` (its own module object, own functions)."""
-    unique = f"attnbook._ch09_second_{name}"
-    spec = importlib.util.spec_from_file_location(unique, _SRC / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "attnbook"  # for its relative imports
-    sys.modules[unique] = module  # dataclasses look their module up in sys.modules
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[unique]
-    return module
-
-
-def _copy(f):
-    """A types.FunctionType copy of f (same code, new function object)."""
-    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -183,8 +160,8 @@ def numpy_online(dtype=np.float64):
     return online_softmax
 
 
-_softmax_copy = _copy(attnbook.attention.softmax)
-_softmax_second = _second_import("attention").softmax
+_softmax_copy = function_copy(attnbook.attention.softmax, "softmax")
+_softmax_second = fresh_import(attnbook.attention, "attention_ch09").softmax
 
 table("9.1", [
     ("two passes: the maximum of all blocks first, then the sum (not streaming; the task concedes it cannot tell)",
@@ -371,15 +348,24 @@ def online_softmax(blocks):
 # ----------------------------------------------------------------------------------------------------------------
 
 def cost(counts=lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * e), returns="tuple"):
-    """9.2's learner template: attention_cost(batch, heads, n, d_head, bytes_per_el) with the learner's formulas for
-    the FLOPs and the score bytes, `counts` of (B, H, n, d, e) = (batch, heads, n, d_head, bytes_per_el) (the
-    defaults: the chapter's 4·B·H·n²·d and B·H·n²·e); returns: "tuple", "list", "swapped" (the score bytes first),
-    "dict", "flops only"."""
+    """9.2's learner template: attention_cost(batch, heads, n, d_head, bytes_per_el) with the learner's
+    formulas, `counts` of (B, H, n, d, e) (the defaults: the chapter's 4·B·H·n²·d and B·H·n²·e); returns:
+    "tuple", "list", "swapped" (the score bytes first), "dict", "flops only"."""
     def attention_cost(batch, heads, n, d_head, bytes_per_el):
         f, s = counts(batch, heads, n, d_head, bytes_per_el)
         return {"tuple": (f, s), "list": [f, s], "swapped": (s, f), "dict": {"flops": f, "score_bytes": s},
                 "flops only": f}[returns]
     return attention_cost
+
+
+def flops(f):
+    """cost() with the FLOPs f(B, H, n, d, e), the score bytes right."""
+    return cost(lambda B, H, n, d, e: (f(B, H, n, d, e), B * H * n * n * e))
+
+
+def size(s):
+    """cost() with the score bytes s(B, H, n, d, e), the FLOPs right."""
+    return cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, s(B, H, n, d, e)))
 
 
 def _torch_int32(B, H, n, times):
@@ -391,9 +377,9 @@ def _numpy_int32(B, H, n, times):
 
 
 _DTYPE_OF_BYTES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
-_timing_second = _second_import("timing")
-_cost_second = _second_import("cost")  # the cost model: attention_flops, score_matrix_bytes
-_flops_copy = _copy(attnbook.timing.attention_flops)
+_timing_second = fresh_import(attnbook.timing, "timing_ch09")
+_cost_second = fresh_import(attnbook.cost, "cost_ch09")  # the cost model: attention_flops, score_matrix_bytes
+_flops_copy = function_copy(attnbook.timing.attention_flops, "attention_flops")
 timing = attnbook.timing
 
 table("9.2", [
@@ -408,42 +394,40 @@ table("9.2", [
      cost(lambda B, H, n, d, e: (np.int64(B) * H * n * n * 4 * d, np.int64(B) * H * n * n * e), returns="list")),
     # the FLOPs
     ("one FLOP per multiply-add and only one product (B * H * n^2 * d)", WRONG,
-     cost(lambda B, H, n, d, e: (B * H * n * n * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: B * H * n * n * d)),
     ("B H n^2 d: the multiply-adds of Q K^T alone", "multiply-adds of one matrix product",
-     cost(lambda B, H, n, d, e: (B * H * n * n * d, B * H * n * n * e))),
-    ("counts only Q K^T, forgets P V", WRONG, cost(lambda B, H, n, d, e: (2 * B * H * n * n * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: B * H * n * n * d)),
+    ("counts only Q K^T, forgets P V", WRONG, flops(lambda B, H, n, d, e: 2 * B * H * n * n * d)),
     ("Q K^T only, at 2 FLOPs per multiply-add", "only one of the two matrix products",
-     cost(lambda B, H, n, d, e: (2 * B * H * n * n * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 2 * B * H * n * n * d)),
     ("both products, but one FLOP per multiply-add", "both products as multiply-adds",
-     cost(lambda B, H, n, d, e: (B * H * n * n * d + B * H * n * n * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: B * H * n * n * d + B * H * n * n * d)),
     ("three products' worth (6 B H n^2 d)", "three matrix products",
-     cost(lambda B, H, n, d, e: (6 * B * H * n * n * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 6 * B * H * n * n * d)),
     ('"2 FLOPs per multiply-add" counted twice (8 B H n^2 d); with bytes_per_el=2 that equals 4x the bytes',
-     "2 FLOPs per multiply-add twice",
-     cost(lambda B, H, n, d, e: (2 * (2 * (2 * n * n * d)) * B * H, B * H * n * n * e))),
+     "2 FLOPs per multiply-add twice", flops(lambda B, H, n, d, e: 2 * (2 * (2 * n * n * d)) * B * H)),
     ("2 d_head - 1 FLOPs per dot product (d_head multiplies, d_head - 1 adds)", "d_head - 1 adds",
-     cost(lambda B, H, n, d, e: (2 * B * H * n * n * (2 * d - 1), B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 2 * B * H * n * n * (2 * d - 1))),
     ("multiplies and adds counted apart in each product (N - 1 adds per output of P V)", "N - 1 adds per output",
-     cost(lambda B, H, n, d, e: (B * H * n * n * (2 * d - 1) + B * H * n * d * (2 * n - 1), B * H * n * n * e))),
-    ("n not squared in the FLOPs", WRONG, cost(lambda B, H, n, d, e: (4 * B * H * n * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: B * H * n * n * (2 * d - 1) + B * H * n * d * (2 * n - 1))),
+    ("n not squared in the FLOPs", WRONG, flops(lambda B, H, n, d, e: 4 * B * H * n * d)),
     ("n not squared in either count", "N² pairs, not N",
      cost(lambda B, H, n, d, e: (4 * B * H * n * d, B * H * n * e))),
-    ("n d^2 in place of n^2 d", "linearly with N",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * d * d, B * H * n * n * e))),
+    ("n d^2 in place of n^2 d", "linearly with N", flops(lambda B, H, n, d, e: 4 * B * H * n * d * d)),
     ("d_model = heads * d_head used in place of d_head", "not d_model",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * (H * d), B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * B * H * n * n * (H * d))),
     ("counts only the causal pairs n(n+1)/2", "causal",
-     cost(lambda B, H, n, d, e: (4 * (B * H * (n * (n + 1) // 2)) * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * (B * H * (n * (n + 1) // 2)) * d)),
     ("adds the four projections", "W_q, W_k, W_v and W_o",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d + 8 * B * n * (H * d) ** 2, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * B * H * n * n * d + 8 * B * n * (H * d) ** 2)),
     ("adds the three projections of Q, K and V", "W_q, W_k and W_v",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d + 6 * B * n * (H * d) ** 2, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * B * H * n * n * d + 6 * B * n * (H * d) ** 2)),
     ("also counts ~5 FLOPs per score for the softmax and scaling", "softmax",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d + 5 * B * H * n * n, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * B * H * n * n * d + 5 * B * H * n * n)),
     ("counts the softmax too: exp, sum and divide, 3 FLOPs per score", "softmax and the scaling are not counted",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d + 3 * B * H * n * n, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * B * H * n * n * d + 3 * B * H * n * n)),
     ("the FLOPs multiplied by bytes_per_el too", "leave bytes_per_el out",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d * e, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4 * B * H * n * n * d * e)),
     # what both count
     ("ignores the batch", WRONG, cost(lambda B, H, n, d, e: (4 * H * n * n * d, H * n * n * e))),
     ("the batch left out of both counts", "batch size", cost(lambda B, H, n, d, e: (4 * H * n * n * d, H * n * n * e))),
@@ -452,35 +436,29 @@ table("9.2", [
      cost(lambda B, H, n, d, e: (4 * B * n * n * d, B * n * n * e))),
     # the score bytes
     ("score bytes counted for scores AND weights (two matrices)", WRONG,
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, 2 * B * H * n * n * e))),
+     size(lambda B, H, n, d, e: 2 * B * H * n * n * e)),
     ("each element counted at 2 * bytes_per_el bytes (the wrong size of an element)", "twice the size of one",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * 2 * e))),
-    ("score size in bits (times 8)", WRONG, cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, 8 * B * H * n * n * e))),
-    ("the score size in bits, times 8", "size in bits",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, 8 * B * H * n * n * e))),
+     size(lambda B, H, n, d, e: B * H * n * n * 2 * e)),
+    ("score size in bits (times 8)", WRONG, size(lambda B, H, n, d, e: 8 * B * H * n * n * e)),
+    ("the score size in bits, times 8", "size in bits", size(lambda B, H, n, d, e: 8 * B * H * n * n * e)),
     ("the score bytes floor-divided by 8 (as if bytes_per_el were bits)", "without dividing by 8",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * e // 8))),
+     size(lambda B, H, n, d, e: B * H * n * n * e // 8)),
     ("the score bytes divided by 8 (as if bytes_per_el were bits)", "without dividing by 8",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * e / 8))),
-    ("ignores bytes_per_el (assumes float32, 4 bytes)", WRONG,
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, 4 * B * H * n * n))),
+     size(lambda B, H, n, d, e: B * H * n * n * e / 8)),
+    ("ignores bytes_per_el (assumes float32, 4 bytes)", WRONG, size(lambda B, H, n, d, e: 4 * B * H * n * n)),
     ("2 bytes per element written into the code (float16 assumed)", "fixed size",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, 2 * B * H * n * n))),
-    ("the number of scores as their size (bytes_per_el left out)", "stays",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n))),
+     size(lambda B, H, n, d, e: 2 * B * H * n * n)),
+    ("the number of scores as their size (bytes_per_el left out)", "stays", size(lambda B, H, n, d, e: B * H * n * n)),
     ("score bytes include d_head (the size of Q, not of the scores)", WRONG,
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * d * e))),
+     size(lambda B, H, n, d, e: B * H * n * d * e)),
     ("score bytes times d_head (B H n^2 d bytes)", "not N × N × d_head",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * d * e))),
+     size(lambda B, H, n, d, e: B * H * n * n * d * e)),
     # units, types and the pair
-    ("returns the FLOPs in GFLOP", WRONG, cost(lambda B, H, n, d, e: (4 * B * H * n * n * d / 1e9, B * H * n * n * e))),
-    ("the FLOPs divided by 1e9", "GFLOPs",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d / 1e9, B * H * n * n * e))),
-    ("FLOPs floor-divided into GFLOPs", "GFLOPs",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d // 10 ** 9, B * H * n * n * e))),
-    ("score bytes in MiB", "MiB", cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * e / 2 ** 20))),
-    ("score bytes floor-divided into MiB", "MiB",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, B * H * n * n * e // 2 ** 20))),
+    ("returns the FLOPs in GFLOP", WRONG, flops(lambda B, H, n, d, e: 4 * B * H * n * n * d / 1e9)),
+    ("the FLOPs divided by 1e9", "GFLOPs", flops(lambda B, H, n, d, e: 4 * B * H * n * n * d / 1e9)),
+    ("FLOPs floor-divided into GFLOPs", "GFLOPs", flops(lambda B, H, n, d, e: 4 * B * H * n * n * d // 10 ** 9)),
+    ("score bytes in MiB", "MiB", size(lambda B, H, n, d, e: B * H * n * n * e / 2 ** 20)),
+    ("score bytes floor-divided into MiB", "MiB", size(lambda B, H, n, d, e: B * H * n * n * e // 2 ** 20)),
     ("computes the counts in torch.int32, which overflows past 2**31", "overflow",
      cost(lambda B, H, n, d, e: (_torch_int32(B, H, n, d * 4), _torch_int32(B, H, n, e)))),
     ("computes the counts in NumPy int32 (wraps around silently on large sizes)", "overflow",
@@ -488,11 +466,9 @@ table("9.2", [
     ("returns floats (n ** 2.0 and a true division)", "int",
      cost(lambda B, H, n, d, e: (4 * B * H * n ** 2.0 * d, B * H * n ** 2.0 * e / 1))),
     ("4.0 * ...: a float literal makes the FLOPs a float", "integer arithmetic",
-     cost(lambda B, H, n, d, e: (4.0 * B * H * n ** 2 * d, B * H * n * n * e))),
-    ("math.pow makes the FLOPs a float", "int",
-     cost(lambda B, H, n, d, e: (4 * B * H * math.pow(n, 2) * d, B * H * n * n * e))),
-    ("n squared with math.pow (a float)", "math.pow",
-     cost(lambda B, H, n, d, e: (4 * B * H * math.pow(n, 2) * d, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: 4.0 * B * H * n ** 2 * d)),
+    ("math.pow makes the FLOPs a float", "int", flops(lambda B, H, n, d, e: 4 * B * H * math.pow(n, 2) * d)),
+    ("n squared with math.pow (a float)", "math.pow", flops(lambda B, H, n, d, e: 4 * B * H * math.pow(n, 2) * d)),
     ("returns 0-d tensors", "int",
      cost(lambda B, H, n, d, e: (4 * torch.tensor(B * H * n * n) * d, torch.tensor(B * H * n * n) * e))),
     ("wraps the two counts in torch.tensor", "flops is a tensor",
@@ -506,24 +482,23 @@ table("9.2", [
     # what the task forbids, and the package's own solution
     ("the package's matmul counts over attention's two products (a learner trial's loophole)",
      "without attnbook.timing.attention_matmul_shapes",
-     cost(lambda B, H, n, d, e: (sum(timing.matmul_flops(s) for s in timing.attention_matmul_shapes(B, H, n, n, d)),
-                                 B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: sum(timing.matmul_flops(s) for s in timing.attention_matmul_shapes(B, H, n, n, d)))),
     ("the attention core of the package's per-layer count", "without attnbook.timing.layer_flops",
-     cost(lambda B, H, n, d, e: (timing.layer_flops(n, H * d, H, 4 * H * d, B).attention_core, B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: timing.layer_flops(n, H * d, H, 4 * H * d, B).attention_core)),
     ("def wrapper around attnbook.timing.attention_flops and score_matrix_bytes", "package's own",
      cost(lambda B, H, n, d, e: (timing.attention_flops(B, H, n, n, d),
                                  timing.score_matrix_bytes(B, H, n, n, _DTYPE_OF_BYTES[e])))),
     ("attention_flops from the package, score bytes by hand", "package's own",
-     cost(lambda B, H, n, d, e: (timing.attention_flops(B, H, n, n, d), B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: timing.attention_flops(B, H, n, n, d))),
     ("FLOPs by hand, score_matrix_bytes from the package", "package's own",
-     cost(lambda B, H, n, d, e: (4 * B * H * n * n * d, timing.score_matrix_bytes(B, H, n, n, _DTYPE_OF_BYTES[e])))),
+     size(lambda B, H, n, d, e: timing.score_matrix_bytes(B, H, n, n, _DTYPE_OF_BYTES[e]))),
     ("attnbook.timing.attention_flops itself handed in", "package's own", attnbook.timing.attention_flops),
     ("lambda around the package's two functions", "package's own",
      lambda batch, heads, n, d_head, bytes_per_el: (
          attnbook.timing.attention_flops(batch, heads, n, n, d_head),
          attnbook.timing.score_matrix_bytes(batch, heads, n, n, _DTYPE_OF_BYTES[bytes_per_el]))),
     ("a types.FunctionType copy of attention_flops, score bytes by hand", "package's own",
-     cost(lambda B, H, n, d, e: (_flops_copy(B, H, n, n, d), B * H * n * n * e))),
+     flops(lambda B, H, n, d, e: _flops_copy(B, H, n, n, d))),
     ("attention_flops and score_matrix_bytes from a second, separate import of cost.py", "package's own",
      cost(lambda B, H, n, d, e: (_cost_second.attention_flops(B, H, n, n, d),
                                  _cost_second.score_matrix_bytes(B, H, n, n, _DTYPE_OF_BYTES[e])))),
@@ -695,7 +670,7 @@ def _torch_timer(fn):
     return Timer(stmt="fn()", globals={"fn": fn})
 
 
-_benchmark_copy = _copy(attnbook.timing.benchmark)
+_benchmark_copy = function_copy(attnbook.timing.benchmark, "benchmark")
 _TIMING_TABLE = {(3, 10): 0.003, (9, 7): 0.008, (3, 3): 0.003, (1, 5): 0.002, (0, 3): 0.002, (2, 3): 0.004}
 
 table("9.3", [
@@ -756,6 +731,9 @@ table("9.3", [
      timer(measure="block")),
     ("two calls per measurement, halved (n_runs // 2 measurements)", "each of your times covered two calls of fn",
      timer(measure="pairs")),
+    ("two calls per measurement but at the default counts: with n_runs=7 the call count is off too (9 + 3 * 2)",
+     "covered 2 calls of fn", lambda fn, n_warmup=3, n_runs=10: timer(
+         measure="each" if (n_warmup, n_runs) == (3, 10) else "pairs")(fn, n_warmup, n_runs)),
     ("median of the times since the start of the timed loop", "time stamps", timer(measure="stamps")),
     ("times n_runs + 1 calls (range(n_runs + 1))", "call", timer(runs=lambda n_runs: n_runs + 1)),
     ("times n_runs - 1 calls (range(1, n_runs))", "call", timer(runs=lambda n_runs: n_runs - 1)),

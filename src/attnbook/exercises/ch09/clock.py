@@ -1,8 +1,5 @@
-"""The check's clock for exercise 9.3 (a timing function): while the check runs the learner's time_it, the wall
-clocks it may read (time.perf_counter and its kin) move only when the check's function is called, by a set time
-per call, so what time_it measures is exact however busy the machine is. With `gpu=True` it also pretends that a
-GPU is present: torch.cuda.is_available() returns True and torch.cuda.synchronize() does nothing but is noted,
-so that the check can see where time_it synchronises."""
+"""The check's clock for exercise 9.3 (a timing function), `CheckClock`: while the check runs the learner's
+time_it, the wall clocks move only when the check's function is called, and with `gpu=True` a GPU is pretended."""
 from __future__ import annotations
 
 import sys
@@ -43,11 +40,10 @@ class CheckClock:
         self.answer = answer
         self.elapsed_ns = 0
         self.durations_ns: list[int] = []  # one per call of fn
-        self.wall_reads: set[int] = set()  # k: a reading after k calls of fn (before call k)
         self.cpu_reads = 0
-        self.clocks: set[str] = set()  # the names of the wall clocks time_it read ("perf_counter", "time", ...)
         self.gpu = gpu
-        self.log: list[tuple[str, int]] = []  # ("read" or "sync", calls of fn so far), in the order they happened
+        # (the wall clock read, "perf_counter", "time", ..., or "sync", calls of fn so far), in the order they happened
+        self.log: list[tuple[str, int]] = []
         self.cuda_queries = 0
         self.thread = threading.get_ident()
         self.patches = Patches()
@@ -64,24 +60,26 @@ class CheckClock:
 
     def state(self) -> dict:
         """What the clock saw, as plain data (to send back to the grader; see `from_state`)."""
-        return {"durations_ns": list(self.durations_ns), "wall_reads": sorted(self.wall_reads),
-                "cpu_reads": self.cpu_reads, "log": [[kind, calls] for kind, calls in self.log],
-                "cuda_queries": self.cuda_queries, "clocks": sorted(self.clocks)}
+        return {"durations_ns": list(self.durations_ns), "cpu_reads": self.cpu_reads,
+                "log": [[kind, calls] for kind, calls in self.log], "cuda_queries": self.cuda_queries}
 
     @classmethod
     def from_state(cls, state: dict, schedule_ms: list[float], answer, gpu: bool = False) -> "CheckClock":
         """A clock that saw `state` (never entered: it patches nothing)."""
         clock = cls(schedule_ms, answer, gpu=gpu)
         clock.durations_ns = [int(d) for d in state["durations_ns"]]
-        clock.wall_reads = {int(k) for k in state["wall_reads"]}
         clock.cpu_reads, clock.cuda_queries = int(state["cpu_reads"]), int(state["cuda_queries"])
         clock.log = [(str(kind), int(calls)) for kind, calls in state["log"]]
-        clock.clocks = {str(name) for name in state.get("clocks", ())}
         return clock
 
     @property
     def calls(self) -> int:
         return len(self.durations_ns)
+
+    @property
+    def clocks(self) -> set[str]:
+        """The names of the wall clocks time_it read ("perf_counter", "time", ...)."""
+        return {kind for kind, _calls in self.log if kind != "sync"}
 
     def seconds(self) -> list[float]:
         """The time of each call made so far, in seconds."""
@@ -90,7 +88,7 @@ class CheckClock:
     def structure(self) -> tuple[int, int, int, list[int]] | None:
         """(calls before the first clock reading, calls between the first and the last reading, calls after the
         last, the number of calls between each two consecutive readings), or None if time_it never read it."""
-        gaps = sorted(self.wall_reads)
+        gaps = sorted({calls for kind, calls in self.log if kind != "sync"})  # k: a reading after k calls of fn
         if not gaps:
             return None
         return gaps[0], gaps[-1] - gaps[0], self.calls - gaps[-1], [b - a for a, b in zip(gaps, gaps[1:])]
@@ -102,9 +100,7 @@ class CheckClock:
 
     def _note(self, frame, name: str) -> None:
         if frame.f_globals.get("__name__") != _CORE:  # the core's own time limit is not the learner's reading
-            self.wall_reads.add(self.calls)
-            self.log.append(("read", self.calls))
-            self.clocks.add(name)
+            self.log.append((name, self.calls))
 
     def synced(self) -> bool:
         return any(kind == "sync" for kind, _ in self.log)
@@ -178,9 +174,6 @@ class CheckClock:
 
     # -- putting them in place ------------------------------------------------------------------------------
 
-    def _set(self, owner, name: str, value) -> None:
-        self.patches.set(owner, name, value)
-
     def __enter__(self):
         import timeit
 
@@ -215,24 +208,20 @@ class CheckClock:
 
         try:
             for real, fake in stand_ins.items():
-                self._set(owners[real], real.__name__, fake)
-            if fake_for(timeit.default_timer):
-                self._set(timeit, "default_timer", fake_for(timeit.default_timer))
-            for func in (timeit.timeit, timeit.repeat, timeit.Timer.__init__):  # timer=default_timer, bound early
-                defaults = func.__defaults__ or ()
-                if any(fake_for(d) for d in defaults):
-                    self._set(func, "__defaults__", swap(defaults))
-            # The same clocks reached another way: `from time import perf_counter` in the notebook, a closure,
-            # a default argument (def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter)).
-            answer = self.answer
-            namespace = getattr(answer, "__globals__", None)
-            if isinstance(namespace, dict):
-                for key, value in list(namespace.items()):
+                self.patches.set(owners[real], real.__name__, fake)
+            # The same clocks reached another way: timeit.default_timer, `from time import perf_counter` in the
+            # notebook, a closure, a default argument (def time_it(fn, n_warmup=3, n_runs=10, clock=time.perf_counter)).
+            namespace = getattr(self.answer, "__globals__", None)
+            namespace = namespace if isinstance(namespace, dict) else {}
+            for space in (vars(timeit), namespace):
+                for key, value in list(space.items()):
                     if fake_for(value):
-                        self._set(namespace, key, fake_for(value))
-            # Closures and default arguments of the answer, of the helpers defined next to it
-            # (def timed(fn, clock=time.perf_counter)) and of the functions these hold, a few levels down.
-            todo = [answer] + [v for v in (namespace or {}).values() if isinstance(v, types.FunctionType)]
+                        self.patches.set(space, key, fake_for(value))
+            # Closures and default arguments of the answer, of timeit's functions (timer=default_timer, bound
+            # early), of the helpers defined next to the answer (def timed(fn, clock=time.perf_counter)) and of the
+            # functions these hold, a few levels down.
+            todo = [self.answer, timeit.timeit, timeit.repeat, timeit.Timer.__init__]
+            todo += [v for v in namespace.values() if isinstance(v, types.FunctionType)]
             seen: set[int] = set()
             for _ in range(4):
                 found = []
@@ -246,15 +235,15 @@ class CheckClock:
                         except ValueError:  # an empty cell
                             continue
                         if fake_for(contents):
-                            self._set(cell, "cell_contents", fake_for(contents))
+                            self.patches.set(cell, "cell_contents", fake_for(contents))
                         elif isinstance(contents, types.FunctionType):
                             found.append(contents)
                     for attr in ("__defaults__", "__kwdefaults__"):
                         defaults = getattr(func, attr, None)
                         if isinstance(defaults, tuple) and any(fake_for(d) for d in defaults):
-                            self._set(func, attr, swap(defaults))
+                            self.patches.set(func, attr, swap(defaults))
                         elif isinstance(defaults, dict) and any(fake_for(d) for d in defaults.values()):
-                            self._set(func, attr, {k: fake_for(v) or v for k, v in defaults.items()})
+                            self.patches.set(func, attr, {k: fake_for(v) or v for k, v in defaults.items()})
                 todo = found
         except BaseException:
             self.__exit__()

@@ -271,20 +271,23 @@ def _named_mistake(attention_cost, got: int | float, case: tuple[int, int, int, 
     return next((here[i][0] for i in fits if gives(i)), None)
 
 
-def _flops_hint(attention_cost, got: int | float, cases: list[tuple[int, int, int, int, int]],
-                B: int, H: int, N: int, d: int, nbytes: int) -> str | None:
-    right = attention_flops(B, H, N, N, d)
+def _common_hint(got: int | float, right: int, zero_hint: str) -> str | None:
+    """The hint for the right count returned as a float, a count that wrapped around in int32, or 0."""
     if isinstance(got, float) and _same(got, right):
         return _INT_HINT
     if got != right and got == _int32(right):
         return _OVERFLOW_HINT
-    if got == 0:
-        return (_("the FLOP count of this input is not 0; if you converted to GFLOPs (or divided with //), return the "
-                  "number of FLOPs itself: the conversion rounds a small count down to 0"))
-    unit = _unit_hint(got, right, _FLOP_UNITS, _("the FLOP count"))
-    if unit:
-        return unit
-    named = _named_mistake(attention_cost, got, (B, H, N, d, nbytes), cases)
+    return zero_hint if got == 0 else None
+
+
+def _flops_hint(attention_cost, got: int | float, cases: list[tuple[int, int, int, int, int]],
+                B: int, H: int, N: int, d: int, nbytes: int) -> str | None:
+    right = attention_flops(B, H, N, N, d)
+    named = (_common_hint(got, right, _("the FLOP count of this input is not 0; if you converted to GFLOPs (or "
+                                        "divided with //), return the number of FLOPs itself: the conversion rounds "
+                                        "a small count down to 0"))
+             or _unit_hint(got, right, _FLOP_UNITS, _("the FLOP count"))
+             or _named_mistake(attention_cost, got, (B, H, N, d, nbytes), cases))
     if named:
         return named
     scores = B * H * N * N
@@ -296,13 +299,11 @@ def _flops_hint(attention_cost, got: int | float, cases: list[tuple[int, int, in
 
 def _bytes_hint(attention_cost, got: int | float, B: int, H: int, N: int, d: int, nbytes: int, on: str) -> str | None:
     right = score_matrix_bytes(B, H, N, N, _DTYPES[nbytes])
-    if isinstance(got, float) and _same(got, right):
-        return _INT_HINT
-    if got != right and got == _int32(right):
-        return _OVERFLOW_HINT
-    if got == 0:
-        return (_("the score matrix of this input is not empty; if you converted to MiB or GB (or divided with //), "
-                  "return the number of bytes itself: the conversion rounds a small size down to 0"))
+    common = _common_hint(got, right, _("the score matrix of this input is not empty; if you converted to MiB or GB "
+                                        "(or divided with //), return the number of bytes itself: the conversion "
+                                        "rounds a small size down to 0"))
+    if common:
+        return common
     # A byte size written into the code: ask again with another bytes_per_el and see whether the answer moves.
     other = 8 if nbytes != 8 else 2
     again = call(attention_cost, B, H, N, d, other, what="attention_cost",

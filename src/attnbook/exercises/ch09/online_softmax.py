@@ -16,6 +16,7 @@ from ..guard import call
 from ..observe import ChangedItem
 from ..hints import describe
 from ..registry import exercise, Wrong
+from ..runs import Run, known_mistake
 from ...i18n import N_, _
 
 
@@ -63,8 +64,6 @@ def online_softmax_forbidden() -> list[tuple[str, str]]:
         paths += _SCIPY_PATHS
     return [(p, _SOFTMAX_INSTEAD) for p in (*_with_shared_aliases(paths), *_SOFTMAX_PATTERNS)]
 
-
-ONLINE_SOFTMAX_FORBIDDEN = [(p, _SOFTMAX_INSTEAD) for p in (*_SOFTMAX_PATHS, *_SOFTMAX_PATTERNS)]
 
 _NO_RESCALE_SUM = (N_("when a block raises the running maximum from m_old to m_new, the sum collected so far was "
                       "relative to m_old: multiply it by exp(m_old - m_new) before adding the new block's terms"))
@@ -205,75 +204,14 @@ def _streamed_sum(blocks: list[Tensor], factor) -> float:
     return l
 
 
-def _no_rescale_sum(blocks: list[Tensor]) -> Tensor:
-    """The running sum is never rescaled when the maximum grows."""
-    m = _stream_max(blocks)[-1]
-    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / _streamed_sum(blocks, lambda old, new: 1.0)
-
-
-def _rescale_inverted(blocks: list[Tensor]) -> Tensor:
-    """The running sum multiplied by exp(m_new - m_old) instead of exp(m_old - m_new)."""
-    m = _stream_max(blocks)[-1]
-    l = _streamed_sum(blocks, lambda old, new: math.exp(new - old) if new - old < 709 else math.inf)
-    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
-
-
-def _own_max(blocks: list[Tensor]) -> Tensor:
-    """Each block shifted by its own maximum, then one common normaliser."""
-    e = torch.cat([torch.exp(b.double() - _shift(b.max().item())) if b.numel() else b.double() for b in blocks])
+def _normalised(e: Tensor) -> Tensor:
     return e / e.sum()
-
-
-def _per_block(blocks: list[Tensor]) -> Tensor:
-    """Each block normalised on its own."""
-    return torch.cat([softmax(b.double(), dim=-1) for b in blocks])
-
-
-def _no_final_rescale(blocks: list[Tensor]) -> Tensor:
-    """The right running sum, but each block's weights keep the maximum known when the block arrived."""
-    maxes = _stream_max(blocks)
-    l = _streamed_sum(blocks, lambda old, new: math.exp(old - new))
-    return torch.cat([torch.exp(b.double() - _shift(m)) for b, m in zip(blocks, maxes)]) / l
-
-
-def _no_divide(blocks: list[Tensor]) -> Tensor:
-    """exp(x - m) with the final maximum, never divided by l."""
-    return torch.cat([torch.exp(b.double() - _stream_max(blocks)[-1]) for b in blocks])
-
-
-def _no_shift(blocks: list[Tensor]) -> Tensor:
-    """exp without subtracting anything, in the blocks' own dtype (overflows for large logits)."""
-    e = torch.cat([torch.exp(b) for b in blocks])
-    return e / e.sum()
-
-
-def _shifted_by_zero(blocks: list[Tensor], nan_to_zero: bool) -> Tensor:
-    """Every logit shifted by max(0, the maximum), in the blocks' dtype: on logits far below 0 every exp underflows,
-    giving NaN from 0 / 0, or zeros where the sum kept something from before (an empty block counted as 0)."""
-    m = max(_stream_max(blocks)[-1], 0.0)
-    e = torch.cat([torch.exp(b - m) for b in blocks])
-    out = e / e.sum()
-    return torch.nan_to_num(out, nan=0.0) if nan_to_zero else out
 
 
 def _frozen_max(blocks: list[Tensor], dtype) -> Tensor:
     """The maximum of the first block with a finite logit kept for the whole row, computed in `dtype`."""
     m = next(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
-    e = torch.cat([torch.exp(b.to(dtype) - m) for b in blocks])
-    return e / e.sum()
-
-
-def _neginf_to_zero(blocks: list[Tensor]) -> Tensor:
-    """-inf logits replaced by 0 before the softmax."""
-    return softmax(torch.nan_to_num(torch.cat([b.double() for b in blocks]), neginf=0.0), dim=-1)
-
-
-def _skip_inf_blocks(blocks: list[Tensor]) -> Tensor:
-    """Blocks that hold any -inf left out of m and l (but their finite logits still get exp(x - m) / l)."""
-    kept = [b.double() for b in blocks if b.numel() and not torch.isinf(b).any()]
-    m = max(b.max().item() for b in kept)
-    l = sum(torch.exp(b - m).sum().item() for b in kept)
-    return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
+    return _normalised(torch.cat([torch.exp(b.to(dtype) - m) for b in blocks]))
 
 
 def _stream(blocks: list[Tensor], *, add_old: bool = False, running_out: bool = False, last: bool = True) -> Tensor:
@@ -298,56 +236,63 @@ def _stream(blocks: list[Tensor], *, add_old: bool = False, running_out: bool = 
     return torch.cat([torch.exp(b.double() - m) for b in blocks]) / l
 
 
-def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[str, tuple[str, Tensor]]:
-    """{mistake: (hint, its output on `blocks`)}, most likely first. The keys are the same on every case, so that a
-    mistake can be confirmed on every case checked before its hint is given."""
+def _online_mistakes(blocks: list[Tensor], expected: Tensor) -> dict[tuple[str, str], Tensor]:
+    """{(hint, mistake): its output on `blocks`} (runs.Run's table), most likely first, each worked out on its own in
+    float64 (in the blocks' dtype where its overflow or underflow is the point). The keys are the same on every case,
+    so that a mistake can be confirmed on every case checked before its hint is given."""
     has_empty = any(b.numel() == 0 for b in blocks)
     first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
-    nan_row = torch.full_like(expected, float("nan"))
-    out = {
-        "frozen": (_FROZEN_MAX, _frozen_max(blocks, blocks[0].dtype)),
-        "frozen64": (_FROZEN_MAX, _frozen_max(blocks, torch.float64)),
-        "all_inf": (_ALL_INF_BLOCK, nan_row if first_all_inf else expected),
-        "start_zero": (_START_ZERO, _shifted_by_zero(blocks, nan_to_zero=False)),
-        "empty_zero": (_FIXED_SHIFT, _shifted_by_zero(blocks, nan_to_zero=True) if has_empty else expected),
-        "empty_zero_nan": (_FIXED_SHIFT, _shifted_by_zero(blocks, nan_to_zero=False) if has_empty else expected),
-        "no_shift": (_NO_SHIFT, _no_shift(blocks)),
-        "per_block": (_PER_BLOCK, _per_block(blocks)),
-        "own_max": (_OWN_MAX, _own_max(blocks)),
-        "no_rescale": (_NO_RESCALE_SUM, _no_rescale_sum(blocks)),
-        "inverted": (_RESCALE_INVERTED, _rescale_inverted(blocks)),
-        "no_final_rescale": (_NO_FINAL_RESCALE, _no_final_rescale(blocks)),
-        "running_out": (_RUNNING_OUT, _stream(blocks, running_out=True)),
-        "add_old": (_OLD_MAX_ADD, _stream(blocks, add_old=True)),
-        "last_out": (_LAST_OUT, _stream(blocks, last=False)),
-        "no_divide": (_NO_DIVIDE, _no_divide(blocks)),
-        "neginf_to_zero": (_NEGINF_TO_ZERO, _neginf_to_zero(blocks)),
-        "skip_inf": (_SKIP_INF_BLOCK, _skip_inf_blocks(blocks)),
+    wide, maxes = [b.double() for b in blocks], _stream_max(blocks)
+    final = torch.cat([torch.exp(b - maxes[-1]) for b in wide])  # exp(x - m) with the final maximum, undivided
+    # shifted by max(0, the maximum) in the blocks' dtype: on logits far below 0 every exp underflows (0 / 0 is NaN,
+    # or 0 where the sum kept something from before an empty block counted as 0)
+    by_zero = _normalised(torch.cat([torch.exp(b - max(maxes[-1], 0.0)) for b in blocks]))
+    kept = [b for b in wide if b.numel() and not torch.isinf(b).any()]  # the blocks with no -inf
+    m_kept = max(b.max().item() for b in kept)
+    return {
+        (_FROZEN_MAX, "frozen"): _frozen_max(blocks, blocks[0].dtype),
+        (_FROZEN_MAX, "frozen64"): _frozen_max(blocks, torch.float64),
+        (_ALL_INF_BLOCK, "all_inf"): torch.full_like(expected, float("nan")) if first_all_inf else expected,
+        (_START_ZERO, "start_zero"): by_zero,
+        (_FIXED_SHIFT, "empty_zero"): torch.nan_to_num(by_zero, nan=0.0) if has_empty else expected,
+        (_FIXED_SHIFT, "empty_zero_nan"): by_zero if has_empty else expected,
+        (_NO_SHIFT, "no_shift"): _normalised(torch.cat([torch.exp(b) for b in blocks])),  # in the blocks' dtype
+        (_PER_BLOCK, "per_block"): torch.cat([softmax(b, dim=-1) for b in wide]),
+        (_OWN_MAX, "own_max"): _normalised(torch.cat([torch.exp(b - _shift(b.max().item())) if b.numel() else b
+                                                     for b in wide])),
+        (_NO_RESCALE_SUM, "no_rescale"): final / _streamed_sum(blocks, lambda old, new: 1.0),
+        (_RESCALE_INVERTED, "inverted"): final / _streamed_sum(
+            blocks, lambda old, new: math.exp(new - old) if new - old < 709 else math.inf),
+        # the right running sum, but each block's weights keep the maximum known when the block arrived
+        (_NO_FINAL_RESCALE, "no_final_rescale"): torch.cat([torch.exp(b - _shift(m)) for b, m in zip(wide, maxes)])
+        / _streamed_sum(blocks, lambda old, new: math.exp(old - new)),
+        (_RUNNING_OUT, "running_out"): _stream(blocks, running_out=True),
+        (_OLD_MAX_ADD, "add_old"): _stream(blocks, add_old=True),
+        (_LAST_OUT, "last_out"): _stream(blocks, last=False),
+        (_NO_DIVIDE, "no_divide"): final,
+        (_NEGINF_TO_ZERO, "neginf_to_zero"): softmax(torch.nan_to_num(torch.cat(wide), neginf=0.0), dim=-1),
+        # blocks holding a -inf left out of m and l, their finite logits still given exp(x - m) / l
+        (_SKIP_INF_BLOCK, "skip_inf"): torch.cat([torch.exp(b - m_kept) for b in wide])
+        / sum(torch.exp(b - m_kept).sum().item() for b in kept),
     }
-    return out
 
 
-def _matches(got: Tensor, wrong: Tensor, atol: float) -> bool:
-    w = wrong.detach().to(torch.float64)
-    return w.shape == got.shape and torch.allclose(got, w, atol=atol, rtol=1e-4, equal_nan=True)
-
-
-def _nan_hint(blocks: list[Tensor], has_empty: bool, first_all_inf: bool, overflow_ruled_out: bool) -> str:
-    """The likely cause of an inf or NaN that no known mistake explains, on this input (`overflow_ruled_out`: the
-    answer was right on logits of +-1000 before)."""
-    if first_all_inf:
-        return _ALL_INF_BLOCK
-    finite = torch.cat([b[torch.isfinite(b)].double() for b in blocks])
-    if finite.max().item() > 80 and not overflow_ruled_out:  # exp overflows float32 above 88.7
-        return _FIXED_SHIFT if has_empty else _OVERFLOW  # no shift at all, or a shift by the block's own maximum
-    if finite.max().item() < -80:  # exp(x) underflows float32 below -103
-        return _FIXED_SHIFT if has_empty else _START_ZERO
-    return _SKIPPED
-
-
-def finite_max(blocks: list[Tensor]) -> float:
+def _finite_max(blocks: list[Tensor]) -> float:
     """The largest finite logit of the row."""
     return max(b[torch.isfinite(b)].max().item() for b in blocks if torch.isfinite(b).any())
+
+
+def _nan_hint(blocks: list[Tensor], overflow_ruled_out: bool) -> str:
+    """The likely cause of an inf or NaN that no known mistake explains, on this input (`overflow_ruled_out`: the
+    answer was right on logits of +-1000 before)."""
+    if blocks[0].numel() and torch.isneginf(blocks[0]).all():
+        return _ALL_INF_BLOCK
+    has_empty = any(b.numel() == 0 for b in blocks)
+    if _finite_max(blocks) > 80 and not overflow_ruled_out:  # exp overflows float32 above 88.7
+        return _FIXED_SHIFT if has_empty else _OVERFLOW  # no shift at all, or a shift by the block's own maximum
+    if _finite_max(blocks) < -80:  # exp(x) underflows float32 below -103
+        return _FIXED_SHIFT if has_empty else _START_ZERO
+    return _SKIPPED
 
 
 def _online_error_hint(message: str) -> str | None:
@@ -360,14 +305,13 @@ def _online_error_hint(message: str) -> str | None:
     return None
 
 
-
 @exercise("9.1", "Online softmax over blocks", answer_name="online_softmax", section="How online softmax works",
           references=("attnbook.attention.tiled_attention", "attnbook.attention.softmax"))
 def check_online_softmax(online_softmax) -> str:
     """online_softmax(blocks) -> the softmax of torch.cat(blocks), one 1-D tensor."""
     cases = _online_cases()
     forbid = online_softmax_forbidden()
-    history: list[tuple[Tensor, list, Tensor, float]] = []  # (output, blocks, expected, atol) of each case passed
+    history: list[tuple[str, Tensor, list, Tensor, float]] = []  # (desc, output, blocks, expected, atol): passed
     overflow_ruled_out = False
     for desc, blocks in cases:
         given = [b.clone() for b in blocks]
@@ -378,7 +322,7 @@ def check_online_softmax(online_softmax) -> str:
                           changed=changed, desc=desc),
                         _("use out-of-place operations (b - m, not b -= m or b.sub_(m))"))
         total = sum(b.numel() for b in blocks)
-        expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)  # (total,)
+        expected = softmax(torch.cat([b.double() for b in blocks]), dim=-1)
         if isinstance(got, (list, tuple)):
             hint = (_("you returned one tensor per block: join them into one 1-D tensor with torch.cat")
                     if got and all(isinstance(x, Tensor) for x in got) else
@@ -395,14 +339,12 @@ def check_online_softmax(online_softmax) -> str:
             raise Wrong(_("the result has shape {tuple_got_shape} on {desc}, expected ({total},)",
                           tuple_got_shape=tuple(got.shape), desc=desc, total=total),
                         _("return one 1-D tensor: the weights of all the blocks, one after the other"))
-        has_empty = any(b.numel() == 0 for b in blocks)
-        first_all_inf = bool(blocks[0].numel()) and bool(torch.isneginf(blocks[0]).all())
         dtype = blocks[0].dtype
         atol, rtol = TOLERANCE[dtype]
         match_atol = max(atol, MATCH_TOLERANCE[0])
         g = got.detach().to(torch.float64).cpu() if got.is_floating_point() else None
-        same_shape = g is not None and g.shape == expected.shape
-        if same_shape and torch.allclose(g, expected, atol=match_atol, rtol=max(rtol, MATCH_TOLERANCE[1])):
+        if g is not None and g.shape == expected.shape and torch.allclose(
+                g, expected, atol=match_atol, rtol=max(rtol, MATCH_TOLERANCE[1])):
             expect_dtype(got, dtype, what=_("the result"), on=desc, input_name=_("the blocks"),
                          hint=_("return the weights in the dtype of the blocks (float32 blocks give float32 weights); "
                                 "if you computed in float64, convert the result back with .to(blocks[0].dtype)"))
@@ -412,20 +354,19 @@ def check_online_softmax(online_softmax) -> str:
                               "{rtol:g} relative on float64 blocks)",
                               digits=max(1, round(-math.log10(max(err, 1e-17)))), desc=desc, rtol=rtol),
                             _FLOAT32_ON_FLOAT64)
-            history.append((g, blocks, expected, match_atol))
-            if finite_max(blocks) > 80:
-                overflow_ruled_out = True
+            history.append((desc, g, blocks, expected, match_atol))
+            overflow_ruled_out = overflow_ruled_out or _finite_max(blocks) > 80
             continue
         # A mistake's hint only when it gives this answer's output on this case and on every case before it.
         # (The mistakes are worked out only now, for this case and the ones before: a right answer never waits.)
-        earlier = [(g_j, _online_mistakes(b_j, e_j), atol_j) for g_j, b_j, e_j, atol_j in history]
-        for key, (hint, wrong) in _online_mistakes(blocks, expected).items():
-            if g is not None and _matches(g, wrong, match_atol) and all(
-                    _matches(g_j, m_j[key][1], atol_j) for g_j, m_j, atol_j in earlier):
-                raise Wrong(_("the result has the wrong values on {desc}", desc=desc), hint)
+        hint = g is not None and known_mistake(
+            [Run(d_j, g_j, e_j, _online_mistakes(b_j, e_j), a_j) for d_j, g_j, b_j, e_j, a_j in history]
+            + [Run(desc, g, expected, _online_mistakes(blocks, expected), match_atol)])
+        if hint:
+            raise Wrong(_("the result has the wrong values on {desc}", desc=desc), hint)
         try:
             expect_close(got, expected, what=_("the result"), on=desc, atol=match_atol, rtol=MATCH_TOLERANCE[1],
-                         nan_hint=_nan_hint(blocks, has_empty, first_all_inf, overflow_ruled_out))
+                         nan_hint=_nan_hint(blocks, overflow_ruled_out))
         except Wrong as e:
             if e.hint is None and g is not None and g.shape == expected.shape and torch.allclose(
                     g, expected, atol=3e-3, rtol=1e-2):

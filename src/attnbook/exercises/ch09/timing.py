@@ -2,6 +2,7 @@
 makes every measurement exact, and once more as if a GPU were present, to see where it synchronises."""
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import numbers
@@ -29,9 +30,6 @@ TIMING_FORBIDDEN = [
 
 # The clock the task names, and what the check says about the others that CheckClock moves too.
 RIGHT_CLOCKS = ("perf_counter", "perf_counter_ns")
-_CLOCK_CALLS = {"time": "time.time()", "time_ns": "time.time_ns()", "monotonic": "time.monotonic()",
-                "monotonic_ns": "time.monotonic_ns()", "clock_gettime": "time.clock_gettime()",
-                "clock_gettime_ns": "time.clock_gettime_ns()"}
 _DATE_CLOCK = (N_("time.time() is the system's date and time: it jumps when the clock is set (by hand, or by network "
                   "time synchronisation), and on some systems it moves in coarse steps. Time durations with "
                   "time.perf_counter(), the clock made for measuring them"))
@@ -41,8 +39,7 @@ _COARSE_CLOCK = (N_("time.monotonic() never goes back, but on some systems it mo
 _SYSTEM_CLOCK = (N_("time.clock_gettime() reads a clock of the system by its id, and which clocks there are differs "
                     "from system to system. Time durations with time.perf_counter(), the portable clock made for "
                     "measuring them"))
-_CLOCK_HINTS = {"time": _DATE_CLOCK, "time_ns": _DATE_CLOCK, "monotonic": _COARSE_CLOCK,
-                "monotonic_ns": _COARSE_CLOCK, "clock_gettime": _SYSTEM_CLOCK, "clock_gettime_ns": _SYSTEM_CLOCK}
+_CLOCK_HINTS = {"time": _DATE_CLOCK, "monotonic": _COARSE_CLOCK}  # by name without _ns; else _SYSTEM_CLOCK
 
 # The cases: (the time of each call of the check's function in ms, in turn: the last one repeats; n_warmup, n_runs,
 # or None for the defaults 3 and 10), drawn from the run's seed (new on the check's second pass), so that an answer
@@ -155,23 +152,16 @@ def _timing_value(got, r: int, on: str) -> tuple[float, bool]:
     return float(got), isinstance(got, numbers.Integral)
 
 
-def _default_counts(time_it) -> tuple[object, object] | None:
-    """The defaults of time_it's n_warmup and n_runs, or None when its signature cannot be read."""
-    import inspect
-
-    try:
-        params = inspect.signature(time_it).parameters
-    except (TypeError, ValueError):
-        return None
-    return tuple(params[name].default if name in params else None for name in ("n_warmup", "n_runs"))
-
-
 def _count_hint(clock: CheckClock, w: int, r: int, defaults: bool) -> str:
     """Why time_it called fn the wrong number of times, from the calls and when it read the clock."""
     calls = clock.calls
     if defaults:
-        given = _default_counts(clock.answer)
-        if given is not None and given != (3, 10) and all(isinstance(g, int) for g in given):
+        try:
+            params = inspect.signature(clock.answer).parameters
+        except (TypeError, ValueError):
+            params = {}
+        given = tuple(params[name].default if name in params else None for name in ("n_warmup", "n_runs"))
+        if given != (3, 10) and all(isinstance(g, int) for g in given):
             return (_("keep the defaults of the task, n_warmup=3 and n_runs=10 (yours are {given_0} and "
                       "{given_1}): the check calls time_it(fn) without them", given_0=given[0], given_1=given[1]))
     if calls == 0:
@@ -226,13 +216,14 @@ def _timing_mistakes(d: list[float], w: int, r: int) -> list[tuple[str, float]]:
     median = statistics.median(timed)
     low, high = statistics.median_low(timed), statistics.median_high(timed)
     even = r % 2 == 0 and low != high
+
+    def middle(which: str) -> str:
+        return _(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high, which=which)
+
     out = [
-        (_(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high, which=_("lower one, which statistics.median_low, "
-                                                                        "torch.median and sorted(times)[(n - 1) // 2] give, as does dropping the slowest time first")),
-         low if even else None),
-        (_(_MIDDLE).format(r=r, low=1e3 * low, high=1e3 * high,
-           which=_("upper one, which sorted(times)[n // 2] gives")),
-         high if even else None),
+        (middle(_("lower one, which statistics.median_low, torch.median and sorted(times)[(n - 1) // 2] give, as "
+                  "does dropping the slowest time first")), low if even else None),
+        (middle(_("upper one, which sorted(times)[n // 2] gives")), high if even else None),
         (_("you returned milliseconds; return seconds (the difference of two time.perf_counter() readings)"),
          1e3 * median),
         (_("you returned microseconds; return seconds (the difference of two time.perf_counter() readings)"),
@@ -324,8 +315,8 @@ def _run_case(time_it, schedule: list[float], n_warmup: int | None, n_runs: int 
     other = sorted(clock.clocks - set(RIGHT_CLOCKS))
     if other:
         raise Wrong(_("time_it read {clock} {on}; the task times each call with time.perf_counter()",
-                      clock=_CLOCK_CALLS.get(other[0], other[0]), on=on),
-                    _(_CLOCK_HINTS.get(other[0], _SYSTEM_CLOCK)))
+                      clock=f"time.{other[0]}()", on=on),  # the clocks CheckClock moves: all in `time`
+                    _(_CLOCK_HINTS.get(other[0].removesuffix("_ns"), _SYSTEM_CLOCK)))
     d = clock.seconds()
     median = statistics.median(d[w:])
     if _close(value, median):
