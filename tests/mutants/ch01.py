@@ -1,9 +1,7 @@
 """Mutant catalogue for chapter 1 (queries, keys and values): exercises 1.1, 1.2 and 1.3."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import types
 
 import numpy as np
 import torch
@@ -11,7 +9,7 @@ import torch.nn.functional as F
 
 import attnbook
 import attnbook.attention
-from mutants import RIGHT, WRONG, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
 # ---------------------------------------------------------------------------------------------------------------
 # 1.1 project_qkv(X, W_q, W_k, W_v) -> (Q, K, V)
@@ -224,6 +222,8 @@ table("1.2", [
     ("uses a sigmoid instead of a softmax (weights do not sum to 1)", "not 1", lookup(weigh=torch.sigmoid)),
     ("a hand-written softmax without subtracting the maximum (overflows for large scores)", "overflows",
      lookup(weigh=lambda s: torch.exp(s) / torch.exp(s).sum())),
+    ("the softmax without the shift: the message names the input's large scores", "with large scores K @ q",
+     lookup(weigh=lambda s: torch.exp(s) / torch.exp(s).sum())),
     ("uses the raw scores as weights", "pass them through softmax", lookup(weigh=lambda s: s)),
     ("exp of the scores, not normalised", "did not divide by their sum", lookup(weigh=torch.exp)),
     ("math.exp on the score tensor", "use torch.exp", lookup(weigh=math.exp)),
@@ -304,15 +304,6 @@ def stable(shift=lambda x, dim: x.amax(dim=dim, keepdim=True), total=lambda e, d
     return stable_softmax
 
 
-def _second_import_softmax():
-    spec = importlib.util.spec_from_file_location("attnbook._attention_second_copy",
-                                                  attnbook.attention.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.softmax
-
-
-_f = attnbook.softmax
 no_shift = stable(shift=lambda x, dim: 0)  # exp of the logits themselves
 
 table("1.3", [
@@ -388,8 +379,9 @@ table("1.3", [
     ("attnbook.softmax handed in as it is", "package's own", attnbook.softmax),
     ("a lambda around attnbook.softmax", "package's own", lambda x, dim=-1: attnbook.softmax(x, dim=dim)),
     ("a types.FunctionType copy of attnbook.softmax", "package's own",
-     types.FunctionType(_f.__code__, _f.__globals__, "stable_softmax", _f.__defaults__, _f.__closure__)),
-    ("attnbook.softmax from a second, separate import of attention.py", "package's own", _second_import_softmax()),
+     function_copy(attnbook.softmax, "stable_softmax")),
+    ("attnbook.softmax from a second, separate import of attention.py", "package's own",
+     fresh_import(attnbook.attention, "attention").softmax),
 ])
 
 
