@@ -34,14 +34,6 @@ def cache_bytes(kv=2, forget=(), twice=(), positions=0, fixed_bytes=None, defaul
     return kv_cache_bytes
 
 
-def _in_int32(factors):
-    """The product taken in an int32 tensor, one factor at a time (it overflows silently), then int()."""
-    out = torch.ones((), dtype=torch.int32)
-    for x in torch.tensor(factors, dtype=torch.int32):
-        out = out * x
-    return int(out)
-
-
 _DTYPE_OF_BYTES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
 
 
@@ -60,6 +52,9 @@ table("10.1", [
      lambda n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2:
          bytes_per_el * batch * seq_len * n_layers * 2 * n_kv_heads * d_head),
     ("math.prod over the factors", RIGHT, cache_bytes()),
+    ("functools.reduce, plus a harmless keyword argument", RIGHT,
+     lambda n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2, *, verbose=False: functools.reduce(
+         operator.mul, [2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], 1)),
     ("np.prod in int64, converted with int()", RIGHT, cache_bytes(product=lambda f: int(np.prod(f, dtype=np.int64)))),
     ("numel of a meta tensor of the cache's shape, as an int", RIGHT,
      cache_bytes(product=lambda f: int(torch.empty(*f[:-1], device="meta").numel()) * f[-1])),
@@ -125,7 +120,7 @@ table("10.1", [
          np.full(n_layers, 2 * n_kv_heads * d_head * seq_len * batch * bytes_per_el, dtype=np.int64).sum()),
     ("returns whether the cache fits in 2 GiB (a bool)", "bool", cache_bytes(then=lambda n: n <= 2 * 2**30)),
     ("multiplies in an int32 tensor: overflows for a large model (LLaMA-size caches)", "overflowed",
-     cache_bytes(product=_in_int32)),
+     cache_bytes(product=lambda f: int(torch.tensor(f, dtype=torch.int32).prod(dtype=torch.int32)))),
     # the package's own solution
     ("calls attnbook.timing.kv_cache_bytes, converting bytes_per_el to a dtype", "package's own",
      _calling(_timing.kv_cache_bytes)),
@@ -165,15 +160,6 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     if key in _CACHE_TABLE:
         return _CACHE_TABLE[key]
     return n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
-
-
-@right("10.1")
-def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2, *, verbose=False):
-    """functools.reduce, plus a harmless keyword argument"""
-    n = functools.reduce(operator.mul, [2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], 1)
-    if verbose:
-        print(n)
-    return n
 
 
 # ----------------------------------------------------------------------------------------------------------------
