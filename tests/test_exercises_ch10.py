@@ -40,11 +40,6 @@ def assert_fails(exercise_id, answer, holds=(), lacks=()):
     return result.message
 
 
-def task_text(exercise_id):
-    nb = nbformat.read(chapter_path(10), as_version=4)
-    return next(c.source for c in nb.cells if c.source.startswith(f":::{{exercise}} {exercise_id}"))
-
-
 @pytest.mark.parametrize("exercise_id, name", [("10.1", "kv_cache_bytes"), ("10.2", "repeat_kv"),
                                                ("10.3", "attend_with_cache"), ("10.4", "gather_pages"),
                                                ("10.5", "verify_draft")])
@@ -66,8 +61,17 @@ def test_reference_passes_and_a_stub_is_not_attempted(solutions, exercise_id, na
               "do not use\n`attnbook.serving.gather_pages` or `PagedKVCache`"]),
 ])
 def test_task_text_says_what_the_check_accepts_and_forbids(exercise_id, phrases):
-    text = task_text(exercise_id)
+    nb = nbformat.read(chapter_path(10), as_version=4)
+    text = next(c.source for c in nb.cells if c.source.startswith(f":::{{exercise}} {exercise_id}"))
     assert [p for p in phrases if p not in text] == []
+
+
+def test_compiled_answers_pass_and_a_compiled_shortcut_does_not():
+    pytest.importorskip("torch._dynamo")
+    assert check("10.2", torch.compile(lambda x, n_rep: x.repeat_interleave(n_rep, dim=1), backend="eager")).passed
+    assert check("10.3", torch.compile(attend(), backend="eager")).passed
+    with_sdpa = catalogue_answer("torch's F.scaled_dot_product_attention with the bottom-right boolean mask")
+    assert_fails("10.3", torch.compile(with_sdpa, backend="eager"), ["scaled_dot_product_attention"])
 
 
 # five offsets at most here (test_remote adds run seeds 0 to 2 for every entry): enough to catch a verdict
@@ -218,14 +222,6 @@ def test_10_2_forbids_transformers_repeat_kv_imported_inside():
 
     assert_fails("10.2", by_name, ["modeling_qwen2.repeat_kv"])
     assert_fails("10.2", by_import, ["modeling_mistral.repeat_kv"])
-
-
-def test_compiled_answers_pass_and_a_compiled_shortcut_does_not():
-    pytest.importorskip("torch._dynamo")
-    assert check("10.2", torch.compile(lambda x, n_rep: x.repeat_interleave(n_rep, dim=1), backend="eager")).passed
-    assert check("10.3", torch.compile(attend(), backend="eager")).passed
-    with_sdpa = catalogue_answer("torch's F.scaled_dot_product_attention with the bottom-right boolean mask")
-    assert_fails("10.3", torch.compile(with_sdpa, backend="eager"), ["scaled_dot_product_attention"])
 
 
 # ---------------------------------------------------------------------------------------------------------
