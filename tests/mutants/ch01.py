@@ -1,9 +1,7 @@
 """Mutant catalogue for chapter 1 (queries, keys and values): exercises 1.1, 1.2 and 1.3."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import types
 
 import numpy as np
 import torch
@@ -11,7 +9,7 @@ import torch.nn.functional as F
 
 import attnbook
 import attnbook.attention
-from mutants import RIGHT, WRONG, right, table, wrong
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
 # ---------------------------------------------------------------------------------------------------------------
 # 1.1 project_qkv(X, W_q, W_k, W_v) -> (Q, K, V)
@@ -54,6 +52,12 @@ table("1.1", [
     ("computes in float64 and casts back to X's dtype (more precision on float32 inputs is fine)", RIGHT,
      project(mul=lambda X, W: (X.double() @ W.double()).to(X.dtype))),
     ("NumPy in the input's precision, back to tensors of X's dtype", RIGHT, project(mul=_numpy_product())),
+    ("one matrix product with the three weights concatenated, then split", RIGHT,
+     lambda X, W_q, W_k, W_v: tuple((X @ torch.cat([W_q, W_k, W_v], dim=1)).split(
+         [W_q.shape[1], W_k.shape[1], W_v.shape[1]], dim=-1))),
+    ("one stacked product, unbound into three (when d_v = d_k), else three products", RIGHT,
+     lambda X, W_q, W_k, W_v: tuple((X.unsqueeze(-3) @ torch.stack([W_q, W_k, W_v])).unbind(-3))
+     if W_v.shape == W_q.shape else (X @ W_q, X @ W_k, X @ W_v)),
     # what is returned
     ("returns a list [Q, K, V] instead of a tuple", "tuple", project(returns="list")),
     ("returns a dict {'Q': ..., 'K': ..., 'V': ...}", "tuple", project(returns="dict")),
@@ -105,15 +109,16 @@ table("1.1", [
      project(mul=lambda X, W: X.detach().numpy() @ W.detach().numpy())),
     ("normalises the token vectors in place first (changes X)", "in place",
      lambda X, W_q, W_k, W_v: project()(X.div_(X.norm(dim=-1, keepdim=True).clamp_min(1e-12)), W_q, W_k, W_v)),
+    # what the task forbids
+    ("PyTorch's own q, k, v projection of multi-head attention (F._in_projection) where the sizes let it run",
+     "without torch.nn.functional._in_projection",
+     lambda X, W_q, W_k, W_v: F._in_projection(X, X, X, W_q.T, W_k.T, W_v.T)
+     if W_q.shape == W_k.shape == W_v.shape == (X.shape[-1],) * 2 else project()(X, W_q, W_k, W_v)),
+    ("PyTorch's packed projection (F._in_projection_packed) with the three weights stacked, where d_k = d_v = d",
+     "without torch.nn.functional._in_projection_packed",
+     lambda X, W_q, W_k, W_v: F._in_projection_packed(X, X, X, torch.cat([W_q.T, W_k.T, W_v.T]))
+     if W_q.shape == W_k.shape == W_v.shape == (X.shape[-1],) * 2 else project()(X, W_q, W_k, W_v)),
 ])
-
-
-@right("1.1")
-def project_qkv_fused(X, W_q, W_k, W_v):
-    """one matrix product with the three weights concatenated, then split"""
-    d_k, d_v = W_q.shape[1], W_v.shape[1]
-    Q, K, V = (X @ torch.cat([W_q, W_k, W_v], dim=1)).split([d_k, d_k, d_v], dim=-1)
-    return Q, K, V
 
 
 @right("1.1")
@@ -125,34 +130,6 @@ def project_qkv_rows(X, W_q, W_k, W_v, *, stack=True):
         return one(X)
     parts = [one(x) for x in X]
     return tuple(torch.stack([p[i] for p in parts]) for i in range(3))
-
-
-@right("1.1")
-def project_qkv_unbind(X, W_q, W_k, W_v):
-    """one stacked product, unbound into three (when d_v = d_k), else three products"""
-    if W_v.shape == W_q.shape:
-        Q, K, V = (X.unsqueeze(-3) @ torch.stack([W_q, W_k, W_v])).unbind(-3)
-        return Q, K, V
-    return X @ W_q, X @ W_k, X @ W_v
-
-
-@wrong("1.1", hint="without torch.nn.functional._in_projection")
-def project_qkv_torch_in_projection(X, W_q, W_k, W_v):
-    """PyTorch's own q, k, v projection of multi-head attention (F._in_projection) where the sizes let it run"""
-    d = X.shape[-1]
-    if W_q.shape == (d, d) and W_k.shape == (d, d) and W_v.shape == (d, d):
-        return F._in_projection(X, X, X, W_q.T, W_k.T, W_v.T)
-    return X @ W_q, X @ W_k, X @ W_v
-
-
-@wrong("1.1", hint="without torch.nn.functional._in_projection_packed")
-def project_qkv_torch_in_projection_packed(X, W_q, W_k, W_v):
-    """PyTorch's packed projection (F._in_projection_packed) with the three weights stacked, where d_k = d_v = d"""
-    d = X.shape[-1]
-    if W_q.shape == W_k.shape == W_v.shape == (d, d):
-        Q, K, V = F._in_projection_packed(X, X, X, torch.cat([W_q.T, W_k.T, W_v.T]))
-        return Q, K, V
-    return X @ W_q, X @ W_k, X @ W_v
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -223,6 +200,8 @@ table("1.2", [
      lookup(weigh=lambda s: s / s.sum())),
     ("uses a sigmoid instead of a softmax (weights do not sum to 1)", "not 1", lookup(weigh=torch.sigmoid)),
     ("a hand-written softmax without subtracting the maximum (overflows for large scores)", "overflows",
+     lookup(weigh=lambda s: torch.exp(s) / torch.exp(s).sum())),
+    ("the softmax without the shift: the message names the input's large scores", "with large scores K @ q",
      lookup(weigh=lambda s: torch.exp(s) / torch.exp(s).sum())),
     ("uses the raw scores as weights", "pass them through softmax", lookup(weigh=lambda s: s)),
     ("exp of the scores, not normalised", "did not divide by their sum", lookup(weigh=torch.exp)),
@@ -304,15 +283,6 @@ def stable(shift=lambda x, dim: x.amax(dim=dim, keepdim=True), total=lambda e, d
     return stable_softmax
 
 
-def _second_import_softmax():
-    spec = importlib.util.spec_from_file_location("attnbook._attention_second_copy",
-                                                  attnbook.attention.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.softmax
-
-
-_f = attnbook.softmax
 no_shift = stable(shift=lambda x, dim: 0)  # exp of the logits themselves
 
 table("1.3", [
@@ -321,6 +291,9 @@ table("1.3", [
     ("moves dim to the end, normalises the last axis, moves it back", RIGHT,
      lambda x, dim=-1: stable()(x.movedim(dim, -1)).movedim(-1, dim)),
     ("computes in float64 and casts back to x's dtype", RIGHT, stable(dtype=torch.float64)),
+    ("detaches the shift (it cancels anyway) and has a harmless extra keyword", RIGHT,
+     lambda x, dim=-1, eps=0.0: stable(shift=lambda x, dim: x.amax(dim=dim, keepdim=True).detach(),
+                                       total=lambda e, dim: e.sum(dim=dim, keepdim=True) + eps)(x, dim)),
     ("the shift by the maximum, then exp2 of the shift times log2(e)", RIGHT,
      stable(exp=lambda z: torch.exp2(z * (1 / math.log(2))))),
     # the shift
@@ -388,17 +361,10 @@ table("1.3", [
     ("attnbook.softmax handed in as it is", "package's own", attnbook.softmax),
     ("a lambda around attnbook.softmax", "package's own", lambda x, dim=-1: attnbook.softmax(x, dim=dim)),
     ("a types.FunctionType copy of attnbook.softmax", "package's own",
-     types.FunctionType(_f.__code__, _f.__globals__, "stable_softmax", _f.__defaults__, _f.__closure__)),
-    ("attnbook.softmax from a second, separate import of attention.py", "package's own", _second_import_softmax()),
+     function_copy(attnbook.softmax, "stable_softmax")),
+    ("attnbook.softmax from a second, separate import of attention.py", "package's own",
+     fresh_import(attnbook.attention, "attention").softmax),
 ])
-
-
-@right("1.3")
-def stable_softmax_detached_shift(x, dim=-1, eps=0.0):
-    """detaches the shift (it cancels anyway) and has a harmless extra keyword"""
-    m = x.amax(dim=dim, keepdim=True).detach()
-    e = torch.exp(x - m)
-    return e / (e.sum(dim=dim, keepdim=True) + eps)
 
 
 @right("1.3")

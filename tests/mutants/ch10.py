@@ -1,12 +1,9 @@
-"""Chapter 10 (decoding, KV cache, GQA): learner answers to exercises 10.1-10.3, one table per exercise."""
+"""Chapter 10 (decoding, KV cache, GQA): learner answers to exercises 10.1-10.5, one table per exercise."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
 import operator
-import sys
-import types
 
 import numpy as np
 import torch
@@ -15,25 +12,7 @@ import torch.nn.functional as F
 from attnbook import attention as _attention
 from attnbook import multihead as _multihead
 from attnbook import timing as _timing
-from mutants import RIGHT, WRONG, right, table, wrong
-
-
-def _second_import(module, name):
-    """The function `name` from a separate, second import of `module`'s .py file (a different function object)."""
-    spec = importlib.util.spec_from_file_location(
-        f"{module.__package__}._ch10_second_{module.__name__.rsplit('.', 1)[-1]}", module.__file__)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the module runs
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[spec.name]
-    return getattr(mod, name)
-
-
-def _function_copy(f):
-    """A types.FunctionType copy of f: same code, new function object."""
-    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+from mutants import RIGHT, WRONG, fresh_import, function_copy, right, table, wrong
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -55,14 +34,6 @@ def cache_bytes(kv=2, forget=(), twice=(), positions=0, fixed_bytes=None, defaul
     return kv_cache_bytes
 
 
-def _in_int32(factors):
-    """The product taken in an int32 tensor, one factor at a time (it overflows silently), then int()."""
-    out = torch.ones((), dtype=torch.int32)
-    for x in torch.tensor(factors, dtype=torch.int32):
-        out = out * x
-    return int(out)
-
-
 _DTYPE_OF_BYTES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
 
 
@@ -73,14 +44,17 @@ def _calling(f):
     return kv_cache_bytes
 
 
-_KCB_SECOND = _second_import(_timing, "kv_cache_bytes")
-_KCB_COPY = _function_copy(_timing.kv_cache_bytes)  # copied when the answer cell runs, before the check
+_KCB_SECOND = fresh_import(_timing, "timing").kv_cache_bytes
+_KCB_COPY = function_copy(_timing.kv_cache_bytes, "kv_cache_bytes")  # copied when the answer cell runs
 
 table("10.1", [
     ("the product written out, in another order", RIGHT,
      lambda n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2:
          bytes_per_el * batch * seq_len * n_layers * 2 * n_kv_heads * d_head),
     ("math.prod over the factors", RIGHT, cache_bytes()),
+    ("functools.reduce, plus a harmless keyword argument", RIGHT,
+     lambda n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2, *, verbose=False: functools.reduce(
+         operator.mul, [2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], 1)),
     ("np.prod in int64, converted with int()", RIGHT, cache_bytes(product=lambda f: int(np.prod(f, dtype=np.int64)))),
     ("numel of a meta tensor of the cache's shape, as an int", RIGHT,
      cache_bytes(product=lambda f: int(torch.empty(*f[:-1], device="meta").numel()) * f[-1])),
@@ -146,7 +120,7 @@ table("10.1", [
          np.full(n_layers, 2 * n_kv_heads * d_head * seq_len * batch * bytes_per_el, dtype=np.int64).sum()),
     ("returns whether the cache fits in 2 GiB (a bool)", "bool", cache_bytes(then=lambda n: n <= 2 * 2**30)),
     ("multiplies in an int32 tensor: overflows for a large model (LLaMA-size caches)", "overflowed",
-     cache_bytes(product=_in_int32)),
+     cache_bytes(product=lambda f: int(torch.tensor(f, dtype=torch.int32).prod(dtype=torch.int32)))),
     # the package's own solution
     ("calls attnbook.timing.kv_cache_bytes, converting bytes_per_el to a dtype", "package's own",
      _calling(_timing.kv_cache_bytes)),
@@ -155,7 +129,7 @@ table("10.1", [
      lambda n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2: _timing.kv_cache_bytes(
          n_layers, n_kv_heads, d_head, seq_len, batch, _DTYPE_OF_BYTES[bytes_per_el])),
     ("a types.FunctionType copy of attnbook.timing.kv_cache_bytes", "package's own",
-     _function_copy(_timing.kv_cache_bytes)),
+     function_copy(_timing.kv_cache_bytes, "kv_cache_bytes")),
     ("kv_cache_bytes from a second import of attnbook/timing.py, handed in itself", "package's own", _KCB_SECOND),
     ("kv_cache_bytes from a second, separate import of attnbook/timing.py (dtype from bytes_per_el)", "package's own",
      _calling(_KCB_SECOND)),
@@ -186,15 +160,6 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=
     if key in _CACHE_TABLE:
         return _CACHE_TABLE[key]
     return n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_el
-
-
-@right("10.1")
-def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch=1, bytes_per_el=2, *, verbose=False):
-    """functools.reduce, plus a harmless keyword argument"""
-    n = functools.reduce(operator.mul, [2, n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_el], 1)
-    if verbose:
-        print(n)
-    return n
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -284,11 +249,11 @@ table("10.2", [
     ("a lambda around attnbook.multihead.repeat_kv", "the package's own solution",
      lambda x, n_rep: _multihead.repeat_kv(x, n_rep)),
     ("a types.FunctionType copy of attnbook.multihead.repeat_kv", "package's own",
-     _function_copy(_multihead.repeat_kv)),
+     function_copy(_multihead.repeat_kv, "repeat_kv")),
     ("repeat_kv from a second import of attnbook/multihead.py, handed in itself", "package's own",
-     _second_import(_multihead, "repeat_kv")),
+     fresh_import(_multihead, "multihead").repeat_kv),
     ("repeat_kv from a second, separate import of attnbook/multihead.py", "package's own",
-     lambda x, n_rep: _second_import(_multihead, "repeat_kv")(x, n_rep)),
+     lambda x, n_rep: fresh_import(_multihead, "multihead").repeat_kv(x, n_rep)),
 ])
 
 
@@ -379,6 +344,8 @@ table("10.3", [
     ("the package's softmax (attnbook.attention.softmax), which the task allows, over hand-written scores", RIGHT,
      attend(softmax=lambda scores: _attention.softmax(scores, dim=-1))),
     ("diagonal taken from the old cache length, tril(S_old), before growing", RIGHT, attend(mask="tril(S_old)")),
+    ("float32 softmax for float16 inputs only, the output cast back to q's dtype", RIGHT,
+     lambda q, *caches: tuple(t.to(q.dtype) for t in attend(upcast=q.dtype == torch.float16)(q, *caches))),
     # the mask
     ("square tril(L) causal mask while the cache already holds earlier positions", "S_total", attend(mask="square")),
     ("top-left aligned tril of (L, S), as is_causal=True does", "top left", attend(mask="top-left")),

@@ -378,12 +378,6 @@ def _softmax_mistakes(x: Tensor, dim: int, default: bool) -> dict:
     ], (1e-6, 1e-5))
 
 
-def _softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol) of a softmax in `dtype`: float32 to 1e-6 (the shift by the maximum keeps that), float64 to
-    FLOAT64_TOL."""
-    return FLOAT64_TOL if dtype == torch.float64 else (1e-6, 1e-5)
-
-
 @exercise("1.3", "A numerically stable softmax", answer_name="stable_softmax",
           section="Softmax, and why you subtract the maximum",
           references=("attnbook.attention.softmax",))
@@ -406,7 +400,8 @@ def check_stable_softmax(stable_softmax) -> str:
         got = expect_like(got, ref, mistakes, runs, what=_("the result"), on=desc, dtype=x.dtype, input_name="x",
                           dtype_hint=_("return the dtype you were given: build the result from x with tensor "
                                        "operations rather than creating a new tensor with a fixed dtype"))
-        return Run(desc, got, ref, mistakes, *_softmax_tolerance(x.dtype))
+        # float32 to 1e-6 (the shift by the maximum keeps that), float64 to FLOAT64_TOL
+        return Run(desc, got, ref, mistakes, *(FLOAT64_TOL if x.dtype == torch.float64 else (1e-6, 1e-5)))
 
     runs = collect(cases, one)
     try:

@@ -44,22 +44,17 @@ def _bottom_right(L: int, S: int) -> Tensor:
     return torch.ones(L, S, dtype=torch.bool).tril(S - L)
 
 
-def _attend(q, k, v, mask=None, scale=None, dim=-1) -> Tensor:
+def _attend(q, k, v, mask=None, scale=None, dim=-1, zeroed=False) -> Tensor:
     """Attention in float64 with an optional boolean mask, as a plain softmax computes it: a row without any allowed
-    key gives NaN, as in the learner's code; `dim` is the softmax's dimension (to model a mistake)."""
+    key gives NaN, as in the learner's code; `dim` is the softmax's dimension and `zeroed` masks after the softmax,
+    the weights of hidden keys set to 0 and the rest left as they were (to model mistakes)."""
     q, k, v = q.double(), k.double(), v.double()
     scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.size(-1)) if scale is None else scale)  # (B, h, L, S)
+    if zeroed:
+        return (torch.softmax(scores, dim=dim) * mask) @ v  # a row no longer sums to 1
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     return torch.softmax(scores, dim=dim) @ v  # (B, h, L, d_v)
-
-
-def _attend_zeroed(q, k, v, mask) -> Tensor:
-    """The mistake of masking after the softmax: the weights of hidden keys set to 0, the rest left as they were
-    (a row no longer sums to 1)."""
-    q, k, v = q.double(), k.double(), v.double()
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)  # (B, h, L, S), unmasked
-    return (weights * mask) @ v  # (B, h, L, d_v)
 
 
 def _attend_cases():
@@ -117,7 +112,7 @@ def _attend_mistakes(q, kc, vc, kn, vn) -> dict[str, Tensor | tuple[Tensor, ...]
                                              torch.ones(L, S - L, dtype=torch.bool)], dim=-1))
         out[_("you zeroed the masked weights after the softmax, so the weights of a row no longer sum to 1: mask the "
               "scores before the softmax (fill them with -inf), so that the softmax shares the weight among the "
-              "allowed keys only")] = _attend_zeroed(q, k, v, mask)
+              "allowed keys only")] = _attend(q, k, v, mask, zeroed=True)
     out[_("your causal mask is off by one: it hides each new token from its own key; new query i sits at position "
           "S - L + i and may see the keys up to that position, itself included")] = _attend(q, k, v, mask=tril(S - L - 1))
     if L > 1:

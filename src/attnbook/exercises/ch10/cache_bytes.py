@@ -24,10 +24,6 @@ CACHE_BYTES_FORBIDDEN = [
 ]
 
 
-def _cache_bytes(L: int, kv: int, d: int, S: int, B: int, nbytes: int) -> int:
-    return _kv_cache_bytes(L, kv, d, S, batch=B, dtype=_DTYPES[nbytes])
-
-
 def _int32(n: int) -> int:
     """What a 32-bit integer keeps of n when n overflows it (as np.int32 or torch.int32 arithmetic does)."""
     return (n + 2**31) % 2**32 - 2**31
@@ -204,7 +200,7 @@ def check_kv_cache_bytes(kv_cache_bytes) -> str:
             defaults_case.add(len(results))
         kwargs = {} if B is None else {"batch": B, "bytes_per_el": nbytes}
         B, nbytes = B or 1, nbytes or 2
-        right = _cache_bytes(L, kv, d, S, B, nbytes)
+        right = _kv_cache_bytes(L, kv, d, S, batch=B, dtype=_DTYPES[nbytes])
         try:
             got = _as_int(call(kv_cache_bytes, L, kv, d, S, what="kv_cache_bytes", on=desc,
                                 forbid=CACHE_BYTES_FORBIDDEN, reload=True, **kwargs), desc, right)

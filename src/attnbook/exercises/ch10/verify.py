@@ -142,7 +142,7 @@ def _mistakes(p: Tensor, q: Tensor, draft: Tensor, u: Tensor) -> dict:
     right = lambda i, a, b, w: w < a / b  # noqa: E731 - the rule, with which each mistake below combines its own
     n_right = _stops(p, q, draft, u, right)
     accepted_all = sum(bool(u[i] < p[i, draft[i]] / q[i, draft[i]]) for i in range(k))
-    out = {
+    return {
         _(RATIO_HINT): [rule(_WRONG_RULES["q/p"])],
         _("accept with probability min(1, p/q), not p: compare u[i] with p[i, x] / q[i, x], the target's probability "
           "of the token divided by the draft's"): [rule(_WRONG_RULES["p"])],
@@ -176,7 +176,6 @@ def _mistakes(p: Tensor, q: Tensor, draft: Tensor, u: Tensor) -> dict:
         _("when all k drafted tokens are accepted there is no rejection and no residual: the next token comes from "
           "p[k]"): [_vec(k, res(k - 1))] if n_right == k and k > 0 else None,
     }
-    return out
 
 
 RATIO_HINT = N_("accept with probability min(1, p/q): compare u[i] with p[i, x] / q[i, x], not q / p (a token the "
