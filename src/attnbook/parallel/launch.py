@@ -40,10 +40,11 @@ __all__ = ["LOOPBACK", "launch", "RankError", "loopback_interface"]
 
 LOOPBACK = "127.0.0.1"
 # Imported once by the fork server, so that each launched process starts with them already loaded.
-PRELOAD = ["torch", "torch.distributed", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
-           "torch.nn.parallel", "attnbook.models.llama", "attnbook.lm", "attnbook.parallel.launch",
-           "attnbook.parallel.toy", "attnbook.parallel.data_parallel", "attnbook.parallel.zero",
-           "attnbook.parallel.tensor_parallel", "attnbook.parallel.pipeline", "attnbook.parallel.comm"]
+PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "torch.distributed.fsdp",
+           "torch.distributed.tensor.parallel", "torch.nn.parallel", "attnbook.models.llama", "attnbook.lm",
+           "attnbook.parallel.launch", "attnbook.parallel.toy", "attnbook.parallel.data_parallel",
+           "attnbook.parallel.zero", "attnbook.parallel.tensor_parallel", "attnbook.parallel.pipeline",
+           "attnbook.parallel.comm"]  # torch._dynamo: an optimizer's first step imports it (seconds, per process)
 
 
 class RankError(RuntimeError):
@@ -121,7 +122,8 @@ def _check_sendable(fn) -> None:
     main = sys.modules.get("__main__")
     if getattr(fn, "__module__", None) == "__main__" and not getattr(main, "__file__", None):
         raise ValueError(f"fn={getattr(fn, '__qualname__', fn)!r} is defined in a notebook or an interactive "
-                         "session: launched processes cannot import it. Define it in a module (a .py file) and import it")
+                         "session: launched processes cannot import it. Define it in a module (a .py file) and "
+                         "import it")
     try:
         pickle.dumps(fn)
     except Exception as e:

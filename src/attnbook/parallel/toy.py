@@ -35,7 +35,8 @@ def tiny_llama(config: LlamaConfig | None = None, seed: int = 0, dtype: torch.dt
     return Llama(config).to(dtype)
 
 
-def token_batches(steps: int, batch_size: int, seq_len: int, vocab_size: int, seed: int = 0) -> list[tuple[Tensor, Tensor]]:
+def token_batches(steps: int, batch_size: int, seq_len: int, vocab_size: int,
+                  seed: int = 0) -> list[tuple[Tensor, Tensor]]:
     """`steps` batches (x, y) of random token ids, each (batch_size, seq_len), from a generator seeded with
     `seed`; y is x shifted by one (windows of seq_len + 1 tokens), as a language model's targets."""
     for name, value in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len),
