@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from attnbook.models.llama import Llama
 from attnbook.parallel.data_parallel import average_gradients, bucket_sweep, train_data_parallel
-from attnbook.parallel.launch import launch
+from attnbook.parallel.launcher import launch
 from attnbook.parallel.toy import tiny_config, tiny_llama, token_batches, train_reference
 
 TIMEOUT = 120

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbook.models.llama import Llama
-from attnbook.parallel.launch import launch
+from attnbook.parallel.launcher import launch
 from attnbook.parallel.pipeline import (bubble_fraction, format_schedule, gpipe_schedule, idle_fraction,
                                         measure_bubble, measured_idle_fraction, run_gpipe, run_pipelining,
                                         split_llama)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from attnbook.models.llama import LlamaAttention, SwiGLU
-from attnbook.parallel.launch import launch
+from attnbook.parallel.launcher import launch
 from attnbook.parallel.tensor_parallel import (ParallelLlamaAttention, column_slice, dtensor_swiglu, row_slice,
                                                tp_attention, tp_swiglu)
 

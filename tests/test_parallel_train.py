@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from attnbook.parallel.env import init_from_env, mean_over_ranks, shard_batch, unwrap, wrap_ddp
-from attnbook.parallel.launch import loopback_interface
+from attnbook.parallel.launcher import loopback_interface
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ARGS = ["--max-chars", "30000", "--vocab-size", "300", "--steps", "5", "--d-model", "16", "--n-layers", "1",

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbook.models.llama import Llama
-from attnbook.parallel.launch import launch
+from attnbook.parallel.launcher import launch
 from attnbook.parallel.toy import tiny_config, token_batches
 from attnbook.parallel.zero import PAPER_FIGURE_1, train_fsdp2, train_zero1, zero_memory
 

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .._validate import require_int, require_tensor
-from .launch import launch
+from .launcher import launch
 
 __all__ = ["RingAllReduce", "ring_all_reduce", "ring_bytes_per_rank", "time_all_reduce", "AlphaBeta",
            "fit_alpha_beta", "measure_alpha_beta"]

@@ -27,7 +27,7 @@ from ..lm import lm_loss
 from ..models.llama import LlamaConfig
 from ..training import adamw
 from .env import shard_batch
-from .launch import launch
+from .launcher import launch
 from .toy import tiny_llama, token_batches
 
 __all__ = ["average_gradients", "train_data_parallel", "ddp_bucket_sweep", "bucket_sweep", "BUCKET_MODEL"]

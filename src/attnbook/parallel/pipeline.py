@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from .._validate import require_int
 from ..models.llama import Llama, LlamaConfig
-from .launch import launch
+from .launcher import launch
 from .toy import tiny_config, tiny_llama, token_batches
 
 __all__ = ["gpipe_schedule", "bubble_fraction", "idle_fraction", "format_schedule", "split_llama", "LlamaStage",

@@ -31,7 +31,7 @@ from ..multihead import merge_heads, repeat_kv, split_heads
 from ..positional import apply_rope
 
 __all__ = ["copy_to_parallel", "reduce_from_parallel", "column_slice", "row_slice", "ParallelSwiGLU",
-           "ParallelLlamaAttention", "tp_swiglu", "tp_attention", "dtensor_swiglu"]
+           "ParallelLlamaAttention", "full_swiglu", "full_attention", "tp_swiglu", "tp_attention", "dtensor_swiglu"]
 
 
 class _CopyToParallel(torch.autograd.Function):

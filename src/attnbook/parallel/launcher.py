@@ -10,6 +10,7 @@ starts the processes, a `torch.distributed.TCPStore` is where they meet, `init_p
   which picking a free port and closing it again cannot promise on a busy machine.
 - Processes are forked from a server process that has imported torch once (`start_method="forkserver"`, with
   torch and this package preloaded): a second launch starts in a fraction of a second instead of several seconds.
+  The fork server is Python's (`multiprocessing`); it waits for the next launch and ends with the calling process.
   `fn` is sent by name, so it must be defined in a module (the package's workers, or a file you import), not in a
   notebook cell.
 - A rank that raises ends the launch at once: the other ranks are stopped and `RankError`, which names the rank
@@ -42,7 +43,7 @@ LOOPBACK = "127.0.0.1"
 # Imported once by the fork server, so that each launched process starts with them already loaded.
 PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "torch.distributed.fsdp",
            "torch.distributed.tensor.parallel", "torch.nn.parallel", "attnbook.models.llama", "attnbook.lm",
-           "attnbook.parallel.launch", "attnbook.parallel.toy", "attnbook.parallel.data_parallel",
+           "attnbook.parallel.launcher", "attnbook.parallel.toy", "attnbook.parallel.data_parallel",
            "attnbook.parallel.zero", "attnbook.parallel.tensor_parallel", "attnbook.parallel.pipeline",
            "attnbook.parallel.comm"]  # torch._dynamo: an optimizer's first step imports it (seconds, per process)
 

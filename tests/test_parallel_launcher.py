@@ -1,5 +1,5 @@
-"""attnbook.parallel.launch: processes joined by gloo on loopback, results back in rank order, a rank's error re-raised
-naming it, a timeout that stops every rank. The workers are this file's module-level functions (launched
+"""attnbook.parallel.launcher: processes joined by gloo on loopback, results back in rank order, a rank's error
+re-raised naming it, a timeout that stops every rank. The workers are this file's module-level functions (launched
 processes import them by name)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from attnbook.parallel.launch import RankError, launch, loopback_interface
+from attnbook.parallel.launcher import RankError, launch, loopback_interface
 
 TIMEOUT = 120  # generous: the machine may be shared
 
@@ -100,3 +100,13 @@ def test_loopback_interface_is_the_loopback():
     if name is None:
         pytest.skip("no loopback interface listed by socket.if_nameindex()")
     assert name.startswith("lo")
+
+
+def test_every_name_the_package_lists_loads_from_its_module():
+    import importlib
+
+    import attnbook.parallel as parallel
+
+    for name, module in parallel._EXPORTS.items():
+        defined = importlib.import_module(f"attnbook.parallel.{module}")
+        assert name in defined.__all__ and getattr(parallel, name) is getattr(defined, name)
