@@ -72,8 +72,8 @@ def test_measure_alpha_beta_times_every_size_and_process_count():
     assert [(m["world_size"], m["bytes"]) for m in fit.measurements] == [(2, 4096), (2, 262144), (3, 4096),
                                                                         (3, 262144)]
     assert all(m["seconds"] > 0 for m in fit.measurements)
-    again = fit_alpha_beta(fit.measurements)
-    assert (again.alpha, again.beta) == (fit.alpha, fit.beta)
+    again = fit_alpha_beta(fit.measurements)  # the fit is of the points it lists (last bits: LAPACK's)
+    assert again.alpha == pytest.approx(fit.alpha, rel=1e-9) and again.beta == pytest.approx(fit.beta, rel=1e-9)
 
 
 def test_published_bandwidths():

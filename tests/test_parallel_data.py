@@ -39,7 +39,7 @@ def reference_run(batches, config=None, seed=SEED, lr=LR):
 
 @pytest.fixture(scope="module")
 def batches():
-    return token_batches(STEPS, 8, 8, tiny_config().vocab_size, seed=1)
+    return token_batches(STEPS, 12, 8, tiny_config().vocab_size, seed=1)  # 12 rows: 2 or 3 ranks
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_the_reference_trains_and_train_reference_is_the_same_run(batches, refer
     assert max_state_difference(model.state_dict(), state) < 1e-12
 
 
-@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("mode", ["manual", "ddp"])
 def test_data_parallel_training_equals_one_process_on_the_whole_batch(batches, reference, mode, world_size):
     losses, state = reference
@@ -76,7 +76,7 @@ def two_halves(rank, world_size, batches):
     """Average_gradients on a model that saw half a batch: the mean of the two halves' gradients."""
     model = tiny_llama(seed=SEED)
     x, y = batches[0]
-    rows = slice(rank * 4, rank * 4 + 4)  # contiguous halves this time: any split of equal size works
+    rows = slice(rank * 6, rank * 6 + 6)  # contiguous halves this time: any split of equal size works
     logits = model(x[rows])
     F.cross_entropy(logits.reshape(-1, logits.size(-1)), y[rows].reshape(-1)).backward()
     calls = average_gradients(model)

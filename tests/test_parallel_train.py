@@ -76,21 +76,17 @@ def _finish(processes: list[subprocess.Popen]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """One process (in this process), and two torchrun runs started at once: 2 processes on one node, and 2 nodes
-    of 1 process each meeting at a c10d rendezvous on 127.0.0.1."""
+    """One process (in this process), then torchrun on 2 processes of one node, then on 2 nodes of 1 process each
+    meeting at a c10d rendezvous on 127.0.0.1: one after the other, so that no more than two processes compute
+    at once (`make test` runs beside timing chapters)."""
     from attnbook.lm import main
 
     folder = tmp_path_factory.mktemp("torchrun")
-    port = _free_port()
+    assert main([*ARGS, "--history", str(folder / "one.json")]) == 0
+    codes = _finish([_start(["--standalone", "--nproc-per-node", "2"], folder / "local.json", folder / "local.log")])
     nodes = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-             f"127.0.0.1:{port}", "--rdzv-id", "attnbook-test"]
-    processes = [_start(["--standalone", "--nproc-per-node", "2"], folder / "local.json", folder / "local.log"),
-                 _start(nodes, folder / "nodes.json", folder / "node0.log"),
-                 _start(nodes, folder / "nodes.json", folder / "node1.log")]
-    try:
-        assert main([*ARGS, "--history", str(folder / "one.json")]) == 0
-    finally:
-        codes = _finish(processes)
+             f"127.0.0.1:{_free_port()}", "--rdzv-id", "attnbook-test"]
+    codes += _finish([_start(nodes, folder / "nodes.json", folder / f"node{i}.log") for i in range(2)])
     logs = {name: (folder / f"{name}.log").read_text() for name in ("local", "node0", "node1")}
     assert codes == [0, 0, 0], logs
     histories = {name: json.loads((folder / f"{name}.json").read_text()) for name in ("one", "local", "nodes")}
