@@ -110,3 +110,16 @@ def test_every_name_the_package_lists_loads_from_its_module():
     for name, module in parallel._EXPORTS.items():
         defined = importlib.import_module(f"attnbook.parallel.{module}")
         assert name in defined.__all__ and getattr(parallel, name) is getattr(defined, name)
+
+
+def test_a_function_defined_in_a_notebook_is_refused_with_the_reason(monkeypatch):
+    import sys
+    import types
+
+    def cell_function(rank, world_size):
+        return rank
+
+    cell_function.__module__ = "__main__"
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # a kernel's __main__: no file
+    with pytest.raises(ValueError, match="notebook or an interactive session"):
+        launch(cell_function, 2)
