@@ -84,15 +84,16 @@ def not_module_level():
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(fn=not_module_level(), world_size=2), TypeError, "module-level function"),
     (dict(fn=42, world_size=2), TypeError, "fn must be a function"),
+    (dict(fn=sum_of_ranks, world_size=2, extra=lambda: 0), TypeError, "args must be picklable"),
     (dict(fn=sum_of_ranks, world_size=0), ValueError, "world_size must be >= 1"),
     (dict(fn=sum_of_ranks, world_size=2, timeout=0), ValueError, "timeout must be a positive"),
     (dict(fn=sum_of_ranks, world_size=2, backend="tcp"), ValueError, "backend must be"),
     (dict(fn=sum_of_ranks, world_size=2, start_method="thread"), ValueError, "start_method must be"),
 ])
 def test_bad_arguments_are_refused_before_any_process_starts(kwargs, exc, match):
-    fn, world_size = kwargs.pop("fn"), kwargs.pop("world_size")
+    fn, world_size, extra = kwargs.pop("fn"), kwargs.pop("world_size"), kwargs.pop("extra", "x")
     with pytest.raises(exc, match=match):
-        launch(fn, world_size, "x", **kwargs)
+        launch(fn, world_size, extra, **kwargs)
 
 
 def test_loopback_interface_is_the_loopback():

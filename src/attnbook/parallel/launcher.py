@@ -147,6 +147,10 @@ def launch(fn: Callable, world_size: int, *args, timeout: float = 120.0, backend
     `fn` must be importable by name: define it in a module, not in a notebook cell.
     """
     _check_sendable(fn)
+    try:
+        pickle.dumps(args)  # before any process starts: a rank that started could not be told to stop
+    except Exception as e:
+        raise TypeError(f"args must be picklable (tensors, numbers, lists, dicts, dataclasses): {e}") from None
     require_int(world_size, "world_size", minimum=1)
     require_int(threads, "threads", minimum=1)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (math.isfinite(timeout)
