@@ -131,3 +131,10 @@ def test_the_measured_bubble_follows_the_formula():
     for r in rows:  # the run can add idle time (messages, start-up) but not remove what dependencies impose
         assert r["measured"] > r["formula"] - 0.05
     assert rows[1]["measured"] < rows[0]["measured"] - 0.2  # more micro-batches, a smaller bubble
+
+
+def test_measure_bubble_refuses_micro_batches_that_do_not_divide_the_batch():
+    with pytest.raises(ValueError, match="does not split into 3 equal micro-batches"):
+        measure_bubble(n_stages=2, n_micros=(3,), batch_size=8)
+    with pytest.raises(ValueError, match="delay_s"):
+        measure_bubble(n_stages=2, delay_s=-1)

@@ -194,6 +194,13 @@ def measure_bubble(n_stages: int = 2, n_micros=(1, 2, 4, 8), delay_s: float = 0.
     each forward and backward taking `delay_s` seconds more; one dict per run: n_micro, formula
     (`bubble_fraction`), measured (`measured_idle_fraction`) and seconds (the run's span)."""
     require_int(n_stages, "n_stages", minimum=1)
+    require_int(batch_size, "batch_size", minimum=1)
+    for m in n_micros:
+        require_int(m, "each of n_micros", minimum=1)
+        if batch_size % m:
+            raise ValueError(f"batch_size={batch_size} does not split into {m} equal micro-batches (n_micros)")
+    if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or not delay_s >= 0:
+        raise ValueError(f"delay_s must be a number of seconds >= 0, got {delay_s!r}")
     config = tiny_config(n_layers=n_stages)
     (x, y), = token_batches(1, batch_size, 8, config.vocab_size, seed)
     rows = []
