@@ -11,10 +11,19 @@
     python -m attnbook.lm --steps 1500 --vocab-size 384 --d-model 128 --n-layers 4 --context 128
 
 trains a larger model the same way on War and Peace and prints its validation perplexity next to the baselines.
+The same command runs data-parallel on several processes (chapter 13; `attnbook.parallel.env`):
+
+    torchrun --standalone --nproc-per-node 2 -m attnbook.lm --steps 1500 ...
+
+Each process draws the same global batch of --batch-size windows and keeps rows rank::world_size; the model is
+wrapped in DistributedDataParallel (gloo), which averages the gradients, so the run follows the one-process run
+with the same global batch; the losses recorded are the global batch's; rank 0 prints. Across machines, run the
+same command on each with --nnodes N --rdzv-backend c10d --rdzv-endpoint HOST:PORT instead of --standalone.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -26,6 +35,7 @@ from torch import Tensor, nn
 
 from ._validate import require_int, require_tensor
 from .notebook import seed_everything
+from .parallel.env import close, init_from_env, mean_over_ranks, rank_and_world, shard_batch, unwrap, wrap_ddp
 from .training import _progress_bar, adamw, warmup_cosine_lr
 
 __all__ = ["perplexity", "random_windows", "lm_loss", "evaluate_lm", "LMHistory", "train_lm", "generate", "main"]
@@ -161,6 +171,10 @@ def train_lm(model: nn.Module, train_ids: Tensor, val_ids: Tensor, *, steps: int
     clipped to norm `clip` (None: not clipped). Everything random comes from `seed`: the model is left as it is,
     so seed it before building it. The validation loss (`evaluate_lm` on the first `eval_tokens` of val_ids, all
     of them by default) is recorded every `eval_every` steps and after the last. The model ends in eval() mode.
+
+    In a process group (torchrun; `model` wrapped in DistributedDataParallel), batch_size is the global batch:
+    every rank draws the same windows and trains on rows rank::world_size (batch_size must be divisible by the
+    number of processes); the losses and tokens recorded are the global batch's, and only rank 0 shows a bar.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
@@ -182,7 +196,8 @@ def train_lm(model: nn.Module, train_ids: Tensor, val_ids: Tensor, *, steps: int
     optimizer = adamw(model, max_lr, weight_decay=weight_decay)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     history = LMHistory()
-    bar = _progress_bar(total=steps, desc=desc, disable=not progress)
+    rank, world = rank_and_world()
+    bar = _progress_bar(total=steps, desc=desc, disable=not progress or rank != 0)
     model.train()
     spent = 0.0
     try:
@@ -192,8 +207,9 @@ def train_lm(model: nn.Module, train_ids: Tensor, val_ids: Tensor, *, steps: int
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = random_windows(train_ids, batch_size, context, generator)  # (B, T) each
+            x, y = shard_batch(x, rank, world), shard_batch(y, rank, world)  # (B / world, T): this rank's rows
             loss = lm_loss(model, x, y)
-            value = loss.item()
+            value = mean_over_ranks(loss.item())  # the global batch's loss (the same on every rank)
             if not math.isfinite(value):
                 raise FloatingPointError(f"the loss became {value} at step {step + 1}; try a lower max_lr")
             optimizer.zero_grad(set_to_none=True)
@@ -204,10 +220,10 @@ def train_lm(model: nn.Module, train_ids: Tensor, val_ids: Tensor, *, steps: int
             history.losses.append(value)
             history.lrs.append(lr)
             history.grad_norms.append(float(norm))
-            history.tokens += x.numel()
+            history.tokens += x.numel() * world
             if (eval_every is not None and (step + 1) % eval_every == 0) or step + 1 == steps:
                 history.val_steps.append(step + 1)
-                history.val_losses.append(evaluate_lm(model, val, context))
+                history.val_losses.append(evaluate_lm(unwrap(model), val, context))
                 model.train()
             bar.update(1)
             if (step + 1) % 10 == 0 or step + 1 == steps:
@@ -292,17 +308,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads (the chapter uses 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--max-chars", type=int, default=None,
+                   help="use only this many first characters of the book (quick runs)")
+    p.add_argument("--history", default=None, help="write the losses per step and the validation losses to this "
+                                                   "JSON file (rank 0)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    rank, world = init_from_env()  # (0, 1) on a plain run; under torchrun, joins the gloo process group
+    try:
+        return _train_and_report(args, rank, world)
+    finally:
+        close()
+
+
+def _train_and_report(args: argparse.Namespace, rank: int, world: int) -> int:
     from .models.llama import Llama, LlamaConfig
     from .text import (BIGRAM_WEIGHTS, bigram_perplexity, encode, load_war_and_peace, split_text, train_tokenizer,
                        unigram_perplexity)
 
     torch.set_num_threads(args.threads)
-    train_text, val_text = split_text(load_war_and_peace())
+    book = load_war_and_peace()
+    train_text, val_text = split_text(book if args.max_chars is None else book[:args.max_chars])
     tokenizer = train_tokenizer(train_text, args.vocab_size)
     train_ids, val_ids = encode(tokenizer, train_text), encode(tokenizer, val_text)
     V = tokenizer.get_vocab_size()
@@ -310,13 +339,21 @@ def main(argv: list[str] | None = None) -> int:
     d_ff = 8 * args.d_model // 3 // 8 * 8  # SwiGLU's width: 8/3 d_model (Llama), a multiple of 8
     config = LlamaConfig(vocab_size=V, d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
                          n_kv_heads=args.n_heads, d_ff=d_ff, max_len=args.context, tie_embeddings=True)
-    model = Llama(config)
+    model = wrap_ddp(Llama(config))  # DistributedDataParallel under torchrun, the model itself otherwise
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{n_params:,} parameters; {len(train_ids):,} training and {len(val_ids):,} validation tokens; "
-          f"{torch.get_num_threads()} thread{'' if torch.get_num_threads() == 1 else 's'}", flush=True)
+    if rank == 0:
+        print(f"{n_params:,} parameters; {len(train_ids):,} training and {len(val_ids):,} validation tokens; "
+              f"{torch.get_num_threads()} thread{'' if torch.get_num_threads() == 1 else 's'}"
+              + (f" in each of {world} processes" if world > 1 else ""), flush=True)
     history = train_lm(model, train_ids, val_ids, steps=args.steps, batch_size=args.batch_size,
                        context=args.context, max_lr=args.lr, eval_every=args.eval_every, seed=args.seed,
                        progress=not args.no_progress)
+    if rank != 0:  # rank 0 reports
+        return 0
+    if args.history is not None:
+        with open(args.history, "w", encoding="utf-8") as f:
+            json.dump({"losses": history.losses, "val_steps": history.val_steps, "val_losses": history.val_losses,
+                       "tokens": history.tokens, "world_size": world}, f)
     for step, loss in zip(history.val_steps, history.val_losses):
         print(f"step {step:>6}: validation loss {loss:.3f}, perplexity {perplexity(loss):.1f}")
     uni = unigram_perplexity(train_ids, val_ids, V)
@@ -324,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"validation perplexity: model {perplexity(history.val_loss):.1f}, bigram {bi:.1f}, unigram {uni:.1f}")
     print(f"{history.tokens:,} tokens in {history.seconds:.0f} s of training")
     prompt = torch.tensor([tokenizer.encode("\n\n").ids])
-    out = generate(model, prompt, 60, temperature=0.8, generator=torch.Generator().manual_seed(args.seed))
+    out = generate(unwrap(model), prompt, 60, temperature=0.8, generator=torch.Generator().manual_seed(args.seed))
     print("sample at temperature 0.8:", tokenizer.decode(out[0, prompt.size(1):].tolist()).strip())
     return 0
 
