@@ -140,3 +140,47 @@ def test_importing_the_package_does_not_import_regex():
     code = ("import sys, attnbook.text, attnbook.pretokenizers; assert 'regex' not in sys.modules; "
             "attnbook.pretokenizers.pretokenize('a'); assert 'regex' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- special tokens --------------------------------------------------------------------------------------------
+
+EOT = "<|endoftext|>"  # GPT-2's end-of-text token (tiktoken's ENDOFTEXT)
+
+
+@pytest.mark.parametrize("text, special, expected", [
+    ("a<|endoftext|>b", (EOT,), ["a", EOT, "b"]),
+    (EOT, (EOT,), ["", EOT, ""]),
+    (EOT + EOT + "x", (EOT,), ["", EOT, "", EOT, "x"]),
+    ("no special token <|endoftext", (EOT,), ["no special token <|endoftext"]),
+    ("a<|end b<|endoftext|>c", ("<|end", EOT), ["a", "<|end", " b", EOT, "c"]),  # the longer wins
+    ("a<|end b<|endoftext|>c", (EOT, "<|end"), ["a", "<|end", " b", EOT, "c"]),  # whatever the order
+    ("a.b*c", (".", "*"), ["a", ".", "b", "*", "c"]),  # regex characters are literal
+    ("a<|endoftext|>b", (), ["a<|endoftext|>b"]),
+])
+def test_split_special_by_hand(text, special, expected):
+    from attnbook.pretokenizers import split_special
+
+    pieces = split_special(text, special)
+    assert pieces == expected
+    assert "".join(pieces) == text
+
+
+def test_split_special_defaults_to_end_of_text():
+    from attnbook.pretokenizers import END_OF_TEXT, split_special
+
+    assert END_OF_TEXT == EOT
+    assert split_special("one" + EOT + "two") == ["one", EOT, "two"]
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    ((b"a", (EOT,)), TypeError, "text must be a str"),
+    (("a", EOT), TypeError, "special_tokens must be a list or tuple of str"),
+    (("a", [EOT, None]), TypeError, "special_tokens must hold str"),
+    (("a", [""]), ValueError, "special_tokens must be non-empty"),
+    (("a", [EOT, EOT]), ValueError, "special_tokens must be distinct"),
+])
+def test_split_special_rejects_bad_arguments(args, exc, match):
+    from attnbook.pretokenizers import split_special
+
+    with pytest.raises(exc, match=match):
+        split_special(*args)

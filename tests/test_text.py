@@ -10,7 +10,7 @@ import torch
 
 from attnbook import text
 from attnbook.text import (BPE, bigram_perplexity, encode, load_war_and_peace, merge_pair, pretokenize, split_text,
-                           train_bpe, train_tokenizer, unigram_perplexity)
+                           train_bpe, train_bpe_special, train_tokenizer, unigram_perplexity)
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -162,6 +162,112 @@ def test_bpe_rejects_bad_arguments():
     assert train_bpe("ab", 5).merges == [("a", "b")]  # no pair left after one merge
     bytes_only = BPE(train_bpe("", 0).vocab)  # no merges: one token per byte
     assert bytes_only.encode("hi") == [bytes_only.vocab.index("h"), bytes_only.vocab.index("i")]
+
+
+# --- special tokens and document boundaries -------------------------------------------------------------------
+
+EOT = "<|endoftext|>"  # GPT-2's end-of-text token (its encoder.json, id 50256; tiktoken's ENDOFTEXT)
+
+
+def library_tokenizer_documents(documents, vocab_size: int, pre_tokenizer=None, special=(EOT,)):
+    """tokenizers' byte-level BPE trained on the documents one by one (each pre-tokenized by itself), the special
+    tokens added after training, as GPT-2's <|endoftext|> came after its merges."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizer or pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(documents, trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tok.add_special_tokens(list(special))
+    return tok
+
+
+@pytest.fixture(scope="module")
+def paragraphs(book) -> list[str]:
+    return [p for p in book[:300_000].split("\n\n") if p.strip()]
+
+
+def test_train_bpe_special_equals_tokenizers_trained_document_by_document(paragraphs):
+    ours = train_bpe_special(EOT.join(paragraphs), 60)
+    theirs = library_tokenizer_documents(paragraphs, 256 + 60)
+    assert ours.merges == library_merges(theirs)
+    assert {t: i for i, t in enumerate(ours.vocab)} == theirs.get_vocab()  # the special token's id included
+    eot = ours.special_ids[EOT]
+    assert eot == theirs.token_to_id(EOT) == len(ours.vocab) - 1 >= 256 + 60  # past the bytes and the merges
+    sample = EOT.join(paragraphs[-40:]) + EOT + EOT + "tail<|endoftext" + EOT  # a cut-off one is ordinary text
+    ids = ours.encode(sample)
+    assert ids == theirs.encode(sample).ids
+    assert ids.count(eot) == sample.count(EOT) == 39 + 3  # each one whole: one id, never split
+    assert ours.decode(ids) == sample
+    assert theirs.decode(ids, skip_special_tokens=False) == sample
+
+
+def test_no_merge_spans_a_document_boundary():
+    """Documents that end and begin in symbols: joined naively, the pre-tokenizer makes words such as '!<|' and
+    '|>!' that cross the boundary, and the BPE merges them; cut at the special token first, it never does."""
+    documents = ["Stop!", "!Go", "(a)", "b?", "?c"] * 30
+    joined = EOT.join(documents)
+    words = {w for d in documents for w in pretokenize(d)}  # each document pre-tokenized by itself
+    ours = train_bpe_special(joined, 30)
+    made = [a + b for a, b in ours.merges]
+    assert made and all(any(t in w for w in words) for t in made)  # every merged token lies inside one document
+    naive = [a + b for a, b in train_bpe(joined, 30).merges]
+    assert any(not any(t in w for w in words) for t in naive)  # without the cut, merges cross (the test has teeth)
+    assert ours.vocab.count(EOT) == 1 and ours.special_ids == {EOT: len(ours.vocab) - 1}
+    assert ours.encode(EOT) == [len(ours.vocab) - 1] and ours.encode(EOT + EOT) == [len(ours.vocab) - 1] * 2
+    assert ours.encode(joined) == library_tokenizer_documents(documents, 256 + 30).encode(joined).ids
+
+
+def test_train_bpe_special_under_cl100k_equals_tokenizers_split_pre_tokenizer(paragraphs):
+    from tokenizers import Regex, pre_tokenizers
+
+    from test_pretokenizers import CORPUS, TIKTOKEN_CL100K
+
+    documents = paragraphs[:300] + CORPUS
+    split = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(TIKTOKEN_CL100K), behavior="isolated"),
+                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    ours = train_bpe_special(EOT.join(documents), 50, pattern="cl100k")
+    theirs = library_tokenizer_documents(documents, 256 + 50, pre_tokenizer=split)
+    assert ours.pattern == "cl100k" and ours.merges == library_merges(theirs)
+    sample = EOT.join(CORPUS + paragraphs[300:320])
+    assert ours.encode(sample) == theirs.encode(sample).ids
+    assert ours.decode(ours.encode(sample)) == sample
+
+
+def test_two_special_tokens_match_the_longest_first_as_tokenizers_does(paragraphs):
+    special = ["<|end", EOT]  # the first is a prefix of the second
+    documents = paragraphs[:100]
+    ours = train_bpe_special("<|end".join(documents), 20, special_tokens=special)
+    theirs = library_tokenizer_documents(documents, 256 + 20, special=special)
+    assert ours.special_ids == {"<|end": 276, EOT: 277} == {t: theirs.token_to_id(t) for t in special}
+    sample = "a<|end b<|endoftext|>c<|end|>oftext|><|en" + EOT
+    assert ours.encode(sample).count(277) == 2 and ours.encode(sample).count(276) == 2
+    assert ours.encode(sample) == theirs.encode(sample).ids
+    assert ours.decode(ours.encode(sample)) == sample
+
+
+def test_without_special_tokens_train_bpe_special_is_train_bpe(book):
+    part = book[:100_000]
+    plain, special = train_bpe(part, 30), train_bpe_special(part, 30, special_tokens=())
+    assert (special.vocab, special.merges, special.special_tokens) == (plain.vocab, plain.merges, [])
+    assert special.encode(SAMPLE + EOT) == plain.encode(SAMPLE + EOT)  # no special token: EOT is ordinary text
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: train_bpe_special(b"x", 3), TypeError, "text must be a str"),
+    (lambda: train_bpe_special("x", -1), ValueError, "n_merges"),
+    (lambda: train_bpe_special("x", 3, pattern="gpt5"), ValueError, "pattern must be one of"),
+    (lambda: train_bpe_special("x", 3, special_tokens=EOT), TypeError, "special_tokens must be a list or tuple"),
+    (lambda: train_bpe_special("x", 3, special_tokens=[""]), ValueError, "special_tokens must be non-empty"),
+    (lambda: train_bpe_special("x", 3, special_tokens=[EOT, EOT]), ValueError, "special_tokens must be distinct"),
+    (lambda: train_bpe_special("x", 3, special_tokens=[7]), TypeError, "special_tokens must hold str"),
+    (lambda: BPE(train_bpe("", 0).vocab, special_tokens=[EOT]), ValueError, "special_tokens must be the last"),
+    (lambda: BPE(train_bpe("", 0).vocab, pattern=2), TypeError, "pattern must be a str"),
+])
+def test_special_tokens_reject_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
 
 
 # --- baselines -------------------------------------------------------------------------------------------------

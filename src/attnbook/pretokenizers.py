@@ -24,13 +24,22 @@ and by LLaMA 1 and 2, reads the raw text as a sequence of Unicode characters, wr
 symbol "▁" (U+2581) that starts a piece, and trains its BPE or unigram model on that without a language-specific
 pre-tokenizer or GPT-2's byte table (it falls back to bytes only for characters it has no piece for, when so
 configured).
+
+Special tokens (`split_special`): a text made of documents joined with `END_OF_TEXT` ("<|endoftext|>", GPT-2's
+only special token, id 50256, the last of its vocabulary) is cut at each special token before the pattern runs,
+so no word, and so no merge of a BPE, spans two documents, and the special token itself stays whole.
+Hugging Face `tokenizers` does the same with its added tokens (`Tokenizer.add_special_tokens`), longest match
+first. tiktoken refuses a special token in the text unless `allowed_special` names it; this module always
+treats it as special, as `tokenizers` does.
 """
 from __future__ import annotations
 
 import functools
+import re
 import types
+from collections.abc import Sequence
 
-__all__ = ["PATTERNS", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "pretokenize"]
+__all__ = ["PATTERNS", "BYTE_TO_CHAR", "CHAR_TO_BYTE", "pretokenize", "END_OF_TEXT", "split_special"]
 
 _PATTERNS = {
     "gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
@@ -39,6 +48,8 @@ _PATTERNS = {
 }
 _PATTERNS["llama3"] = _PATTERNS["cl100k"]  # Meta's pat_str: tiktoken's cl100k pattern, character for character
 PATTERNS = types.MappingProxyType(_PATTERNS)  # read-only: a name always means its published string
+
+END_OF_TEXT = "<|endoftext|>"
 
 
 def _byte_to_char() -> dict[int, str]:
@@ -77,8 +88,35 @@ def pretokenize(text: str, *, pattern: str = "gpt2") -> list[str]:
     """The words of `text` under `pattern` (a name in `PATTERNS`), each written as byte characters (its UTF-8
     bytes through `BYTE_TO_CHAR`: a space is 'Ġ', a newline 'Ċ'): pretokenize("Hi there") == ['Hi', 'Ġthere'],
     pretokenize("x²") == ['x', 'Â²'] (a letter, then a number), pretokenize("1234", pattern="cl100k") ==
-    ['123', '4']."""
+    ['123', '4']. Special tokens are not looked for here: see `split_special`."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     words = _compiled(_pattern_name(pattern)).findall(text)
     return ["".join(BYTE_TO_CHAR[b] for b in word.encode("utf-8")) for word in words]
+
+
+def _special_tokens(special_tokens) -> tuple[str, ...]:
+    if isinstance(special_tokens, str) or not isinstance(special_tokens, Sequence):
+        raise TypeError(f"special_tokens must be a list or tuple of str, got {type(special_tokens).__name__}")
+    tokens = tuple(special_tokens)
+    if not all(isinstance(t, str) for t in tokens):
+        raise TypeError(f"special_tokens must hold str, got {tokens!r}")
+    if not all(tokens):
+        raise ValueError(f"special_tokens must be non-empty strings, got {tokens!r}")
+    if len(set(tokens)) != len(tokens):
+        raise ValueError(f"special_tokens must be distinct, got {tokens!r}")
+    return tokens
+
+
+def split_special(text: str, special_tokens: Sequence[str] = (END_OF_TEXT,)) -> list[str]:
+    """`text` cut at every occurrence of the special tokens: [text, special, text, special, ..., text], the
+    special tokens at the odd positions and the text between them (possibly empty) at the even ones. Where two
+    special tokens match at the same place, the longer wins. split_special("a<|endoftext|>b") ==
+    ['a', '<|endoftext|>', 'b']; with no special tokens, [text]."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    tokens = _special_tokens(special_tokens)
+    if not tokens:
+        return [text]
+    alternatives = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))  # the longest first
+    return re.split(f"({alternatives})", text)  # the group keeps the special tokens in the list

