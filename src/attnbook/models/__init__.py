@@ -5,6 +5,7 @@
 - `vit`: a Vision Transformer (chapter 7)
 - `bert`, `gpt`: encoder-only and decoder-only language models (chapters 8–10)
 - `llama`: the modern decoder-only block, RMSNorm, SwiGLU, rotary positions, grouped-query attention (chapter 11)
+  with the later options: QK-norm, sliding window, scaled RoPE (`rope_scaling`), mixture of experts (`moe`)
 
 Names are loaded on first use (`from attnbook.models import GPT`), so importing one model does not import the rest.
 """
@@ -37,6 +38,8 @@ _EXPORTS: dict[str, str] = {  # public name -> submodule that defines it
     "EncoderDecoder": "transformer",
     "greedy_decode": "transformer",
     **{name: "llama" for name in ("LlamaConfig", "Llama", "load_hf_weights", "block_costs")},  # ch. 11
+    **{name: "moe" for name in ("SparseMoE", "load_balancing_loss")},
+    **{name: "rope_scaling" for name in ("rope_frequencies", "apply_scaled_rope")},
 }
 
 
