@@ -92,7 +92,8 @@ YARN_CASES = {
 @pytest.mark.parametrize("case", YARN_CASES)
 def test_yarn_matches_transformers(case):
     rope = YARN_CASES[case]
-    config = hf_config(64, max_len=16384, rope_type="yarn", **rope)
+    config = hf_config(64, max_len=int(rope["factor"] * rope["original_max_position_embeddings"]), rope_type="yarn",
+                       **rope)
     assert_matches_hf(rope_frequencies(64, 10000.0, {"rope_type": "yarn", **rope}), config)
     assert config_from_hf(config).rope_scaling == {"rope_type": "yarn", **rope}
 
@@ -119,7 +120,7 @@ def test_yarn_by_its_definition():
 ])
 def test_llama3_matches_transformers(d_head, base, factor, low, high, L):
     rope = dict(factor=factor, low_freq_factor=low, high_freq_factor=high, original_max_position_embeddings=L)
-    config = hf_config(d_head, base=base, rope_type="llama3", **rope)
+    config = hf_config(d_head, base=base, max_len=int(factor) * L, rope_type="llama3", **rope)
     ours = llama3_inv_freq(d_head, base, factor, L, low_freq_factor=low, high_freq_factor=high)
     assert_matches_hf((ours, 1.0), config)
     assert config_from_hf(config).rope_scaling == {"rope_type": "llama3", **rope}
@@ -163,7 +164,7 @@ def llama_hf(max_len, **rope):
 @pytest.mark.parametrize("rope, T", [
     (dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
           original_max_position_embeddings=4), 24),
-    (dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=4), 24),
+    (dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=4), 24),
     (dict(rope_type="linear", factor=3.0), 24),
     (dict(rope_type="dynamic", factor=2.0), 24),  # HF's max_position_embeddings 8 < 24: the base grows
 ], ids=lambda v: v["rope_type"] if isinstance(v, dict) else str(v))
@@ -182,7 +183,7 @@ def test_scaled_rope_logits_match_llama(rope, T):
 
 
 def test_unwidened_llama_with_yarn_differs_only_by_float32():
-    hf = build(llama_hf(32, rope_type="yarn", factor=4.0, original_max_position_embeddings=4), widen=False)
+    hf = build(llama_hf(32, rope_type="yarn", factor=8.0, original_max_position_embeddings=4), widen=False)
     ours = load_hf_weights(Llama(config_from_hf(hf.config)).double().eval(), hf)
     x = torch.randint(0, VOCAB, (2, 24), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
