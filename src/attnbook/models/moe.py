@@ -10,7 +10,7 @@ n_experts while the FLOPs per token grow with top_k only.
 Nothing in that forward pass keeps the router from sending every token to the same experts. The auxiliary
 `load_balancing_loss` (Switch Transformer, eqs. 4-6) is n_experts * sum_i f_i * P_i, f_i the share of tokens sent
 to expert i and P_i its mean router probability; added to the training loss (times a small coefficient, 0.01 in
-Switch, 0.02 in Mixtral's transformers config) it pulls both towards uniform.
+Switch, 0.001 in transformers' MixtralConfig) it pulls both towards uniform.
 
 `SparseMoE` equals transformers' `MixtralSparseMoeBlock` with the same weights (`tests/test_moe.py`), whose
 router jitter noise (default 0) it does not have. Routing is computed in float32 or the input's dtype, whichever

@@ -19,7 +19,9 @@ L * theta_i at most; beyond L the slow pairs reach angles they never saw. Each s
   L / high_freq_factor kept, longer than L / low_freq_factor divided by factor, a smooth blend between.
 
 `rope_frequencies(d_head, base, rope_scaling)` dispatches on a dict with the keys and values of transformers'
-`config.rope_parameters` (without rope_theta, which is `base`): {"rope_type": "llama3", "factor": 8.0, ...}.
+`config.rope_parameters` (without rope_theta, which is `base`): {"rope_type": "llama3", "factor": 8.0, ...}. Two
+differences: "ntk" (static NTK-aware) is this package's own type, transformers has only "dynamic"; and "dynamic"
+names its starting length original_max_position_embeddings (transformers uses max_position_embeddings).
 `apply_scaled_rope` rotates a tensor with given frequencies, as `attnbook.positional.apply_rope` does with plain
 ones. Every frequency is computed in float64; transformers computes them in float32.
 """
@@ -67,7 +69,7 @@ def linear_inv_freq(d_head: int, base: float, factor: float, *, device=None) -> 
 
 
 def ntk_inv_freq(d_head: int, base: float, factor: float, *, device=None) -> Tensor:
-    """NTK-aware scaling (YaRN paper arXiv:2309.00071, eq. 16): plain RoPE with base * factor^(d/(d-2)).
+    """NTK-aware scaling (YaRN paper arXiv:2309.00071, section 3.1): plain RoPE with base * factor^(d/(d-2)).
 
     The exponent makes the slowest pair (i = d/2 - 1) exactly factor times slower while the fastest (i = 0) keeps
     its frequency: the high frequencies, which tell neighbours apart, are not interpolated. d_head must exceed 2.
@@ -126,7 +128,7 @@ def yarn_inv_freq(d_head: int, base: float, factor: float, original_max_position
 
 
 def yarn_attention_factor(factor: float, *, mscale: float | None = None, mscale_all_dim: float | None = None) -> float:
-    """YaRN's factor on cos and sin, so scores are multiplied by its square (arXiv:2309.00071, eq. 22: sqrt(1/t)).
+    """YaRN's factor on cos and sin: scores are multiplied by its square (arXiv:2309.00071, section 3.4: sqrt(1/t)).
 
     0.1 ln(factor) + 1 (1 for factor <= 1); with both `mscale` and `mscale_all_dim` (DeepSeek's form), the ratio
     (0.1 mscale ln(factor) + 1) / (0.1 mscale_all_dim ln(factor) + 1).
