@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 
 import attnbook.models.llama as _llama
+import attnbook.models.moe as _moe
+import attnbook.models.rope_scaling as _rope_scaling
 from attnbook import multihead as _multihead
 from attnbook import positional as _positional
 from mutants import RIGHT, fresh_import, function_copy, table, right, wrong
@@ -265,6 +267,16 @@ class _StandInFFN:
         self.down_proj = lambda t: t @ W_down
 
 
+def _one_expert(x, W_gate, W_up, W_down):
+    """SwiGLUExperts(1, d, d_ff) with the (in, out) weights transposed into its (out, in) stacks, expert 0 for all"""
+    experts = _moe.SwiGLUExperts(1, W_gate.shape[0], W_gate.shape[1]).to(x.dtype)
+    with torch.no_grad():
+        experts.gate_proj.copy_(W_gate.T[None])
+        experts.up_proj.copy_(W_up.T[None])
+        experts.down_proj.copy_(W_down.T[None])
+    return experts(x, 0)
+
+
 table("11.2", [
     ("SiLU written as z * sigmoid(z)", RIGHT, sg(act=lambda z: z * torch.sigmoid(z))),
     ("SiLU on the up branch instead of the gate", "gate and up are swapped", sg(on="up")),
@@ -305,6 +317,8 @@ table("11.2", [
          hidden_size=d, intermediate_size=d_ff, num_attention_heads=1, num_key_value_heads=1)).to(dtype))),
     ("the package's SwiGLU with the weights copied in", "package's own",
      ffn_module(lambda d, d_ff, dtype: _llama.SwiGLU(d, d_ff).to(dtype))),
+    ("one expert of the package's mixture-of-experts SwiGLUExperts, the weights copied in",
+     "without attnbook.models.moe.SwiGLUExperts", _one_expert),
     ("SwiGLU.forward from a second import, on a stand-in self", "package's own",
      lambda x, W_gate, W_up, W_down: _llama2.SwiGLU.forward(_StandInFFN(W_gate, W_up, W_down), x)),
     ("einsum for the three products", RIGHT,
@@ -459,6 +473,12 @@ def _attn(a, w, n_heads, n_kv_heads, rope_base, *, rotate="qk", rope=None, base=
     return y @ w["W_o"] if w_o else y
 
 
+def _rope_scaled(x, positions, base=10000.0):
+    """RoPE by the package's long-context helper, apply_scaled_rope, with the plain frequencies base^(-2i/d)"""
+    inv_freq = base ** (-torch.arange(0, x.shape[-1], 2, dtype=torch.float64) / x.shape[-1])
+    return _rope_scaling.apply_scaled_rope(x, inv_freq, positions=positions)
+
+
 def mb(*, norm=None, ffn=None, post_norm=False, first_residual=True, second_residual=True, ffn_reads="h",
        final_norm=False, swap_norms=False, **attention):
     """11.3's learner template: modern_block from the learner's earlier answers (the helpers above): h = x +
@@ -611,6 +631,8 @@ table("11.3", [
          hidden_size=d, intermediate_size=d_ff, num_attention_heads=1, num_key_value_heads=1)).to(dtype)))),
     ("the package's apply_rope instead of the learner's", "without attnbook.positional.apply_rope",
      mb(rope=_positional.apply_rope)),
+    ("RoPE through the package's apply_scaled_rope (chapter 11's RoPE scaling) with unscaled frequencies",
+     "without attnbook.models.rope_scaling.apply_scaled_rope", mb(rope=_rope_scaled)),
     ("the package's split_heads and merge_heads instead of the learner's", "without attnbook.multihead.split_heads",
      mb(split=_multihead.split_heads, merge=_multihead.merge_heads)),
     ("the package's repeat_kv instead of the learner's", "without attnbook.multihead.repeat_kv",

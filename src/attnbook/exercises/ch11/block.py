@@ -28,6 +28,7 @@ _BLOCK_INSTEAD = (N_("assemble the block from your own functions: rms_norm, swig
 BLOCK_FORBIDDEN = [(name, _BLOCK_INSTEAD) for name in (
     "attnbook.models.llama.LlamaAttention", "attnbook.models.llama.Llama", "attnbook.models.llama.RMSNorm",
     "attnbook.models.llama.SwiGLU", "attnbook.positional.apply_rope", "attnbook.positional.rotate_half",
+    "attnbook.models.rope_scaling.apply_scaled_rope", "attnbook.models.moe.SwiGLUExperts",
     "attnbook.multihead.split_heads", "attnbook.multihead.merge_heads", "attnbook.multihead.repeat_kv",
     "attnbook.layers.EncoderBlock", "attnbook.layers.DecoderBlock", "attnbook.layers.LayerNorm",
     "torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm", "torch.nn.functional.layer_norm",

@@ -16,7 +16,7 @@ from ...i18n import N_, _
 _SWIGLU_INSTEAD = N_("write the three products yourself, with @, as the weights are given (in, out)")
 SWIGLU_FORBIDDEN = [(name, _SWIGLU_INSTEAD)
                     for name in ("torch.nn.functional.linear", "torch.nn.Linear", "torch.nn.functional.bilinear",
-                                 "attnbook.layers.FeedForward")]
+                                 "attnbook.layers.FeedForward", "attnbook.models.moe.SwiGLUExperts")]
 
 
 def swiglu_forbidden(fn) -> list[tuple[str, str]]:
