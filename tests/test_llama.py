@@ -35,12 +35,7 @@ def n_params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())  # parameters() yields a tied matrix once
 
 
-def randomize_(module: nn.Module, seed: int, scale: float = 0.3) -> nn.Module:
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
-    return module
+from hf_float64 import randomize_  # noqa: E402  (random values in every parameter: default inits hide bugs)
 
 
 def hf_config(n_layers=2, n_kv_heads=HEADS, tied=False, **kw):

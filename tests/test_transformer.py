@@ -22,13 +22,7 @@ V_SRC, V_TGT, D, H, FF = 11, 13, 16, 4, 24
 PAD, BOS, EOS = 0, 1, 2
 
 
-def randomize_(module: nn.Module, seed: int, scale: float = 0.3) -> nn.Module:
-    """Random values in every parameter (default inits hide bugs: zero biases, unit norms)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
-    return module
+from hf_float64 import randomize_  # noqa: E402  (random values in every parameter: default inits hide bugs)
 
 
 def small_config(**kwargs) -> TransformerConfig:
