@@ -13,28 +13,14 @@ from attnbook.models.llama import Llama
 from attnbook.parallel.data_parallel import average_gradients, bucket_sweep, train_data_parallel
 from attnbook.parallel.launcher import launch
 from attnbook.parallel.toy import tiny_config, tiny_llama, token_batches, train_reference
+from parallel_reference import reference_run as _reference_run
 
 TIMEOUT = 120
 SEED, LR, STEPS = 3, 1e-2, 4
 
 
 def reference_run(batches, config=None, seed=SEED, lr=LR):
-    """One process, whole batches: (losses, trained state) with plain PyTorch."""
-    torch.manual_seed(seed)
-    model = Llama(config or tiny_config()).double()
-    params = list(model.parameters())
-    optimizer = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-                                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                                  lr=lr, betas=(0.9, 0.95), eps=1e-8)
-    losses = []
-    for x, y in batches:
-        optimizer.zero_grad()
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses, model.state_dict()
+    return _reference_run(batches, config, seed=seed, lr=lr)
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,11 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from attnbook.models.llama import Llama
 from attnbook.parallel.launcher import launch
 from attnbook.parallel.toy import tiny_config, token_batches
 from attnbook.parallel.zero import PAPER_FIGURE_1, train_fsdp2, train_zero1, zero_memory
+from parallel_reference import reference_run
 
 TIMEOUT = 120
 SEED, LR, STEPS = 5, 1e-2, 3
@@ -50,23 +49,12 @@ def batches():
 
 @pytest.fixture(scope="module")
 def reference(batches):
-    """Plain PyTorch in one process: the Llama, AdamW with decay on matrices, the whole batches."""
-    torch.manual_seed(SEED)
-    model = Llama(tiny_config()).double()
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    vectors = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1},
-                                   {"params": vectors, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.95))
-    losses = []
-    for x, y in batches:
-        optimizer.zero_grad()
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    sizes = (sum(p.numel() for p in matrices), sum(p.numel() for p in vectors))
-    return losses, model.state_dict(), sizes
+    """Plain PyTorch in one process (tests/parallel_reference.py): the Llama, AdamW with decay on matrices, the whole
+    batches; and the numbers of matrix and vector parameters."""
+    losses, state = reference_run(batches, seed=SEED, lr=LR)
+    sizes = (sum(t.numel() for t in state.values() if t.dim() >= 2),
+             sum(t.numel() for t in state.values() if t.dim() < 2))
+    return losses, state, sizes
 
 
 def close_to_reference(result, reference):
